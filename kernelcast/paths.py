@@ -1,0 +1,39 @@
+"""Where kernelcast keeps per-user state: one private folder, 0700.
+
+Both the LSP server and the forecaster service read these, so editor windows of
+one user share a cache and a service while other users see neither.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_HOME = "KERNELCAST_HOME"
+
+
+def state_home() -> Path:
+    """$KERNELCAST_HOME, else $XDG_CACHE_HOME/kernelcast, else ~/.cache/kernelcast."""
+    configured = os.environ.get(ENV_HOME)
+    if configured:
+        base = Path(configured)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (Path(xdg) if xdg else Path.home() / ".cache") / "kernelcast"
+    return private_dir(base)
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` readable by its owner alone (and tighten it if it exists)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def service_dir() -> Path:
+    return private_dir(state_home() / "service")
+
+
+def cache_dir(configured: str | None = None) -> Path:
+    return private_dir(Path(configured).expanduser()) if configured else private_dir(state_home() / "cache")

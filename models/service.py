@@ -1,0 +1,164 @@
+"""`kernelcast serve`: the locally served forecaster, shared by every editor window.
+
+Binds loopback only and answers only requests that carry the per-user token, so
+another user on the machine can neither read forecasts nor make it run backends.
+A state file (url, pid) lets LSP servers find a running instance instead of
+starting their own.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelcast import __version__
+from kernelcast.forecast import ForecastRequest
+from kernelcast.models.forecaster import Forecaster
+
+TOKEN_FILE = "token"
+STATE_FILE = "service.json"
+TOKEN_HEADER = "authorization"
+
+
+def read_or_create_token(state_dir: Path) -> str:
+    """The per-user secret; created once with 0600 so only its owner can read it."""
+    path = state_dir / TOKEN_FILE
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token)
+    return token
+
+
+def read_state(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((state_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and "url" in state else None
+
+
+def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
+    temporary = state_dir / f".{STATE_FILE}.{os.getpid()}"
+    temporary.write_text(json.dumps(state))
+    os.replace(temporary, state_dir / STATE_FILE)
+
+
+def _require_loopback(host: str) -> None:
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ValueError(f"the forecaster serves loopback only; {host!r} is not a loopback address")
+
+
+def build_app(forecaster: Forecaster, token: str) -> Any:
+    """The ASGI app; starlette is imported here so the LSP never pays for it."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    started = time.time()
+    expected = f"Bearer {token}"
+
+    class TokenMiddleware:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                headers = dict(scope.get("headers") or [])
+                given = headers.get(TOKEN_HEADER.encode(), b"").decode("latin-1")
+                if not secrets.compare_digest(given, expected):
+                    response = JSONResponse({"error": "missing or wrong token"}, status_code=401)
+                    await response(scope, receive, send)
+                    return
+            await self.app(scope, receive, send)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {"ok": True, "pid": os.getpid(), "version": __version__, "uptime_s": round(time.time() - started, 1)}
+        )
+
+    async def list_backends(request: Request) -> JSONResponse:
+        listing = []
+        for name, backend in forecaster.backends.items():
+            status = backend.status()
+            listing.append(
+                {
+                    "name": name,
+                    "model_id": backend.model_id,
+                    "version": backend.version,
+                    "available": status.available,
+                    "detail": status.detail,
+                    "default": name == forecaster.default_backend,
+                }
+            )
+        return JSONResponse({"backends": listing})
+
+    async def forecast(request: Request) -> JSONResponse:
+        try:
+            body = await request.json()
+            parsed = ForecastRequest.from_json(body)
+        except (ValueError, TypeError, KeyError) as error:
+            return JSONResponse({"error": f"bad forecast request: {error}"}, status_code=400)
+        try:
+            result = await run_in_threadpool(forecaster.forecast, parsed)
+        except KeyError as error:
+            return JSONResponse({"error": str(error.args[0])}, status_code=400)
+        return JSONResponse(result.to_json())
+
+    return Starlette(
+        routes=[
+            Route("/v1/health", health, methods=["GET"]),
+            Route("/v1/backends", list_backends, methods=["GET"]),
+            Route("/v1/forecast", forecast, methods=["POST"]),
+        ],
+        middleware=[Middleware(TokenMiddleware)],
+    )
+
+
+def serve(state_dir: Path, backend_names: list[str], host: str = "127.0.0.1", port: int = 0) -> None:
+    """Run until stopped; writes the state file once the socket is bound."""
+    import uvicorn
+
+    _require_loopback(host)
+    token = read_or_create_token(state_dir)
+    forecaster = Forecaster(backend_names)
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    bound_port = listener.getsockname()[1]
+    url_host = f"[{host}]" if ":" in host else host
+    state = {
+        "url": f"http://{url_host}:{bound_port}",
+        "pid": os.getpid(),
+        "version": __version__,
+        "backends": backend_names,
+        "started": time.time(),
+    }
+    config = uvicorn.Config(build_app(forecaster, token), log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    _write_state(state_dir, state)
+    try:
+        server.run(sockets=[listener])
+    finally:
+        current = read_state(state_dir)
+        if current and current.get("pid") == os.getpid():
+            (state_dir / STATE_FILE).unlink(missing_ok=True)
