@@ -23,7 +23,7 @@ from kernelcast.models.code_features import CodeFeatures, extract
 # kernels that look alike still differ by ~30% on a GPU (layout, compiler choices).
 BASE_SPREAD = 0.45
 # Each differing factor adds this share of its own size to the spread (in quadrature).
-FACTOR_SPREAD_SHARE = 0.6
+FACTOR_SPREAD_SHARE = 0.8
 # Fixed cost of one launch relative to a kernel's work when problem sizes are unknown.
 LAUNCH_SHARE_UNKNOWN_SIZE = 0.15
 LAUNCH_OVERHEAD_US = 4.0
