@@ -8,6 +8,7 @@ different calibrations never mix.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -43,8 +44,11 @@ class CalibrationTable:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self._temperatures: dict[str, Temperature] = {}
+        self.version = IDENTITY_ID
         if path is not None and path.exists():
-            data = json.loads(path.read_text())
+            text = path.read_text()
+            self.version = hashlib.sha256(text.encode()).hexdigest()[:12]
+            data = json.loads(text)
             self._temperatures = {
                 key: Temperature(float(v["temperature"]), int(v.get("fitted_on", 0))) for key, v in data.items()
             }

@@ -108,6 +108,7 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
                     "available": status.available,
                     "detail": status.detail,
                     "default": name == forecaster.default_backend,
+                    "calibration_version": forecaster.calibration.version,
                 }
             )
         return JSONResponse({"backends": listing})

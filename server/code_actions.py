@@ -1,0 +1,78 @@
+"""Code actions on a kernel: "Measure on GPU" and, without a reference, "Set reference…"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types
+
+from kernelcast.kernels_runtime.references import pragma_line
+from kernelcast.server.analysis import FileAnalysis, KernelResult
+from kernelcast.server.state import KernelcastServer
+
+KERNEL_SUFFIXES = (".cu", ".cuh", ".py")
+
+
+def code_actions(ls: KernelcastServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    if not (ls.settings.enable and ls.settings.code_actions):
+        return []
+    uri = params.text_document.uri
+    analysis = ls.current_analysis(uri)
+    if analysis is None:
+        return []
+    result = analysis.result_at(params.range.start.line)
+    if result is None:
+        return []
+    position = {"line": params.range.start.line, "character": params.range.start.character}
+    related = [d for d in params.context.diagnostics if d.source == "kernelcast"]
+    actions: list[types.CodeAction] = []
+    if result.reference is not None:
+        actions.append(
+            types.CodeAction(
+                title=f"Measure {result.kernel.name} on GPU",
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=related or None,
+                command=types.Command("Measure on GPU", "kernelcast.measure", [{"uri": uri, "position": position}]),
+            )
+        )
+    else:
+        actions.extend(_set_reference_actions(ls, analysis, result, related))
+    return actions
+
+
+def _set_reference_actions(ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]) -> list[types.CodeAction]:
+    """One action per plausible reference file beside this one, else a template to fill in."""
+    path = ls.path_of(analysis.uri)
+    choices = [f"{candidate.name}::{result.kernel.name}" for candidate in _sibling_kernel_files(path)]
+    targets = choices[:3] or [f"PATH{Path(path).suffix}::{result.kernel.name}"]
+    actions = []
+    for target in targets:
+        actions.append(
+            types.CodeAction(
+                title=f"Set reference… {target}",
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=related or None,
+                edit=set_reference_edit(analysis, target),
+            )
+        )
+    return actions
+
+
+def set_reference_edit(analysis: FileAnalysis, reference: str) -> types.WorkspaceEdit:
+    """Insert the reference pragma as the file's first line (after a shebang or coding line)."""
+    language = "python" if analysis.uri.endswith(".py") else "cuda"
+    line = 0
+    for index, text in enumerate(analysis.lines[:2]):
+        if text.startswith("#!") or "coding" in text and text.startswith("#"):
+            line = index + 1
+    start = types.Position(line=line, character=0)
+    edit = types.TextEdit(range=types.Range(start=start, end=start), new_text=pragma_line(language, reference) + "\n")
+    return types.WorkspaceEdit(changes={analysis.uri: [edit]})
+
+
+def _sibling_kernel_files(path: Path) -> list[Path]:
+    try:
+        siblings = sorted(p for p in path.parent.iterdir() if p.suffix in KERNEL_SUFFIXES and p != path and p.is_file())
+    except OSError:
+        return []
+    return siblings

@@ -1,0 +1,51 @@
+"""Pushed diagnostics (neovim does not re-pull on refresh): one per kernel, plus file problems."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from kernelcast.server.analysis import FileAnalysis
+from kernelcast.server.positions import to_range
+from kernelcast.server.state import KernelcastServer
+from kernelcast.server.verdicts import verdict
+
+SOURCE = "kernelcast"
+
+
+def build_diagnostics(ls: KernelcastServer, analysis: FileAnalysis) -> list[types.Diagnostic]:
+    settings = ls.settings
+    if not settings.enable or not settings.diagnostics:
+        return []
+    diagnostics: list[types.Diagnostic] = []
+    file_start = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0))
+    for problem in analysis.problems:
+        diagnostics.append(
+            types.Diagnostic(range=file_start, message=problem, severity=types.DiagnosticSeverity.Hint, source=SOURCE, code="file")
+        )
+    if analysis.disabled_reason is not None:
+        return diagnostics
+    for result in analysis.results:
+        shown = verdict(result)
+        if shown is None or shown.code == "unchanged":
+            continue
+        diagnostics.append(
+            types.Diagnostic(
+                range=to_range(ls.codec, analysis.lines, result.kernel.signature),
+                message=f"{result.kernel.name}: {shown.message}",
+                severity=types.DiagnosticSeverity.Information if shown.notable else types.DiagnosticSeverity.Hint,
+                source=SOURCE,
+                code=shown.code,
+                data={"kernel": result.kernel.name},
+            )
+        )
+    return diagnostics
+
+
+def publish(ls: KernelcastServer, analysis: FileAnalysis) -> None:
+    ls.text_document_publish_diagnostics(
+        types.PublishDiagnosticsParams(uri=analysis.uri, version=analysis.version, diagnostics=build_diagnostics(ls, analysis))
+    )
+
+
+def clear(ls: KernelcastServer, uri: str) -> None:
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

@@ -1,0 +1,174 @@
+"""How the LSP reaches the forecaster: join the user's running service, start one
+if there is none, restart it if it died, and never make the editor wait long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kernelcast.forecast import Forecast, ForecastRequest
+from kernelcast.models.service import read_or_create_token, read_state
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 15.0
+REQUEST_TIMEOUT_S = 10.0
+HEALTH_TIMEOUT_S = 1.0
+
+
+class ForecasterUnavailable(Exception):
+    """The forecaster could not answer; the message is shown to the user as is."""
+
+
+@dataclass
+class BackendInfo:
+    name: str
+    model_id: str
+    version: str
+    calibration_version: str
+
+
+class ForecasterClient:
+    def __init__(self, state_dir: Path, url: str = "", backend: str = "embedded") -> None:
+        self.state_dir = state_dir
+        self.configured_url = url.rstrip("/")
+        self.backend = backend
+        self._url: str | None = None
+        self._token = read_or_create_token(state_dir)
+        self._backend_info: BackendInfo | None = None
+        self._connect_lock = asyncio.Lock()
+        self._http = httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"}
+
+    async def _healthy(self, url: str) -> bool:
+        try:
+            response = await self._http.get(f"{url}/v1/health", headers=self._headers, timeout=HEALTH_TIMEOUT_S)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def _connect(self) -> str:
+        """The URL of a healthy service, starting one when this user has none."""
+        async with self._connect_lock:
+            if self._url and await self._healthy(self._url):
+                return self._url
+            self._url = None
+            self._backend_info = None
+            if self.configured_url:
+                if not await self._healthy(self.configured_url):
+                    raise ForecasterUnavailable(f"forecaster unavailable: no answer from {self.configured_url}")
+                self._url = self.configured_url
+                return self._url
+            state = read_state(self.state_dir)
+            if state and await self._healthy(state["url"]):
+                self._url = state["url"]
+                return self._url
+            self._url = await asyncio.to_thread(self._start_service)
+            return self._url
+
+    def _start_service(self) -> str:
+        """Start `kernelcast serve` detached; a file lock keeps two editors from racing."""
+        lock_path = self.state_dir / "start.lock"
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = read_state(self.state_dir)
+            if state and _process_alive(state.get("pid")) and _responds(state["url"], self._headers):
+                return state["url"]
+            (self.state_dir / "service.json").unlink(missing_ok=True)
+            log = open(self.state_dir / "service.log", "ab")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(self.state_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # outlives this editor window; others share it
+            )
+            log.close()
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    raise ForecasterUnavailable(
+                        f"forecaster unavailable: the service exited with code {process.returncode}; "
+                        f"see {self.state_dir / 'service.log'}"
+                    )
+                state = read_state(self.state_dir)
+                if state and state.get("pid") == process.pid and _responds(state["url"], self._headers):
+                    logger.info("started forecaster service pid %s at %s", process.pid, state["url"])
+                    return state["url"]
+                time.sleep(0.05)
+            raise ForecasterUnavailable(f"forecaster unavailable: the service did not start within {START_TIMEOUT_S:.0f} s")
+
+    async def backend_info(self) -> BackendInfo:
+        """Name, model and calibration version of the backend in use: part of every cache key."""
+        if self._backend_info is not None:
+            return self._backend_info
+        payload = await self._call("GET", "/v1/backends")
+        for entry in payload.get("backends", []):
+            if entry.get("name") == self.backend:
+                self._backend_info = BackendInfo(
+                    entry["name"], entry.get("model_id", ""), entry.get("version", ""), entry.get("calibration_version", "")
+                )
+                return self._backend_info
+        served = ", ".join(entry.get("name", "?") for entry in payload.get("backends", []))
+        raise ForecasterUnavailable(f"forecaster backend {self.backend!r} is not served (served: {served})")
+
+    async def forecast(self, request: ForecastRequest) -> Forecast:
+        request.backend = self.backend
+        payload = await self._call("POST", "/v1/forecast", request.to_json())
+        return Forecast.from_json(payload)
+
+    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; on a dead service, reconnect (restarting it) and try once more."""
+        for attempt in range(2):
+            url = await self._connect()
+            try:
+                response = await self._http.request(method, f"{url}{path}", json=body, headers=self._headers)
+            except httpx.TimeoutException as error:
+                raise ForecasterUnavailable(f"forecaster unavailable: no answer within {REQUEST_TIMEOUT_S:.0f} s") from error
+            except httpx.TransportError:
+                self._url = None
+                if attempt == 0:
+                    continue
+                raise ForecasterUnavailable("forecaster unavailable: the service stopped answering")
+            if response.status_code == 200:
+                return response.json()
+            try:
+                detail = response.json().get("error", response.text)
+            except ValueError:
+                detail = response.text
+            raise ForecasterUnavailable(f"forecaster error {response.status_code}: {detail}")
+        raise ForecasterUnavailable("forecaster unavailable")
+
+
+def _process_alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _responds(url: str, headers: dict[str, str]) -> bool:
+    try:
+        return httpx.get(f"{url}/v1/health", headers=headers, timeout=HEALTH_TIMEOUT_S).status_code == 200
+    except httpx.HTTPError:
+        return False

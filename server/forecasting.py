@@ -1,0 +1,91 @@
+"""The per-file task: analyse, answer from cache at once, forecast the rest, publish.
+
+Results for a text that changed meanwhile are dropped; forecasts taking longer
+than 300 ms report `$/progress`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import AsyncIterator
+
+from lsprotocol import types
+
+from kernelcast.server import diagnostics
+from kernelcast.server.analysis import FileAnalysis, analyse_text, fill_forecasts
+from kernelcast.server.state import KernelcastServer
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_AFTER_S = 0.3
+
+
+async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
+    document = ls.workspace.text_documents.get(uri)
+    if document is None:
+        return
+    text, version = document.source, document.version
+    path = ls.path_of(uri)
+    root = ls.workspace_root()
+    settings = ls.settings
+    hardware, hardware_problem = await asyncio.to_thread(ls.hardware)
+
+    def is_current() -> bool:
+        live = ls.workspace.text_documents.get(uri)
+        return live is not None and live.version == version
+
+    analysis = await asyncio.to_thread(analyse_text, uri, version, text, path, root, settings, hardware)
+    if hardware_problem:
+        analysis.problems.append(hardware_problem)
+    if not is_current():
+        return
+    ls.send_status()
+    if analysis.disabled_reason is None and any(r.reference and not r.unchanged for r in analysis.results):
+        async with _progress_if_slow(ls, f"forecasting {path.name}"):
+            await fill_forecasts(analysis, path, root, settings, ls.cache, ls.client, is_current)
+    if not is_current():
+        return
+    ls.last_error = next((r.unavailable for r in analysis.results if r.unavailable), None)
+    _publish(ls, analysis)
+
+
+def _publish(ls: KernelcastServer, analysis: FileAnalysis) -> None:
+    ls.analyses[analysis.uri] = analysis
+    diagnostics.publish(ls, analysis)
+    if _client_refreshes_inlay_hints(ls):
+        ls.workspace_inlay_hint_refresh(None)
+    ls.send_status()
+
+
+def _client_refreshes_inlay_hints(ls: KernelcastServer) -> bool:
+    workspace = ls.client_capabilities.workspace
+    return bool(workspace and workspace.inlay_hint and workspace.inlay_hint.refresh_support)
+
+
+@contextlib.asynccontextmanager
+async def _progress_if_slow(ls: KernelcastServer, title: str) -> AsyncIterator[None]:
+    """Begin a `$/progress` only once the work has taken longer than 300 ms."""
+    token = f"kernelcast-{uuid.uuid4()}"
+    started = asyncio.Event()
+
+    async def begin_later() -> None:
+        await asyncio.sleep(PROGRESS_AFTER_S)
+        window = ls.client_capabilities.window
+        if not (window and window.work_done_progress):
+            return
+        await ls.work_done_progress.create_async(token)
+        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
+        started.set()
+
+    starter = asyncio.create_task(begin_later())
+    try:
+        yield
+    finally:
+        starter.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starter
+        if started.is_set():
+            ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))

@@ -1,0 +1,80 @@
+"""Hover on a kernel's signature: the whole forecast, as markdown."""
+
+from __future__ import annotations
+
+import time
+
+from lsprotocol import types
+
+from kernelcast.forecast import BIN_WORDS, Forecast
+from kernelcast.server.analysis import FileAnalysis, KernelResult
+from kernelcast.server.state import KernelcastServer
+from kernelcast.server.verdicts import verdict
+
+BAR_WIDTH = 20
+
+
+def hover(ls: KernelcastServer, params: types.HoverParams) -> types.Hover | None:
+    if not (ls.settings.enable and ls.settings.hover):
+        return None
+    analysis = ls.current_analysis(params.text_document.uri)
+    if analysis is None:
+        return None
+    line = params.position.line
+    for result in analysis.results:
+        signature = result.kernel.signature
+        if signature.start_line <= line <= signature.end_line:
+            return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=render(result, analysis)))
+    return None
+
+
+def render(result: KernelResult, analysis: FileAnalysis) -> str:
+    shown = verdict(result)
+    lines = [f"**kernelcast** · `{result.kernel.name}` ({result.kernel.language})", ""]
+    if shown is not None:
+        lines += [f"**{shown.message}**", ""]
+    if result.reference is not None:
+        lines.append(f"Reference: {result.reference.description}")
+    if result.measurement is not None:
+        m = result.measurement
+        lines.append(f"Measured: reference {m.t_reference_ms:.4g} ms, candidate {m.t_candidate_ms:.4g} ms, 95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}×")
+    if result.forecast is not None:
+        lines += ["", *_forecast_lines(result.forecast)]
+    if analysis.hardware is not None:
+        hw = analysis.hardware
+        source = "this machine" if hw.source == "detected" else "target"
+        lines.append(f"Hardware: {hw.name} ({hw.arch}, {hw.sm_count} SMs, {hw.peak_bandwidth_gbs:.0f} GB/s; {source})")
+    if result.computed_at is not None:
+        age = time.time() - result.computed_at
+        lines.append(f"{'From cache, ' if result.from_cache else 'Computed '}{_age_words(age)} ago")
+    return "\n".join(lines)
+
+
+def _forecast_lines(forecast: Forecast) -> list[str]:
+    lo, hi = forecast.interval
+    provenance = forecast.provenance
+    lines = [
+        f"Point estimate {forecast.speedup:.2f}× · 80% interval {lo:.2f}–{hi:.2f}× · "
+        f"P({forecast.direction}) = {forecast.confidence:.2f}{' · deferring to measurement' if forecast.defer else ''}",
+        "",
+        "```text",
+    ]
+    for words, probability in zip(BIN_WORDS, forecast.probabilities):
+        bar = "█" * round(probability * BAR_WIDTH)
+        lines.append(f"{words:>18} {bar:<{BAR_WIDTH}} {probability:4.0%}")
+    lines += [
+        "```",
+        f"Backend: {provenance.get('backend', '?')} ({provenance.get('model_id', '?')} v{provenance.get('backend_version', '?')}), "
+        f"calibration {provenance.get('calibration_id', '?')}",
+    ]
+    return lines
+
+
+def _age_words(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} d"

@@ -1,0 +1,39 @@
+"""The words a kernel's result is shown with, shared by inlay hints, diagnostics and hover."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kernelcast.server.analysis import KernelResult
+
+# Speedups within ±10% are not worth an Information diagnostic.
+NOTABLE_LOG2 = math.log2(1.1)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str  # inlay hint, ≤ 30 characters
+    message: str  # diagnostic text
+    notable: bool  # confident and far enough from 1× to deserve Information severity
+    offers_measure: bool
+    code: str  # diagnostic code: forecast | measured | uncertain | no-reference | unavailable | unchanged
+
+
+def verdict(result: KernelResult) -> Verdict | None:
+    if result.measurement is not None:
+        m = result.measurement
+        return Verdict(m.inlay_label(), m.message(), abs(math.log2(m.speedup)) >= NOTABLE_LOG2, False, "measured")
+    if result.no_reference is not None:
+        return Verdict("⏱ no reference · set one?", result.no_reference, False, False, "no-reference")
+    if result.unchanged:
+        return Verdict("⏱ same as reference", "same code as the reference: no change expected", False, False, "unchanged")
+    if result.unavailable is not None:
+        return Verdict("⏱ forecaster unavailable", result.unavailable, False, False, "unavailable")
+    forecast = result.forecast
+    if forecast is None:
+        return None
+    if forecast.defer:
+        return Verdict(forecast.inlay_label(), forecast.message(), False, True, "uncertain")
+    notable = abs(math.log2(forecast.speedup)) >= NOTABLE_LOG2
+    return Verdict(forecast.inlay_label(), forecast.message(), notable, True, "forecast")
