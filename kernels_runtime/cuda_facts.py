@@ -80,7 +80,7 @@ class CompileReport:
 
     compiler: str
     functions: dict[str, PtxasEntry] = field(default_factory=dict)
-    cubin: bytes | None = None
+    cubins: list[bytes] = field(default_factory=list)  # one for CUDA; one per kernel for Triton
     compile_ms: float = 0.0
     error: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -409,7 +409,7 @@ def _timed_compile(argv: list[str], workdir: str, timeout_s: float, compiler: st
     else:
         report.functions = parse_ptxas_report(log)
         cubin = Path(workdir) / "kernel.cubin"
-        report.cubin = cubin.read_bytes() if cubin.exists() else None
+        report.cubins = [cubin.read_bytes()] if cubin.exists() else []
     report.compile_ms = (time.perf_counter() - started) * 1000
     return report
 

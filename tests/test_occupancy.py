@@ -76,9 +76,9 @@ def test_occupancy_matches_the_driver(tmp_path):
 
     gpu = resolve_target(None)
     compiled = compile_cuda((DATA / "transpose.cu").read_text(), gpu.arch)
-    assert compiled.error is None and compiled.cubin
+    assert compiled.error is None and compiled.cubins
     cubin = tmp_path / "transpose.cubin"
-    cubin.write_bytes(compiled.cubin)
+    cubin.write_bytes(compiled.cubins[0])
     module = cupy.RawModule(path=str(cubin))
     for mangled in compiled.functions:
         kernel = module.get_function(mangled)

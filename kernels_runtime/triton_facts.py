@@ -1,0 +1,342 @@
+"""Compile Triton kernels offline (no GPU) the way the JIT would, and read ptxas' report.
+
+The user's module is never imported: the `@triton.jit` functions, triton/math imports and
+literal module constants are copied by `ast` into a fresh module that a child interpreter
+compiles with `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`.
+
+Registers and shared memory depend on the JIT's specialization (MEASURE.md): pointers and
+ints divisible by 16 get `tt.divisibility=16`, ints equal to 1 become constexprs. Without a
+launch spec the argument values are guessed (pointers 16-byte aligned fp32, sizes multiples
+of 16, the last stride of each `stride_<t>*` group equal to 1) and the notes say so.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelcast.kernels_runtime.cuda_facts import (
+    CompileReport,
+    ToolTimeout,
+    parse_ptxas_report,
+    readable_compile_error,
+    run_tool,
+)
+
+NO_TRITON = "install triton for Triton facts (pip install 'kernelcast[triton]')"
+DEFAULT_NUM_WARPS = 4
+DEFAULT_NUM_STAGES = 3
+POINTER_NAMES = frozenset(
+    {"x", "y", "z", "a", "b", "c", "out", "output", "input", "inp", "src", "dst", "w", "weight", "bias",
+     "q", "k", "v", "o", "result", "res", "mask", "grad", "dy", "dx"}
+)
+FLOAT_NAMES = frozenset(
+    {"eps", "epsilon", "scale", "sm_scale", "alpha", "beta", "momentum", "p", "dropout_p", "temperature",
+     "negative_slope", "lr", "weight_decay", "softcap"}
+)
+WORKER_ANSWER = "triton.json"
+
+
+@dataclass
+class TritonKernel:
+    """A `@triton.jit` function as found in the source, plus what its decorators say."""
+
+    name: str
+    params: list[str]
+    constexpr_params: set[str]
+    defaults: dict[str, Any]
+    config_constexprs: dict[str, Any]  # first triton.Config of an @triton.autotune, if literal
+    config_num_warps: int | None = None
+    config_num_stages: int | None = None
+
+
+def triton_available() -> bool:
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _is_jit(function: ast.FunctionDef) -> bool:
+    return any(_dotted(d).split(".")[-1] == "jit" for d in function.decorator_list)
+
+
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _first_autotune_config(function: ast.FunctionDef) -> tuple[dict[str, Any], int | None, int | None]:
+    """Constexprs, num_warps and num_stages of the first literal `triton.Config` in @triton.autotune."""
+    for decorator in function.decorator_list:
+        if not (isinstance(decorator, ast.Call) and _dotted(decorator).endswith("autotune")):
+            continue
+        configs = next((kw.value for kw in decorator.keywords if kw.arg == "configs"), None)
+        if configs is None and decorator.args:
+            configs = decorator.args[0]
+        if not isinstance(configs, (ast.List, ast.Tuple)) or not configs.elts:
+            continue
+        config = configs.elts[0]
+        if not isinstance(config, ast.Call) or not config.args:
+            continue
+        ok, kwargs = _literal(config.args[0])
+        options = {kw.arg: _literal(kw.value)[1] for kw in config.keywords}
+        return (kwargs if ok and isinstance(kwargs, dict) else {}), options.get("num_warps"), options.get("num_stages")
+    return {}, None, None
+
+
+def _kernel_of(function: ast.FunctionDef) -> TritonKernel:
+    arguments = function.args
+    params = [a.arg for a in arguments.posonlyargs + arguments.args]
+    constexpr = {a.arg for a in arguments.posonlyargs + arguments.args if a.annotation and "constexpr" in _dotted(a.annotation)}
+    defaults: dict[str, Any] = {}
+    for param, default in zip(params[len(params) - len(arguments.defaults) :], arguments.defaults):
+        ok, value = _literal(default)
+        if ok:
+            defaults[param] = value
+    config, num_warps, num_stages = _first_autotune_config(function)
+    return TritonKernel(function.name, params, constexpr, defaults, config, num_warps, num_stages)
+
+
+def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
+    """A self-contained module text with only the jit functions, and the kernels found.
+
+    Kept: triton/math imports, module constants whose value is a literal (or
+    `tl.constexpr(literal)`), and every `@triton.jit` function with its decorators reduced to
+    `@triton.jit` (autotune/heuristics run at launch, not at compile). Raises SyntaxError.
+    """
+    tree = ast.parse(code)
+    lines = ["import triton", "import triton.language as tl"]
+    kernels: dict[str, TritonKernel] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and _imports_only_triton_or_math(node):
+            lines.append(ast.unparse(node))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_constant(node.value):
+            lines.append(ast.unparse(node))
+        elif isinstance(node, ast.FunctionDef) and _is_jit(node):
+            kernels[node.name] = _kernel_of(node)
+            node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
+            lines.append(ast.unparse(node))
+    return "\n\n".join(lines) + "\n", kernels
+
+
+def _imports_only_triton_or_math(node: ast.Import | ast.ImportFrom) -> bool:
+    modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]
+    return all(m.split(".")[0] in ("triton", "math") for m in modules)
+
+
+def _is_constant(value: ast.AST) -> bool:
+    if isinstance(value, ast.Call) and _dotted(value.func).endswith("constexpr") and len(value.args) == 1:
+        value = value.args[0]
+    return _literal(value)[0]
+
+
+def _guess_constexpr(name: str) -> Any:
+    upper = name.upper()
+    if upper.startswith(("BLOCK", "XBLOCK", "RBLOCK", "YBLOCK")) or upper.endswith("BLOCK_SIZE"):
+        return 64 if upper[-2:] in ("_M", "_N", "_K") else 1024
+    if upper.startswith("GROUP"):
+        return 8
+    return None  # flags and optional modes: the branch they guard stays off
+
+
+def _guess_type(name: str) -> str:
+    if name.lower().endswith("ptr") or name in POINTER_NAMES:  # case matters: `K` is a size, `k` a tensor
+        return "*fp32"
+    return "fp32" if name.lower() in FLOAT_NAMES else "i32"
+
+
+def _innermost_strides(params: list[str]) -> set[str]:
+    """The last `stride_<t><dim>` of each tensor: 1 for contiguous tensors, so the JIT makes it a constexpr."""
+    groups: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for param in params:
+        if param.startswith("stride") and len(param) > len("stride_") + 1:
+            key = param[:-1]
+            groups[key] = param
+            counts[key] = counts.get(key, 0) + 1
+    return {last for key, last in groups.items() if counts[key] > 1}
+
+
+def specialize(
+    kernel: TritonKernel, signature: dict[str, Any] | None, constexprs: dict[str, Any] | None
+) -> tuple[dict[str, str], dict[str, Any], list[int], list[str]]:
+    """Triton signature, constexpr values and divisible-by-16 argument indices, as the JIT would build them.
+
+    `signature` maps a parameter to a Triton type ("*fp16", "i32") or to a sample value
+    (an int or float as it would be passed at launch). Returns notes for every guess.
+    """
+    signature, constexprs = dict(signature or {}), dict(constexprs or {})
+    types: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    divisible: list[int] = []
+    guessed: list[str] = []
+    unit_strides = {p for p in _innermost_strides(kernel.params) if p not in signature and p not in constexprs}
+    for index, param in enumerate(kernel.params):
+        if param in kernel.constexpr_params:
+            for source in (constexprs, kernel.config_constexprs, kernel.defaults):
+                if param in source:
+                    values[param] = source[param]
+                    break
+            else:
+                values[param] = _guess_constexpr(param)
+                guessed.append(f"{param}={values[param]}")
+            types[param] = "constexpr"
+            continue
+        given = signature.get(param, constexprs.get(param))
+        if given is None:
+            if param in unit_strides:
+                given = 1
+            else:
+                given = _guess_type(param)
+                guessed.append(f"{param}: {given}")
+        if isinstance(given, bool):
+            types[param] = "i1"
+        elif isinstance(given, int):
+            if given == 1:
+                types[param], values[param] = "constexpr", 1
+                continue
+            types[param] = "i32" if -(2**31) <= given < 2**31 else "i64"
+            if given % 16 == 0:
+                divisible.append(index)
+        elif isinstance(given, float):
+            types[param] = "fp32"
+        else:
+            types[param] = str(given)
+            # Guessed ints are taken as sizes that are multiples of 16; pointers as 16-byte aligned.
+            if types[param].startswith("*") or (types[param][0] in "iu" and param not in signature):
+                divisible.append(index)
+    notes = []
+    if guessed:
+        notes.append(f"{kernel.name}: no launch spec, assumed {', '.join(guessed)} (ints multiples of 16)")
+    if unit_strides:
+        notes.append(f"{kernel.name}: assumed contiguous tensors ({', '.join(sorted(unit_strides))} = 1)")
+    return types, values, divisible, notes
+
+
+def compile_triton(
+    code: str,
+    capability: int,
+    kernel_names: list[str] | None = None,
+    signature: dict[str, Any] | None = None,
+    constexprs: dict[str, Any] | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    timeout_s: float = 30.0,
+) -> CompileReport:
+    """Offline-compile the jit kernels of `code` for compute capability `capability` (e.g. 90) in a child process."""
+    report = CompileReport(compiler="triton offline")
+    if not triton_available():
+        report.error = NO_TRITON
+        return report
+    try:
+        module_text, kernels = extract_kernels(code)
+    except SyntaxError as problem:
+        report.error = f"Python syntax error, line {problem.lineno}: {problem.msg}"
+        return report
+    wanted = [k for k in kernels if not kernel_names or k in kernel_names]
+    if not wanted:
+        report.error = "no @triton.jit kernel found" + (f" named {', '.join(kernel_names)}" if kernel_names else "")
+        return report
+    requests = []
+    for name in wanted:
+        kernel = kernels[name]
+        types, values, divisible, notes = specialize(kernel, signature, constexprs)
+        report.notes += notes
+        requests.append({
+            "kernel": name, "signature": types, "constexprs": values, "divisible": divisible,
+            "num_warps": num_warps or kernel.config_num_warps or DEFAULT_NUM_WARPS,
+            "num_stages": num_stages or kernel.config_num_stages or DEFAULT_NUM_STAGES,
+        })
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kernelcast-triton-") as workdir:
+        (Path(workdir) / "kernelcast_triton_kernels.py").write_text(module_text)
+        (Path(workdir) / "request.json").write_text(json.dumps({"capability": capability, "kernels": requests}))
+        env = {**os.environ, "TRITON_CACHE_DIR": os.path.join(workdir, "cache")}
+        argv = [sys.executable, "-m", "kernelcast.kernels_runtime.triton_facts", workdir]
+        try:
+            result = run_tool(argv, timeout_s, cwd=workdir, env=env)
+        except (OSError, ToolTimeout) as problem:
+            report.error = str(problem)
+            return report
+        answer_path = Path(workdir) / WORKER_ANSWER
+        if not answer_path.exists():
+            report.error = readable_compile_error(result.stderr or f"Triton worker exited {result.returncode}")
+            return report
+        answers = json.loads(answer_path.read_text())
+        report.compiler = f"triton {answers['version']} offline"
+        errors = []
+        for answer in answers["kernels"]:
+            if answer["error"]:
+                errors.append(f"{answer['kernel']}: {answer['error']}")
+                continue
+            entries = parse_ptxas_report(answer["ptxas_log"])
+            report.functions.update(entries)
+            for compiled_name in entries:
+                report.threads_per_block[compiled_name] = answer["num_warps"] * 32
+                report.dynamic_shared_bytes[compiled_name] = answer["shared"]
+            report.cubins.append((Path(workdir) / f"{answer['kernel']}.cubin").read_bytes())
+    report.compile_ms = (time.perf_counter() - started) * 1000
+    if errors:
+        report.error = "\n".join(errors)
+    return report
+
+
+def _worker(workdir: str) -> None:
+    """Runs in the child interpreter: compile each requested kernel, write cubins and triton.json."""
+    import contextlib
+    import io
+    import traceback
+
+    import triton
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    request = json.loads((Path(workdir) / "request.json").read_text())
+    spec = importlib.util.spec_from_file_location("kernelcast_triton_kernels", Path(workdir) / "kernelcast_triton_kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    knobs.nvidia.dump_ptxas_log = True  # ptxas -v output is printed to stdout, captured below
+    target = GPUTarget("cuda", request["capability"], 32)
+    backend = triton.compiler.make_backend(target)
+    answers = []
+    for item in request["kernels"]:
+        answer = {"kernel": item["kernel"], "error": None, "num_warps": item["num_warps"]}
+        log = io.StringIO()
+        try:
+            fn = getattr(module, item["kernel"])
+            attrs = {(i,): [["tt.divisibility", 16]] for i in item["divisible"]}
+            source = ASTSource(fn, item["signature"], item["constexprs"], attrs)
+            options = backend.parse_options({"num_warps": item["num_warps"], "num_stages": item["num_stages"]})
+            with contextlib.redirect_stdout(log):
+                compiled = triton.compile(source, target=target, options=options.__dict__)
+            (Path(workdir) / f"{item['kernel']}.cubin").write_bytes(compiled.asm["cubin"])
+            answer.update(shared=compiled.metadata.shared, ptxas_log=log.getvalue())
+        except Exception as problem:  # reported per kernel; one bad kernel must not hide the others
+            lines = traceback.format_exception_only(type(problem), problem)
+            answer["error"] = "".join(lines).strip()[-1500:]
+        answers.append(answer)
+    (Path(workdir) / WORKER_ANSWER).write_text(json.dumps({"version": triton.__version__, "kernels": answers}))
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])
