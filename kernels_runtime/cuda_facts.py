@@ -424,7 +424,7 @@ def readable_compile_error(log: str) -> str:
 
 def _first_error_line(error: str | None) -> str:
     lines = [line for line in (error or "").splitlines() if "error" in line.lower()]
-    return (lines or [error or ""])[0].strip()[:200]
+    return (lines or [error or ""])[0].strip()[:120]
 
 
 def _nvrtc_worker(workdir: str, arch: str) -> None:
