@@ -1,0 +1,145 @@
+"""The forecaster service as a real process: token, loopback, restart after kill -9."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kernelcast.forecast import ForecastRequest, KernelSide
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.models.service import read_or_create_token, read_state
+from kernelcast.server.cache import ResultCache
+from kernelcast.server.forecaster_client import ForecasterClient, ForecasterUnavailable
+
+NAIVE = "__global__ void k(float* x, int n) { int i = threadIdx.x; x[i * n] += 1.0f; }"
+VECTOR = "__global__ void k(float4* x, int n) { int i = threadIdx.x; float4 v = x[i]; v.x += 1.0f; x[i] = v; }"
+
+
+def _request() -> ForecastRequest:
+    hardware = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
+    return ForecastRequest(KernelSide(NAIVE, "cuda"), KernelSide(VECTOR, "cuda"), hardware)
+
+
+def _start(state_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(state_dir), *extra])
+
+
+def _wait_for_state(state_dir: Path, pid: int) -> dict:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        state = read_state(state_dir)
+        if state and state["pid"] == pid:
+            return state
+        time.sleep(0.05)
+    raise AssertionError("service wrote no state file")
+
+
+@pytest.fixture
+def service(tmp_path: Path):
+    state_dir = tmp_path / "service"
+    state_dir.mkdir(mode=0o700)
+    process = _start(state_dir)
+    state = _wait_for_state(state_dir, process.pid)
+    yield state, read_or_create_token(state_dir), state_dir
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_requests_without_the_token_are_rejected(service) -> None:
+    state, token, state_dir = service
+    assert httpx.get(f"{state['url']}/v1/health").status_code == 401
+    assert httpx.get(f"{state['url']}/v1/health", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    ok = httpx.get(f"{state['url']}/v1/health", headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200 and ok.json()["ok"] is True
+    assert state["url"].startswith("http://127.0.0.1:")
+    assert (state_dir / "token").stat().st_mode & 0o777 == 0o600
+
+
+def test_forecast_backends_and_bad_requests(service) -> None:
+    state, token, _ = service
+    headers = {"Authorization": f"Bearer {token}"}
+    backends = httpx.get(f"{state['url']}/v1/backends", headers=headers).json()["backends"]
+    assert [b["name"] for b in backends] == ["embedded"] and backends[0]["available"]
+
+    answer = httpx.post(f"{state['url']}/v1/forecast", json=_request().to_json(), headers=headers)
+    assert answer.status_code == 200
+    forecast = answer.json()
+    assert len(forecast["probabilities"]) == 8 and abs(sum(forecast["probabilities"]) - 1) < 1e-9
+    assert forecast["provenance"]["backend"] == "embedded"
+
+    bad = httpx.post(f"{state['url']}/v1/forecast", content=b"{not json", headers=headers)
+    assert bad.status_code == 400 and "bad forecast request" in bad.json()["error"]
+    wrong_language = _request().to_json()
+    wrong_language["candidate"]["language"] = "fortran"
+    bad = httpx.post(f"{state['url']}/v1/forecast", json=wrong_language, headers=headers)
+    assert bad.status_code == 400 and "language" in bad.json()["error"]
+
+
+def test_refuses_to_bind_beyond_loopback(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(tmp_path), "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert completed.returncode == 2
+    assert "loopback" in completed.stderr
+
+
+def test_client_starts_service_and_restarts_it_after_kill_9_without_losing_cache(tmp_path: Path) -> None:
+    state_dir = tmp_path / "service"
+    state_dir.mkdir(mode=0o700)
+    cache = ResultCache(tmp_path / "cache")
+
+    async def scenario() -> None:
+        client = ForecasterClient(state_dir)
+        try:
+            first = await client.forecast(_request())
+            cache.put("pair", first.to_json())
+            pid = read_state(state_dir)["pid"]
+            os.kill(pid, signal.SIGKILL)
+            second = await client.forecast(_request())
+            assert read_state(state_dir)["pid"] != pid
+            assert second.probabilities == first.probabilities
+        finally:
+            await client.close()
+            state = read_state(state_dir)
+            if state:
+                os.kill(state["pid"], signal.SIGTERM)
+
+    asyncio.run(scenario())
+    cache.close()
+    assert ResultCache(tmp_path / "cache").get("pair")["probabilities"]
+
+
+def test_configured_url_that_does_not_answer_is_reported_quickly(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        client = ForecasterClient(tmp_path, url="http://127.0.0.1:9")
+        started = time.monotonic()
+        with pytest.raises(ForecasterUnavailable, match="no answer from"):
+            await client.forecast(_request())
+        assert time.monotonic() - started < 5
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_corrupted_cache_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    directory.mkdir()
+    (directory / "cache.db").write_bytes(b"this is not sqlite" * 100)
+    cache = ResultCache(directory)
+    assert cache.warnings and "moved to" in cache.warnings[0]
+    cache.put("k", {"v": 1})
+    assert cache.get("k") == {"v": 1}
+    assert any(p.name.startswith("cache.corrupt-") for p in tmp_path.iterdir())
+    json.dumps(cache.warnings)

@@ -1,0 +1,75 @@
+"""Typed settings and the embedded backend's honesty."""
+
+from __future__ import annotations
+
+from kernelcast.forecast import Forecast, ForecastRequest, KernelSide
+from kernelcast.kernels_runtime.hardware import SPECS, lookup
+from kernelcast.models.embedded import EmbeddedBackend
+from kernelcast.server.settings import Settings, parse_settings
+
+import pytest
+
+
+def test_settings_nested_like_vscode_and_flat_defaults() -> None:
+    settings, problems = parse_settings(
+        {"kernelcast": {"inlayHints": {"enable": False}, "forecaster": {"url": "http://127.0.0.1:1"}, "debounceMs": 50, "python": "/x"}}
+    )
+    assert problems == []
+    assert settings.inlay_hints is False and settings.forecaster_url == "http://127.0.0.1:1" and settings.debounce_ms == 50
+    assert settings.hover is True
+
+
+def test_bad_setting_values_fall_back_with_a_message() -> None:
+    settings, problems = parse_settings({"confidenceThreshold": 3, "exclude": "*.cu", "enable": "yes"})
+    assert settings == Settings()
+    assert len(problems) == 3
+    assert any("confidenceThreshold" in p and "0.5 to 1" in p for p in problems)
+    settings, problems = parse_settings(["not", "an", "object"])
+    assert settings == Settings() and problems
+
+
+def test_excludes_match_paths_and_names() -> None:
+    settings, _ = parse_settings({"exclude": ["*/vendor/*", "*_test.cu"]})
+    assert settings.excludes("/w/vendor/a.cu") and settings.excludes("/w/k_test.cu") and not settings.excludes("/w/k.cu")
+
+
+def test_gpu_names() -> None:
+    assert lookup("NVIDIA H100 80GB HBM3").key == "H100-SXM"
+    assert lookup("h100-pcie").key == "H100-PCIe"
+    with pytest.raises(KeyError, match="known targets"):
+        lookup("Voodoo2")
+
+
+NAIVE = """__global__ void t(const float* in, float* out, int n) {
+  int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+  for (int j = 0; j < 32; j += 8) out[x * n + (y + j)] = in[(y + j) * n + x];
+}"""
+TILED = """__global__ void t(const float* in, float* out, int n) {
+  __shared__ float tile[32][33];
+  int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+  for (int j = 0; j < 32; j += 8) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * n + x];
+  __syncthreads();
+  for (int j = 0; j < 32; j += 8) out[(y + j) * n + x] = tile[threadIdx.x][threadIdx.y + j];
+}"""
+
+
+def _forecast(reference: str, candidate: str) -> Forecast:
+    hardware = SPECS["H100-SXM"].to_json()
+    raw = EmbeddedBackend().predict(ForecastRequest(KernelSide(reference, "cuda"), KernelSide(candidate, "cuda"), hardware))
+    return Forecast.from_probabilities(raw.probabilities, provenance=raw.details)
+
+
+def test_embedded_is_antisymmetric() -> None:
+    forward, backward = _forecast(NAIVE, TILED), _forecast(TILED, NAIVE)
+    assert forward.speedup == pytest.approx(1 / backward.speedup, rel=1e-6)
+    assert forward.probabilities == pytest.approx(list(reversed(backward.probabilities)))
+
+
+def test_embedded_reads_the_tiling_edit_the_right_way() -> None:
+    assert _forecast(NAIVE, TILED).direction == "faster"
+
+
+def test_embedded_is_not_confident_about_small_unknown_changes() -> None:
+    renamed = NAIVE.replace("int x", "int col").replace("x *", "col *").replace("+ x]", "+ col]")
+    forecast = _forecast(NAIVE, renamed)
+    assert forecast.defer and 0.5 <= forecast.confidence < 0.6
