@@ -1,0 +1,255 @@
+"""CUDA compiler facts from real compiles (nvcc is on this machine), plus the parsers and facts.py glue."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelcast.kernels_runtime import cuda_facts, facts, sass
+from kernelcast.kernels_runtime.cuda_facts import (
+    NO_CUDA_COMPILER,
+    ToolTimeout,
+    base_name,
+    device_source,
+    global_kernels,
+    parse_ptxas_report,
+    run_tool,
+)
+from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts, roofline_floor_ms
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.occupancy import occupancy
+from kernelcast.kernels_runtime.sass import NO_DISASSEMBLER, parse_sass
+
+DATA = Path(__file__).parent / "data" / "facts"
+H100 = SPECS["H100-SXM"]
+needs_nvcc = pytest.mark.skipif(cuda_facts.nvcc_path() is None, reason="nvcc not installed")
+
+
+def source(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+# --- parsers (no compiler needed) -------------------------------------------------------
+
+NVRTC_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Function properties for _Z6helperv
+ptxas         .     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'
+ptxas info    : Function properties for _Z1kPf
+ptxas         .     40 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 2 barriers, 2048 bytes smem, 360 bytes cmem[0]
+"""
+
+
+def test_ptxas_report_keeps_entries_and_their_own_frame():
+    entries = parse_ptxas_report(NVRTC_LOG)
+    assert list(entries) == ["_Z1kPf"]  # the non-inlined device function is not a kernel
+    entry = entries["_Z1kPf"]
+    assert (entry.registers, entry.barriers, entry.shared_bytes, entry.constant_bytes) == (40, 2, 2048, 360)
+    assert (entry.stack_frame_bytes, entry.spill_store_bytes, entry.spill_load_bytes) == (40, 8, 12)
+
+
+@pytest.mark.parametrize(
+    ("mangled", "name"),
+    [
+        ("saxpy", "saxpy"),
+        ("_Z10vector_addPKfS0_Pfi", "vector_add"),
+        ("_ZN2ns5innerEPi", "inner"),
+        ("_Z5scaleIfLi4EEvPT_S0_i", "scale"),
+        ("_ZL6staticPf", "static"),
+        ("_ZN12_GLOBAL__N_16kernelEPf", "kernel"),
+    ],
+)
+def test_base_name_of_mangled_symbols(mangled, name):
+    assert base_name(mangled) == name
+
+
+def test_global_kernels_reads_launch_bounds_in_either_position():
+    code = (
+        "template <int N> __global__ void __launch_bounds__(256, 2) a(float* x) {}\n"
+        "__launch_bounds__(128) __global__ void b() {}\n"
+        "extern \"C\" __global__ void c(int n);\n"
+        "__global__ void __launch_bounds__(THREADS) d() {}\n"
+        "template __global__ void a<4>(float*);\n"
+    )
+    assert global_kernels(code) == {"a": 256, "b": 128, "c": None, "d": None}
+
+
+def test_device_source_drops_torch_host_code_only():
+    kept, notes = device_source(source("torch_inline.cu"))
+    assert "relu_kernel" in kept and "#include <cuda_runtime.h>" in kept
+    assert "torch::" not in kept and "torch/extension.h" not in kept and "PYBIND11" not in kept
+    assert "relu_cuda" in notes[0]
+    assert device_source(source("vector_add.cu")) == (source("vector_add.cu"), [])
+
+
+def test_parse_sass_counts_by_opcode_root_and_modifiers():
+    listing = """
+        Function : k
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0010*/              @!P0 LDG.E.64 R8, desc[UR4][R2.64] ;
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24 ;
+        /*0030*/                   STL [R1+0x10], R4 ;
+        /*0040*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0050*/                   RED.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R0 ;
+        /*0060*/                   NOP;
+"""
+    mix = parse_sass(listing)["k"]
+    assert (mix.total, mix.global_loads, mix.vector_loads_128, mix.vector_loads_64) == (6, 2, 1, 1)
+    assert (mix.tensor_core, mix.tensor_core_ops, mix.local_stores, mix.barriers, mix.atomics) == (1, {"HGMMA": 1}, 1, 1, 1)
+
+
+def test_run_tool_kills_a_hanging_process_group():
+    started = time.perf_counter()
+    with pytest.raises(ToolTimeout):
+        run_tool(["sh", "-c", "sleep 30 & sleep 30"], timeout_s=0.5)
+    assert time.perf_counter() - started < 5
+
+
+# --- real compiles ------------------------------------------------------------------------
+
+
+@needs_nvcc
+def test_vector_add_facts_and_json_round_trip():
+    result = compile_facts(source("vector_add.cu"), "cuda", H100, threads_per_block=256)
+    assert result.error is None
+    kernel = result.kernels["vector_add"]
+    assert kernel.arch == "sm_90" and 0 < kernel.registers <= 32
+    assert (kernel.shared_static_bytes, kernel.spill_store_bytes, kernel.barriers) == (0, 0, 0)
+    assert kernel.occupancy == occupancy(H100, 256, kernel.registers, 0)
+    assert kernel.hint_problems() == []
+    assert any("registers/thread" in line for line in kernel.hover_lines())
+    assert FactsResult.from_json(json.loads(json.dumps(result.to_json()))) == result
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["transpose.cu", "spill.cu"])
+def test_facts_agree_with_a_direct_ptxas_report(name, tmp_path):
+    """Parse-consistency: our numbers equal what `nvcc -Xptxas -v` prints for the same file."""
+    (tmp_path / name).write_text(source(name))
+    printed = subprocess.run(
+        [cuda_facts.nvcc_path(), "-cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", "k.cubin", name],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    )
+    log = printed.stdout + printed.stderr
+    registers = int(re.search(r"Used (\d+) registers", log).group(1))
+    smem = re.search(r"(\d+) bytes smem", log)
+    spill_stores = int(re.search(r"(\d+) bytes spill stores", log).group(1))
+    result = compile_facts(source(name), "cuda", H100, kernel_names=None)
+    (kernel,) = result.kernels.values()
+    assert kernel.registers == registers
+    assert kernel.shared_static_bytes == (int(smem.group(1)) if smem else 0)
+    assert kernel.spill_store_bytes == spill_stores
+
+
+@needs_nvcc
+def test_transpose_tile_and_launch_bounds():
+    kernel = compile_facts(source("transpose.cu"), "cuda", H100).kernels["transpose"]
+    assert kernel.shared_static_bytes == 32 * 33 * 4 == 4224
+    assert kernel.barriers == 1
+    assert kernel.threads_per_block == 1024  # from __launch_bounds__
+    assert kernel.occupancy.fraction == 1.0
+    with_dynamic = compile_facts(source("transpose.cu"), "cuda", H100, dynamic_smem_bytes=120_000).kernels["transpose"]
+    assert with_dynamic.shared_dynamic_bytes == 120_000
+    # 120000 + 4224 + 1024 reserved = 125248 B per block: one of 1024 threads fits in 228 KB.
+    assert (with_dynamic.occupancy.active_blocks_per_sm, with_dynamic.occupancy.limited_by) == (1, "shared memory")
+
+
+@needs_nvcc
+def test_spills_become_hints():
+    kernel = compile_facts(source("spill.cu"), "cuda", H100).kernels["spill_heavy"]
+    assert kernel.registers <= 32 and kernel.spill_store_bytes > 0 and kernel.stack_frame_bytes > 0
+    assert kernel.hint_problems()[0].startswith("spills ")
+    if kernel.sass is not None:
+        assert kernel.sass.local_stores > 0 and kernel.sass.local_loads > 0
+
+
+@needs_nvcc
+def test_template_instantiations_are_told_apart():
+    result = compile_facts(source("templated.cu"), "cuda", H100, threads_per_block=128)
+    assert result.error is None
+    assert {k.name for k in result.kernels.values()} == {"scale"}
+    assert len(result.kernels) == 2
+    if cuda_facts.demangler():
+        assert set(result.kernels) == {"scale<float, 4>", "scale<double, 2>"}
+    assert compile_facts(source("templated.cu"), "cuda", H100, kernel_names=["scale"]).kernels.keys() == result.kernels.keys()
+
+
+@needs_nvcc
+def test_extern_c_kernel_keeps_its_plain_name():
+    assert list(compile_facts(source("extern_c.cu"), "cuda", H100).kernels) == ["saxpy"]
+
+
+@needs_nvcc
+def test_syntax_error_is_readable():
+    result = compile_facts(source("syntax_error.cu"), "cuda", H100)
+    assert result.kernels == {}
+    assert "kernel.cu(" in result.error and "error" in result.error
+    assert "kernelcast-" not in result.error  # temp paths are shortened
+    assert len(result.error.splitlines()) <= cuda_facts.ERROR_LINES
+
+
+@needs_nvcc
+def test_load_inline_source_compiles_its_device_code():
+    result = compile_facts(source("torch_inline.cu"), "cuda", H100, threads_per_block=256)
+    assert result.error is None
+    kernel = result.kernels["relu_kernel"]
+    assert kernel.registers > 0
+    assert any("torch host code" in note for note in kernel.notes)
+
+
+@needs_nvcc
+def test_nvcc_is_used_when_nvrtc_is_absent(monkeypatch):
+    monkeypatch.setattr(cuda_facts, "cuda_core_available", lambda: False)
+    report = cuda_facts.compile_cuda(source("extern_c.cu"), "sm_80")
+    assert report.compiler.startswith("nvcc") and report.error is None and "saxpy" in report.functions
+
+
+@needs_nvcc
+def test_results_are_cached_by_content():
+    code = source("vector_add.cu") + "\n// cache probe\n"
+    first = compile_facts(code, "cuda", H100)
+    started = time.perf_counter()
+    again = compile_facts(code, "cuda", H100)
+    assert time.perf_counter() - started < 0.05 and again == first and again is not first
+
+
+def test_no_cuda_compiler_is_a_readable_error(monkeypatch):
+    monkeypatch.setattr(cuda_facts, "cuda_core_available", lambda: False)
+    monkeypatch.setattr(cuda_facts, "nvcc_path", lambda: None)
+    result = compile_facts(source("vector_add.cu") + "// no compiler\n", "cuda", H100)
+    assert result.error == NO_CUDA_COMPILER and result.kernels == {}
+    assert compile_facts(source("vector_add.cu") + "// no compiler\n", "cuda", H100).error == NO_CUDA_COMPILER
+
+
+@needs_nvcc
+def test_missing_disassembler_is_noted(monkeypatch):
+    monkeypatch.setattr(sass, "find_disassembler", lambda: None)
+    kernel = compile_facts(source("vector_add.cu") + "// no sass\n", "cuda", H100).kernels["vector_add"]
+    assert kernel.sass is None and NO_DISASSEMBLER in kernel.notes
+
+
+# --- facts wording and roofline ------------------------------------------------------------
+
+
+def test_low_occupancy_hint_names_its_limit():
+    low = occupancy(H100, 256, 168, 0)  # 168 regs → 5376/warp → 3 warps per sub-partition → 1 block = 12.5%
+    kernel = KernelFacts("k", "cuda", "sm_90", 168, 0, None, 0, 0, 0, 0, 256, low, None, "nvcc 13.0", 1.0)
+    assert kernel.hint_problems() == ["occupancy 12% (limited by registers)"]
+    assert KernelFacts.from_json(kernel.to_json()) == kernel
+
+
+def test_roofline_floor_picks_the_slower_side():
+    # 3.35e12 B/s: 3.35 GB takes 1 ms; 67e12 fp32 FLOP/s: 6.7e9 FLOP take 0.1 ms.
+    assert roofline_floor_ms(3.35e9, 6.7e9, H100) == (pytest.approx(1.0), "memory-bound")
+    # bf16 tensor cores at 989 TFLOP/s: 2·8192³ FLOP ≈ 1.11 ms vs 3·8192²·2 B ≈ 0.12 ms of traffic.
+    ms, label = roofline_floor_ms(3 * 8192**2 * 2, 2 * 8192**3, H100, tensor_cores=True, dtype="bf16")
+    assert label == "compute-bound" and ms == pytest.approx(2 * 8192**3 / 989e12 * 1e3)
+    # Without tensor cores the same matmul is held to the fp32 CUDA-core rate ×2 for packed bf16.
+    assert roofline_floor_ms(0, 2 * 8192**3, H100, dtype="bf16")[0] == pytest.approx(2 * 8192**3 / 134e12 * 1e3)
+    assert roofline_floor_ms(0, 1e12, SPECS["A100"], tensor_cores=True, dtype="fp8")[0] == pytest.approx(1e3 / 312)
