@@ -295,8 +295,8 @@ class LaunchSpec:
         return dict(self.sizes)
 
     def bytes_needed(self) -> int:
-        """Device bytes for one measurement: inputs once, outputs for both sides."""
-        return sum(arg.nbytes * (2 if arg.is_output else 1) for arg in self.args)
+        """Device bytes for one measurement: each side owns a full set of arrays."""
+        return 2 * sum(arg.nbytes for arg in self.args)
 
     def check_fits(self, memory_bytes: int, reserved_bytes: int = 0) -> None:
         """Refuse, with sizes in the message, a spec whose arrays would crowd the GPU."""
@@ -321,7 +321,7 @@ class LaunchSpec:
     def from_json(cls, data: dict[str, Any]) -> "LaunchSpec":
         if data["kind"] == "kernel":
             spec = parse_launch_pragma(data["pragma"], language=data["language"])
-            return spec if spec.kernel else _with_kernel(spec, data.get("kernel"))
+            return _with_kernel(spec, data.get("kernel") or spec.kernel)
         return cls(kind=data["kind"], language=data["language"], kernel=data.get("kernel"), sizes=dict(data.get("sizes") or {}))
 
 
@@ -551,7 +551,7 @@ def _bind_dims(item: tuple[_Token, list[_Expr]], names: dict[str, int | float], 
 
 _KERNEL_DEFINITION = {
     "triton": re.compile(r"^\s*def\s+(\w+)\s*\("),
-    "cuda": re.compile(r"__global__\b[^(;{]*?\b(\w+)\s*\("),
+    "cuda": re.compile(r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b(?!__launch_bounds__)(\w+)\s*\("),
 }
 _COMMENT_PREFIX = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b")
 _MODULE_INT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*([^#\n]+?)\s*(?:#.*)?$")
@@ -578,6 +578,28 @@ def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchS
         if target == kernel_name:
             return _with_kernel(spec, kernel_name)
     return None
+
+
+def kernel_names(file_text: str, language: str) -> list[str]:
+    """Kernels defined in a file, in order (Triton: functions under @triton.jit)."""
+    if language == "cuda":
+        return _KERNEL_DEFINITION["cuda"].findall(file_text)
+    return re.findall(r"@triton\.(?:jit|autotune)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)", file_text)
+
+
+def kernel_parameters(file_text: str, kernel_name: str, language: str) -> list[str]:
+    """Parameter names of one kernel, for the template; empty when it cannot be found."""
+    head = r"def\s+" if language != "cuda" else r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b"
+    found = re.search(head + re.escape(kernel_name) + r"\s*\(([^)]*)\)", file_text)
+    if not found:
+        return []
+    names = []
+    for parameter in found.group(1).split(","):
+        declaration = parameter.split("=")[0].split(":")[0] if language != "cuda" else parameter.split("=")[0]
+        identifiers = re.findall(r"[A-Za-z_]\w*", declaration)
+        if identifiers:
+            names.append(identifiers[-1] if language == "cuda" else identifiers[0])
+    return names
 
 
 def _pragma_target(lines: list[str], number: int, definition: re.Pattern[str], line: str) -> str | None:
@@ -628,7 +650,7 @@ def launch_spec_template(kernel_name: str, language: str, param_names: list[str]
             continue
         if name == size:
             args.append(f"{name}:i32=1<<20")
-        elif re.search(r"ptr|^(in|out|src|dst|[a-z])\b|_p$", name, re.IGNORECASE):
+        elif re.search(r"ptr|_p$", name, re.IGNORECASE) or re.match(r"(in|out|src|dst|[a-z])(_|$)", name):
             flag = ":out" if re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE) else ""
             args.append(f"{name}:f32[{size}]{flag}")
         else:

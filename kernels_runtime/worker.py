@@ -1,0 +1,504 @@
+"""The process that owns one GPU: loads user kernels, checks them, times them.
+
+User code runs only here, never in the editor process: an illegal address poisons a CUDA
+context for good and a spinning kernel never returns, so the parent (measure.py) must be
+able to kill this process and start another. Protocol: JSON lines in on `--request-fd`,
+JSON lines out on `--result-fd`; stdout is pointed at stderr (the log), so a kernel that
+prints cannot corrupt the results.
+
+Out-messages: {"type": "ready", "gpu": bool, "reason": str}; for a request `id`:
+{"type": "progress", "message", "percent", "running", "deadline_s"} — the parent kills
+the worker when the next message is later than `deadline_s` — and one
+{"type": "result", "measurement": {...}} or {"type": "result", "failure": {kind, message, fatal}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from kernelcast.kernels_runtime import timing
+from kernelcast.kernels_runtime.launch_spec import FLOAT_DTYPES, LaunchSpec, LaunchSpecError
+
+# Seed for the re-check after timing: fresh inputs the correctness seeds did not see.
+RECHECK_SEED = 44
+TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+INT_POISON = 0x5A
+
+
+def cache_dir() -> Path:
+    """kernelcast's cache: user modules, torch extension builds, worker logs."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = base / "kernelcast"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Failure(Exception):
+    """A measurement that cannot go on; `fatal` means this process's CUDA context is gone."""
+
+    def __init__(self, kind: str, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.fatal = fatal
+
+
+class Channel:
+    """The result pipe, plus the heartbeat that tells the parent how long to wait.
+
+    Phase "load" (exec, compile, first JIT call) may take up to the load timeout; phase
+    "run" allows one kernel launch (or one ~50 ms batch of them) up to the kernel timeout.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.stream = os.fdopen(fd, "w", buffering=1)
+        self.request_id: int | None = None
+        self.deadlines = {"load": 600.0, "run": 11.0}
+        self.last_sent = 0.0
+        self.last_running: str | None = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.request_id is not None:
+            message = {"id": self.request_id, **message}
+        self.stream.write(json.dumps(message) + "\n")
+        self.stream.flush()
+        self.last_sent = time.monotonic()
+
+    def progress(self, message: str | None, percent: float | None, running: str | None, phase: str = "run") -> None:
+        self.last_running = running
+        self.send({"type": "progress", "message": message, "percent": percent, "running": running, "phase": phase, "deadline_s": self.deadlines[phase]})
+
+    def heartbeat(self, running: str) -> None:
+        """Before each launch or batch; sent at most twice a second unless the side changes."""
+        if running != self.last_running or time.monotonic() - self.last_sent >= 0.5:
+            self.progress(None, None, running)
+
+
+# --- the GPU, as far as torch sees it ------------------------------------------------------
+
+
+def probe_gpu() -> tuple[Any, str]:
+    """torch with a usable CUDA device, or None and why not (said to the user as is)."""
+    try:
+        import torch
+    except ImportError:
+        return None, "torch is not installed in the Python that runs kernelcast (it allocates and times on the GPU): pip install torch"
+    if not torch.cuda.is_available():
+        return None, "torch sees no CUDA GPU (driver missing, CUDA_VISIBLE_DEVICES empty, or a CPU-only torch build)"
+    torch.cuda.init()
+    return torch, ""
+
+
+TORCH_DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8", "i8": "int8", "bool": "bool"}
+
+
+def dtype_name(torch: Any, dtype: Any) -> str:
+    for short, long in TORCH_DTYPE_NAMES.items():
+        if getattr(torch, long) == dtype:
+            return short
+    return str(dtype).replace("torch.", "")
+
+
+def to_numpy(torch: Any, tensor: Any) -> np.ndarray:
+    tensor = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    return tensor.cpu().numpy()
+
+
+def make_buffers(torch: Any, spec: LaunchSpec, seed: int) -> dict[str, Any]:
+    """Fresh random inputs (never zeros) and poisoned outputs; equal seeds give equal inputs."""
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    buffers = {}
+    for arg in spec.args:
+        if not arg.is_array:
+            continue
+        dtype = getattr(torch, TORCH_DTYPE_NAMES[arg.dtype])
+        floating = arg.dtype in FLOAT_DTYPES
+        if arg.is_output:
+            buffers[arg.name] = torch.full(arg.shape, float("nan") if floating else INT_POISON, dtype=dtype, device="cuda")
+        elif arg.init == "randn":
+            buffers[arg.name] = torch.randn(arg.shape, generator=generator, dtype=dtype, device="cuda")
+        elif arg.init == "rand":
+            buffers[arg.name] = torch.rand(arg.shape, generator=generator, dtype=dtype, device="cuda")
+        else:
+            low, high = arg.init_range
+            values = torch.randint(low, high, arg.shape, generator=generator, dtype=torch.int64, device="cuda")
+            buffers[arg.name] = values.to(dtype)
+    return buffers
+
+
+# --- loading one side -----------------------------------------------------------------------
+
+
+class Side:
+    """One loaded variant: `prepare(seed)` gives a zero-argument launch on fresh inputs."""
+
+    label: str
+
+    def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
+        raise NotImplementedError
+
+
+class KernelSide(Side):
+    """A CUDA or Triton kernel launched by its pragma."""
+
+    def __init__(self, label: str, spec: LaunchSpec, launch: Callable[[list[Any]], None]) -> None:
+        self.label, self.spec, self.launch = label, spec, launch
+        self.buffers: dict[str, Any] = {}
+
+    def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
+        self.buffers = make_buffers(torch, self.spec, seed)
+        values = [self.buffers[arg.name] if arg.is_array else arg.value for arg in self.spec.args]
+        return lambda: self.launch(values)
+
+    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
+        return {arg.name: (to_numpy(torch, self.buffers[arg.name]), arg.dtype) for arg in self.spec.args if arg.is_output}
+
+
+class ModelSide(Side):
+    """A KernelBench model: inputs from get_inputs(), weights seeded alike on both sides."""
+
+    def __init__(self, label: str, model_class: Any, get_inputs: Callable[[], list[Any]], init_inputs: list[Any]) -> None:
+        self.label, self.model_class, self.get_inputs, self.init_inputs = label, model_class, get_inputs, init_inputs
+        self.model: Any = None
+
+    def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
+        if self.model is None:
+            torch.manual_seed(0)
+            self.model = self.model_class(*self.init_inputs).cuda().eval()
+        torch.manual_seed(seed)
+        inputs = [value.cuda() if hasattr(value, "cuda") else value for value in self.get_inputs()]
+
+        def run() -> Any:
+            with torch.no_grad():
+                return self.model(*inputs)
+
+        return run
+
+    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
+        tensors = list(result) if isinstance(result, (tuple, list)) else [result]
+        names = ["out"] if len(tensors) == 1 else [f"output[{i}]" for i in range(len(tensors))]
+        return {name: (to_numpy(torch, t), dtype_name(torch, t.dtype)) for name, t in zip(names, tensors)}
+
+
+def import_user_module(code: str) -> Any:
+    """Import file text as a module from the cache, so Triton and inspect can read its source."""
+    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+    name = f"kernelcast_user_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = cache_dir() / "modules" / f"{name}.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
+    """Compile with NVRTC through cupy; launch on the default stream that torch also uses."""
+    try:
+        import cupy
+    except ImportError:
+        raise Failure("compile", "measuring .cu kernels needs cupy: pip install cupy-cuda12x (or cupy-cuda13x)") from None
+    try:
+        module = cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=[spec.kernel])
+        kernel = module.get_function(spec.kernel)
+    except cupy.cuda.compiler.CompileException as error:
+        raise Failure("compile", f"{label} does not compile (NVRTC):\n{_first_lines(str(error), 12)}") from None
+    if spec.smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = spec.smem
+    scalar_types = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "i8": np.int8, "bool": np.bool_}
+    for arg in spec.args:
+        if not arg.is_array and arg.dtype not in scalar_types:
+            raise Failure("no-launch-spec", f"{arg.dtype} scalars cannot be passed to a CUDA launch; use f32 for '{arg.name}'")
+
+    def launch(values: list[Any]) -> None:
+        args = [
+            np.uint64(value.data_ptr()) if arg.is_array else scalar_types[arg.dtype](value)
+            for arg, value in zip(spec.args, values)
+        ]
+        kernel(spec.grid, spec.block, tuple(args), shared_mem=spec.smem)
+
+    return KernelSide(label, spec, launch)
+
+
+def load_triton(label: str, code: str, spec: LaunchSpec) -> Side:
+    module = import_user_module(code)
+    kernel = getattr(module, spec.kernel or "", None)
+    if kernel is None:
+        raise Failure("compile", f"{label}: no function named '{spec.kernel}' in the file")
+    parameters = set(getattr(kernel, "arg_names", []) or [])
+    keywords = {name: value for name, value in spec.options.items() if name in parameters or name in TRITON_LAUNCH_OPTIONS}
+
+    def launch(values: list[Any]) -> None:
+        kernel[spec.grid](*values, **keywords)
+
+    return KernelSide(label, spec, launch)
+
+
+def load_kernelbench(label: str, code: str, class_name: str, inputs_module: Any | None) -> tuple[Side, Any]:
+    if "load_inline" in code:
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(cache_dir() / "torch_extensions"))
+    module = import_user_module(code)
+    model_class = getattr(module, class_name, None)
+    if model_class is None:
+        raise Failure("compile", f"{label}: no class named '{class_name}' in the file")
+    source = inputs_module if inputs_module is not None and hasattr(inputs_module, "get_inputs") else module
+    if not hasattr(source, "get_inputs"):
+        raise Failure("no-launch-spec", "KernelBench files need get_inputs() (and get_init_inputs()) in the reference or the candidate")
+    init_inputs = source.get_init_inputs() if hasattr(source, "get_init_inputs") else []
+    return ModelSide(label, model_class, source.get_inputs, list(init_inputs)), module
+
+
+def _first_lines(text: str, count: int) -> str:
+    return "\n".join(text.strip().splitlines()[:count])
+
+
+# --- one measurement -----------------------------------------------------------------------
+
+
+class Measurer:
+    """Runs one request: load, check on several seeds, time interleaved, re-check."""
+
+    def __init__(self, channel: Channel, torch: Any, gpu_reason: str, gpu_index: int) -> None:
+        self.channel, self.torch, self.gpu_reason, self.gpu_index = channel, torch, gpu_reason, gpu_index
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        timeouts = request["timeouts"]
+        # One second of slack: a kernel that takes exactly the limit still reports in time.
+        self.channel.deadlines = {"load": float(timeouts["load_s"]), "run": float(timeouts["kernel_s"]) + 1.0}
+        sides = self.load_sides(request)
+        torch = self.require_gpu()
+        reference, candidate = sides
+        flush_bytes = max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 256 * 2**20)
+        for side in sides:
+            if isinstance(side, KernelSide):
+                side.spec.check_fits(torch.cuda.get_device_properties(0).total_memory, reserved_bytes=flush_bytes)
+        clocks_before = clock_state(self.gpu_index)
+        self.check(torch, reference, candidate, timing.SEEDS, first_percent=10.0, span=15.0)
+        rounds = int(request.get("rounds", 5))
+        fns = {side.label: side.prepare(torch, timing.SEEDS[-1]) for side in sides}
+        self.channel.progress(f"timing {rounds} interleaved rounds", 25.0, None)
+        result = timing.time_pair(
+            torch,
+            fns["reference"],
+            fns["candidate"],
+            rounds=rounds,
+            on_call=self.channel.heartbeat,
+            on_round=lambda done: self.channel.progress(f"timing: round {done}/{rounds} done", 25 + 70 * done / rounds, None),
+        )
+        self.check(torch, reference, candidate, (RECHECK_SEED,), first_percent=95.0, span=5.0, after_timing=True)
+        return {"timing": result.to_json(), "clocks": {"before": clocks_before, "after": clock_state(self.gpu_index)}, **self.environment(torch)}
+
+    def load_sides(self, request: dict[str, Any]) -> tuple[Side, Side]:
+        reference_request, candidate_request = request["reference"], request["candidate"]
+        if candidate_request["language"] == "pytorch":
+            self.channel.progress(self.load_message(reference_request, "reference"), 2.0, "reference", "load")
+            reference, reference_module = self.guarded_load("reference", lambda: load_kernelbench("reference", reference_request["code"], reference_request.get("name") or "Model", None))
+            self.channel.progress(self.load_message(candidate_request, "candidate"), 6.0, "candidate", "load")
+            candidate_class = candidate_request.get("name") or ("ModelNew" if "class ModelNew" in candidate_request["code"] else "Model")
+            candidate, _ = self.guarded_load("candidate", lambda: load_kernelbench("candidate", candidate_request["code"], candidate_class, reference_module))
+            return reference, candidate
+        loaded = []
+        for label, side_request, percent in (("reference", reference_request, 2.0), ("candidate", candidate_request, 6.0)):
+            spec = LaunchSpec.from_json(side_request["spec"])
+            self.channel.progress(self.load_message(side_request, label), percent, label, "load")
+            if side_request["language"] == "cuda":
+                torch = self.require_gpu()
+                loaded.append(self.guarded_load(label, lambda: load_cuda(label, side_request["code"], spec, torch)))
+            else:
+                loaded.append(self.guarded_load(label, lambda: load_triton(label, side_request["code"], spec)))
+        return loaded[0], loaded[1]
+
+    @staticmethod
+    def load_message(side_request: dict[str, Any], label: str) -> str:
+        if "load_inline" in side_request["code"]:
+            return f"building {label}'s CUDA extension with load_inline (a first build can take a minute; cached under {cache_dir() / 'torch_extensions'})"
+        return f"loading {label} ({side_request['language']})"
+
+    @staticmethod
+    def guarded_load(label: str, load: Callable[[], Any]) -> Any:
+        try:
+            return load()
+        except Failure:
+            raise
+        except Exception as error:  # the user's file: syntax errors, imports, build failures
+            raise Failure("compile", f"{label} failed to load: {type(error).__name__}: {_first_lines(str(error), 8)}") from None
+
+    def require_gpu(self) -> Any:
+        if self.torch is None:
+            raise Failure("no-gpu", self.gpu_reason)
+        return self.torch
+
+    def check(self, torch: Any, reference: Side, candidate: Side, seeds: tuple[int, ...], first_percent: float, span: float, after_timing: bool = False) -> None:
+        """Reference and candidate on the same fresh inputs must agree on every output."""
+        for number, seed in enumerate(seeds):
+            percent = first_percent + span * number / len(seeds)
+            first_call = number == 0 and not after_timing
+            outputs = {}
+            for side in (reference, candidate):
+                note = " (first call: JIT compile)" if first_call else ""
+                self.channel.progress(f"checking {side.label} on seed {seed}{note}", percent, side.label, "load" if first_call else "run")
+                fn = side.prepare(torch, seed)
+                result = fn()
+                torch.cuda.synchronize()
+                outputs[side.label] = side.outputs(torch, result)
+            for name, (expected, dtype) in outputs["reference"].items():
+                actual = outputs["candidate"].get(name)
+                if actual is None:
+                    raise Failure("wrong", f"wrong results: candidate has no output '{name}'")
+                problem = timing.check_close(name, expected, actual[0], dtype)
+                if problem:
+                    when = " after timing" if after_timing else ""
+                    raise Failure("wrong", f"{problem}{when} (seed {seed})")
+
+    def environment(self, torch: Any) -> dict[str, Any]:
+        from kernelcast.kernels_runtime.hardware import detect_local_gpus
+
+        properties = torch.cuda.get_device_properties(0)
+        local = next((gpu for gpu in detect_local_gpus() if gpu.index == self.gpu_index), None)
+        versions = {"torch": torch.__version__, "cuda_runtime": torch.version.cuda}
+        for name in ("triton", "cupy"):
+            module = sys.modules.get(name)
+            if module is not None:
+                versions[name] = getattr(module, "__version__", "?")
+        return {
+            "gpu_name": properties.name,
+            "gpu_short": local.spec.key.split("-")[0] if local else properties.name.replace("NVIDIA ", ""),
+            "gpu_fingerprint": local.spec.fingerprint() if local else None,
+            "driver": local.spec.driver if local else None,
+            "sm_count": properties.multi_processor_count,
+            "l2_bytes": properties.L2_cache_size,
+            "memory_bytes": properties.total_memory,
+            "versions": versions,
+        }
+
+
+def clock_state(gpu_index: int) -> dict[str, Any]:
+    """SM clock and throttle reasons from NVML; clocks are read, never set."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"unavailable": "nvidia-ml-py is not installed"}
+    try:
+        pynvml.nvmlInit()
+    except Exception as error:
+        return {"unavailable": f"NVML: {error}"}
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)
+        reasons_mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+        reasons = [
+            name.removeprefix("nvmlClocksThrottleReason")
+            for name in dir(pynvml)
+            if name.startswith("nvmlClocksThrottleReason") and name not in ("nvmlClocksThrottleReasonAll", "nvmlClocksThrottleReasonNone")
+            and isinstance(getattr(pynvml, name), int) and reasons_mask & getattr(pynvml, name)
+        ]
+        return {
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "memory_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "throttle_reasons": sorted(reasons),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        }
+    except Exception as error:
+        return {"unavailable": f"NVML: {error}"}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def cuda_alive(torch: Any) -> bool:
+    """After an error: can this process still use CUDA? (An illegal address is sticky.)"""
+    try:
+        torch.cuda.synchronize()
+        return torch.ones(1, device="cuda").add(1).item() == 2.0
+    except Exception:
+        return False
+
+
+def describe_cuda_error(error: BaseException, running: str | None) -> str:
+    text = str(error)
+    where = f" in {running}" if running else ""
+    if "illegal memory access" in text or "illegal address" in text:
+        return f"illegal memory access{where}"
+    return f"CUDA error{where}: {_first_lines(text, 3)}"
+
+
+def handle(channel: Channel, measurer: Measurer, request: dict[str, Any]) -> bool:
+    """Answer one request; False when this process must exit (its CUDA context is broken)."""
+    try:
+        channel.send({"type": "result", "measurement": measurer.run(request)})
+        return True
+    except Failure as failure:
+        channel.send({"type": "result", "failure": {"kind": failure.kind, "message": failure.message, "fatal": failure.fatal}})
+        return not failure.fatal
+    except KeyboardInterrupt:  # the parent's cancel
+        channel.send({"type": "result", "failure": {"kind": "cancelled", "message": "measurement cancelled", "fatal": False}})
+        return True
+    except LaunchSpecError as error:
+        channel.send({"type": "result", "failure": {"kind": "no-launch-spec", "message": str(error), "fatal": False}})
+        return True
+    except Exception as error:
+        torch = measurer.torch
+        alive = torch is not None and cuda_alive(torch)
+        running = channel.last_running
+        kind = "compile" if "Compilation" in type(error).__name__ else "runtime"
+        if torch is not None and not alive:
+            message = describe_cuda_error(error, running)
+        else:
+            message = f"{running or 'kernel'} raised {type(error).__name__}: {_first_lines(str(error), 6)}"
+        channel.send({"type": "result", "failure": {"kind": kind, "message": message, "fatal": not alive and torch is not None}})
+        return alive or torch is None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kernelcast GPU worker (started by kernelcast.kernels_runtime.measure)")
+    parser.add_argument("--request-fd", type=int, required=True)
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--gpu-index", type=int, default=0)
+    options = parser.parse_args(argv)
+    os.dup2(2, 1)  # user prints go to the log, never into the protocol
+    channel = Channel(options.result_fd)
+    torch, reason = probe_gpu()
+    channel.send({"type": "ready", "gpu": torch is not None, "reason": reason, "pid": os.getpid()})
+    measurer = Measurer(channel, torch, reason, options.gpu_index)
+    requests = os.fdopen(options.request_fd, "r")
+    while True:
+        try:
+            line = requests.readline()
+        except KeyboardInterrupt:  # a cancel that arrived after the result was sent
+            continue
+        if not line:
+            return 0
+        request = json.loads(line)
+        channel.request_id = request.get("id")
+        channel.last_running = None
+        keep_going = handle(channel, measurer, request)
+        channel.request_id = None
+        if not keep_going:
+            return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
