@@ -1,0 +1,97 @@
+"""Triton facts: source extraction and JIT-like specialization (pure), offline compiles (need triton)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelcast.kernels_runtime import triton_facts
+from kernelcast.kernels_runtime.facts import compile_facts
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.triton_facts import NO_TRITON, extract_kernels, specialize
+
+DATA = Path(__file__).parent / "data" / "facts"
+H100 = SPECS["H100-SXM"]
+FP16_MATMUL = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16"}
+
+
+def source(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_extracted_module_holds_only_jit_functions():
+    module_text, kernels = extract_kernels(source("triton_add.py"))
+    assert "import torch" not in module_text and "def add(" not in module_text
+    assert "def add_kernel(" in module_text and "@triton.jit" in module_text
+    assert kernels["add_kernel"].constexpr_params == {"BLOCK_SIZE"}
+
+
+def test_autotune_decorator_gives_the_first_config():
+    module_text, kernels = extract_kernels(source("triton_matmul.py"))
+    kernel = kernels["matmul_kernel"]
+    assert "autotune" not in module_text
+    assert kernel.config_constexprs == {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
+    assert (kernel.config_num_warps, kernel.config_num_stages) == (8, 3)
+
+
+def test_default_specialization_is_noted():
+    _, kernels = extract_kernels(source("triton_add.py"))
+    types, values, divisible, notes = specialize(kernels["add_kernel"], None, None)
+    assert types == {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": "i32", "BLOCK_SIZE": "constexpr"}
+    assert values == {"BLOCK_SIZE": 1024} and divisible == [0, 1, 2, 3]
+    assert "BLOCK_SIZE=1024" in notes[0]
+
+
+def test_launch_values_specialize_like_the_jit():
+    _, kernels = extract_kernels(source("triton_add.py"))
+    spec = {"x_ptr": "*fp16", "y_ptr": "*fp16", "output_ptr": "*fp16", "n_elements": 1000}
+    types, _, divisible, notes = specialize(kernels["add_kernel"], spec, {"BLOCK_SIZE": 256})
+    assert types["n_elements"] == "i32" and divisible == [0, 1, 2] and notes == []
+    types, values, divisible, _ = specialize(kernels["add_kernel"], {**spec, "n_elements": 1}, None)
+    assert types["n_elements"] == "constexpr" and values["n_elements"] == 1
+
+
+def test_innermost_strides_are_assumed_one():
+    _, kernels = extract_kernels(source("triton_matmul.py"))
+    types, values, _, notes = specialize(kernels["matmul_kernel"], FP16_MATMUL, None)
+    assert {p for p, v in values.items() if v == 1 and types[p] == "constexpr"} == {"stride_ak", "stride_bn", "stride_cn"}
+    assert types["K"] == "i32"  # upper-case K is a size, not the tensor `k`
+    assert any("contiguous" in note for note in notes)
+
+
+def test_missing_triton_is_a_readable_error(monkeypatch):
+    monkeypatch.setattr(triton_facts, "triton_available", lambda: False)
+    result = compile_facts(source("triton_add.py") + "# no triton\n", "triton", H100)
+    assert result.error == NO_TRITON
+
+
+def test_python_syntax_error_is_readable():
+    if not triton_facts.triton_available():
+        pytest.skip("triton not installed")
+    result = compile_facts("@triton.jit\ndef k(x_ptr:\n", "triton", H100)
+    assert result.error.startswith("Python syntax error, line") and result.kernels == {}
+
+
+def test_add_kernel_offline():
+    pytest.importorskip("triton")
+    result = compile_facts(source("triton_add.py"), "triton", H100)
+    assert result.error is None
+    kernel = result.kernels["add_kernel"]
+    assert kernel.compiler.startswith("triton 3") and kernel.arch == "sm_90"
+    assert 0 < kernel.registers <= 64 and kernel.spill_store_bytes == 0
+    assert kernel.threads_per_block == 4 * 32  # Triton's default num_warps
+    assert kernel.occupancy is not None
+    if kernel.sass is not None:
+        assert kernel.sass.global_loads >= 2 and kernel.sass.vector_loads_128 >= 2  # 16-byte aligned fp32 ×4
+
+
+def test_matmul_uses_hopper_tensor_cores_and_specialization_matters():
+    pytest.importorskip("triton")
+    aligned = compile_facts(source("triton_matmul.py"), "triton", H100, signature=FP16_MATMUL).kernels["matmul_kernel"]
+    assert aligned.threads_per_block == 8 * 32 and aligned.shared_dynamic_bytes > 0
+    if aligned.sass is not None:
+        assert aligned.sass.tensor_core > 0 and "HGMMA" in aligned.sass.tensor_core_ops
+    unaligned_spec = {**FP16_MATMUL, "M": 1000, "stride_am": 1000, "stride_ak": 7}
+    unaligned = compile_facts(source("triton_matmul.py"), "triton", H100, signature=unaligned_spec).kernels["matmul_kernel"]
+    assert (unaligned.registers, unaligned.shared_dynamic_bytes) != (aligned.registers, aligned.shared_dynamic_bytes)
