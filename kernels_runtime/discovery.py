@@ -308,6 +308,7 @@ def _scan_cuda(text: str) -> list[_CudaKernel]:
             continue
         kernel = _scan_one_kernel(masked, keyword, floor, limit)
         if kernel is None:
+            floor = keyword + len("__global__")  # keeps every backward look short: linear time
             continue
         if kernel.unfinished and limit < len(masked):
             next_start = _declaration_start(masked, limit, kernel.signature_end)
@@ -652,17 +653,17 @@ class _AstPositions:
 def _outline_from_ast(tree: ast.Module, source: _PythonSource, positions: _AstPositions) -> _Outline:
     statements = [_classify(source.masked, positions.definition_start(node), positions.end_of(node)) for node in tree.body]
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
-    calls: list[ast.Call] = []
     imports: list[tuple[str, str | None, str | None]] = []
-    for node in ast.walk(tree):  # iterative: no recursion on nesting depth
+    for node in _all_statements(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
             functions.append(node)
-        elif isinstance(node, ast.Call):
-            calls.append(node)
         elif isinstance(node, ast.Import):
             imports.extend((alias.name, None, alias.asname) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             imports.extend((node.module, alias.name, alias.asname) for alias in node.names)
+    # Walking every expression is the slow part of a big file: only do it when CUDA may be compiled.
+    needs_calls = _EMBEDDING_CALL_NAME.search(source.masked) is not None
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)] if needs_calls else []
     aliases = _triton_aliases(imports)
     triton = [
         _TritonFunction(node.name, positions.definition_start(node), positions.start_of(node), positions.end_of(node))
@@ -670,6 +671,19 @@ def _outline_from_ast(tree: ast.Module, source: _PythonSource, positions: _AstPo
         if any(_is_triton_jit(_dotted(decorator), aliases) for decorator in node.decorator_list)
     ]
     return _Outline(statements, triton, _embedded_from_calls(tree, calls, source, positions))
+
+
+def _all_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Every statement at any depth, without descending into expressions (iterative)."""
+    stack: list[ast.AST] = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, field, None)
+            if isinstance(children, list):
+                stack.extend(reversed(children))
 
 
 def _dotted(node: ast.expr) -> str:
