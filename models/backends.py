@@ -7,6 +7,7 @@ way for every backend, so backends never calibrate themselves.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -60,3 +61,27 @@ def _ensure_builtin_backends() -> None:
     # Imported here, not at module top, so the registry has no import cycle and heavy
     # backends register themselves without being imported until asked for.
     from kernelcast.models import embedded  # noqa: F401
+
+    # LLM backends: their modules import llama_cpp/transformers/torch only when built.
+    for name, module in (("llama-cpp", "llm_llama_cpp"), ("transformers", "llm_transformers"), ("openai", "llm_openai")):
+        if name not in _FACTORIES:
+            register(name, _lazy_factory(module))
+
+
+def _lazy_factory(module: str) -> BackendFactory:
+    def factory(options: dict[str, Any]) -> Backend:
+        return importlib.import_module(f"kernelcast.models.{module}").create(options)
+
+    return factory
+
+
+def describe_backends(options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every known backend, built with `options`, and whether it can forecast (for `kernelcast doctor`)."""
+    described = []
+    for name in known_backends():
+        try:
+            status = create(name, options).status()
+            described.append({"name": name, "available": status.available, "detail": status.detail})
+        except Exception as error:  # a backend that cannot be built is reported, not fatal
+            described.append({"name": name, "available": False, "detail": f"{type(error).__name__}: {error}"})
+    return described

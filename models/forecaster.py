@@ -8,19 +8,44 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
 from kernelcast.forecast import Forecast, ForecastRequest
 from kernelcast.models import backends
 from kernelcast.models.calibration import CalibrationTable, gpu_class
+from kernelcast.models.combine import COMBINED, DEFAULT_POOL, CombinedBackend, parse_weights
 
 
 class Forecaster:
-    def __init__(self, backend_names: list[str], calibration_path: Path | None = None) -> None:
+    def __init__(
+        self, backend_names: list[str], calibration_path: Path | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """`options` go to every backend's factory (e.g. gguf, llm_url; see backends.describe_backends).
+
+        With more than one backend, a "combined" backend pools them (combine.py) and
+        becomes the default; each member stays reachable by its own name.
+        """
         if not backend_names:
             raise ValueError("at least one backend is needed")
-        self.backends = {name: backends.create(name) for name in backend_names}
+        options = options or {}
+        members = [name for name in backend_names if name != COMBINED]
+        self.backends: dict[str, backends.Backend] = {name: backends.create(name, options) for name in members}
         self.default_backend = backend_names[0]
         self.calibration = CalibrationTable(calibration_path)
+        if len(members) > 1:
+            self.backends[COMBINED] = CombinedBackend(
+                {name: self.backends[name] for name in members},
+                self._calibrate,
+                parse_weights(options.get("combine_weights")),
+                options.get("combine_pool") or DEFAULT_POOL,
+            )
+            self.default_backend = COMBINED
+
+    def _calibrate(
+        self, backend: backends.Backend, request: ForecastRequest, probabilities: Sequence[float]
+    ) -> tuple[list[float], str]:
+        gpu = gpu_class(request.hardware.get("compute_capability"))
+        return self.calibration.calibrate(backend.name, gpu, probabilities)
 
     def forecast(self, request: ForecastRequest) -> Forecast:
         name = request.backend or self.default_backend
@@ -29,8 +54,7 @@ class Forecaster:
         backend = self.backends[name]
         started = time.perf_counter()
         raw = backend.predict(request)
-        gpu = gpu_class(request.hardware.get("compute_capability"))
-        probabilities, calibration_id = self.calibration.calibrate(backend.name, gpu, raw.probabilities)
+        probabilities, calibration_id = self._calibrate(backend, request, raw.probabilities)
         provenance = {
             "backend": backend.name,
             "model_id": backend.model_id,
