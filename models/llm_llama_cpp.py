@@ -1,0 +1,113 @@
+"""`llama-cpp` backend: a local GGUF model through llama-cpp-python, on CPU or GPU.
+
+One Llama object is kept for the life of the server, and its KV cache with it: each
+request evaluates only the tokens after the longest prefix it shares with the
+previous one (prompt.py orders sections for that), then reads the 8 answer-token
+logits of the last position — one forward pass, no sampling, no `logits_all`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelcast.forecast import ForecastRequest
+from kernelcast.models import backends
+from kernelcast.models.llm_common import LLMBackendError, label_token_ids, read_label_logits, shared_prefix_length
+from kernelcast.models.prompt import build_prompt
+
+DEFAULT_CONTEXT_TOKENS = 8192
+INSTALL_HINT = "pip install 'kernelcast[llama]' (llama-cpp-python builds from source)"
+
+
+class LlamaCppBackend:
+    name = "llama-cpp"
+    version = "1"
+
+    def __init__(self, gguf_path: str | os.PathLike[str], n_ctx: int = DEFAULT_CONTEXT_TOKENS, n_threads: int | None = None) -> None:
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as error:
+            raise LLMBackendError(f"llama-cpp-python is not importable ({error}); {INSTALL_HINT}") from error
+        path = Path(gguf_path).expanduser()
+        if not path.is_file():
+            raise LLMBackendError(f"GGUF model not found: {path}")
+        self.model_id = path.name
+        self._llama_cpp_version = llama_cpp.__version__
+        # All cores: a forecast is one prompt evaluation, so there is nothing else to share them with.
+        self._threads = n_threads or os.cpu_count() or 1
+        self._llm = llama_cpp.Llama(
+            model_path=str(path), n_ctx=n_ctx, n_threads=self._threads, n_threads_batch=self._threads, verbose=False
+        )
+        self._lock = threading.Lock()  # one KV cache: requests from the service's thread pool take turns
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        self._bos = self._token_text(self._llm.token_bos())
+        self._formatter = (
+            Jinja2ChatFormatter(template=template, eos_token=self._token_text(self._llm.token_eos()), bos_token=self._bos)
+            if template
+            else None
+        )
+        context = self._render([{"role": "system", "content": "."}, {"role": "user", "content": "."}])
+        self.labels, self._label_ids = label_token_ids(self._tokenize, context)
+
+    def _token_text(self, token: int) -> str:
+        return self._llm.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        """The model's own chat template, ending where the assistant's answer starts."""
+        if self._formatter is None:
+            return "\n\n".join(message["content"] for message in messages) + "\n\nBin: "
+        return self._formatter(messages=messages).prompt
+
+    def _tokenize(self, text: str) -> list[int]:
+        add_bos = not (self._bos and text.startswith(self._bos))
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def status(self) -> backends.BackendStatus:
+        return backends.BackendStatus(
+            True, f"{self.model_id} via llama-cpp-python {self._llama_cpp_version}, {self._threads} threads, n_ctx {self._llm.n_ctx()}"
+        )
+
+    def _last_logits(self, tokens: list[int]) -> tuple[Any, int]:
+        """Logits after `tokens`, evaluating only what the KV cache does not already hold."""
+        import numpy as np
+
+        if len(tokens) >= self._llm.n_ctx():
+            raise LLMBackendError(f"prompt has {len(tokens)} tokens, over the context of {self._llm.n_ctx()}; raise n_ctx")
+        # At least the last token is evaluated again: its logits are not kept between calls.
+        reused = min(shared_prefix_length(self._llm.input_ids[: self._llm.n_tokens].tolist(), tokens), len(tokens) - 1)
+        self._llm.n_tokens = reused  # eval() drops KV entries from here on
+        self._llm.eval(tokens[reused:])
+        logits = np.ctypeslib.as_array(self._llm._ctx.get_logits(), shape=(self._llm.n_vocab(),)).copy()
+        return logits, reused
+
+    def predict(self, request: ForecastRequest) -> backends.RawPrediction:
+        prompt = build_prompt(request, self.labels)
+        tokens = self._tokenize(self._render(prompt.messages()))
+        started = time.perf_counter()
+        with self._lock:
+            logits, reused = self._last_logits(tokens)
+        probabilities, label_mass = read_label_logits(logits, self._label_ids)
+        return backends.RawPrediction(
+            probabilities=probabilities,
+            details={
+                "readout": "logits",
+                "labels": "".join(self.labels),
+                "prompt_tokens": len(tokens),
+                "reused_tokens": reused,
+                "eval_ms": round(1000 * (time.perf_counter() - started), 1),
+                "label_mass": round(label_mass, 4),
+            },
+        )
+
+
+def create(options: dict[str, Any]) -> LlamaCppBackend:
+    """Factory for the registry: options `gguf` (path), `n_ctx`, `n_threads`."""
+    gguf = options.get("gguf") or os.environ.get("KERNELCAST_GGUF")
+    if not gguf:
+        raise LLMBackendError("the llama-cpp backend needs a GGUF model: --gguf PATH (or KERNELCAST_GGUF)")
+    return LlamaCppBackend(gguf, int(options.get("n_ctx") or DEFAULT_CONTEXT_TOKENS), options.get("n_threads"))
