@@ -254,14 +254,14 @@ class KernelcastExtension {
     if (!environments) {
       return;
     }
-    this.session.push(
-      environments.onDidChangeActiveEnvironmentPath(async () => {
-        const next = await this.resolveInterpreter();
-        if (next.command !== this.interpreter?.command) {
-          await this.restart();
-        }
-      }),
-    );
+    this.session.push(environments.onDidChangeActiveEnvironmentPath(() => this.restartIfInterpreterChanged()));
+  }
+
+  private async restartIfInterpreterChanged(): Promise<void> {
+    const next = await this.resolveInterpreter();
+    if (next.command !== this.interpreter?.command) {
+      await this.restart();
+    }
   }
 
   private async stop(): Promise<void> {
@@ -296,10 +296,12 @@ class KernelcastExtension {
     // The Python extension's picker only matters when kernelcast.python does not override it.
     if (current.source !== 'setting' && vscode.extensions.getExtension(PYTHON_EXTENSION_ID)) {
       await vscode.commands.executeCommand('python.setInterpreter');
+      // A cancelled picker changes nothing, and retrying would only repeat the error.
+      await this.restartIfInterpreterChanged();
     } else {
+      // Editing kernelcast.python restarts the server through the configuration listener.
       await vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.python`);
     }
-    await this.restart();
   }
 
   private async installKernelcast(interpreter: Interpreter): Promise<void> {
