@@ -865,7 +865,7 @@ def _discover_python_file(text: str, pragmas: Pragmas) -> Discovery:
         code = text[: model.start] + text[model.end :] if model else text
         kernels.append(source.definition("ModelNew", language, model_new.keyword, model_new.start, model_new.end, "kernelbench", code))
     if model is not None and (model_new is not None or has_inputs):
-        reference_code = "\n\n".join(text[s.start : s.end] for s in outline.statements if _in_reference(s, source))
+        reference_code = _reference_code(outline.statements, source)
         reference_model = source.definition("Model", "pytorch", model.keyword, model.start, model.end, "kernelbench", reference_code)
     kind = "kernelbench" if model_new or reference_model else "triton" if outline.triton else "python"
     kernels.sort(key=lambda k: (k.body.start_line, k.body.start_col))
@@ -900,6 +900,20 @@ def _embedded_kernels(embedded: list[tuple[_StringMap, str]], lines: _LineIndex,
             if found.unfinished:
                 problems.append(_unfinished_problem(found, lines.position(start)[0]))
     return kernels
+
+
+def _reference_code(statements: list[_Statement], source: _PythonSource) -> str:
+    """The KernelBench reference program: the kept statements, with their original spacing between neighbours."""
+    pieces: list[str] = []
+    previous_kept = False
+    for index, statement in enumerate(statements):
+        kept = _in_reference(statement, source)
+        if kept:
+            if pieces:
+                pieces.append(source.text[statements[index - 1].end : statement.start] if previous_kept else "\n\n\n")
+            pieces.append(source.text[statement.start : statement.end])
+        previous_kept = kept
+    return "".join(pieces) + "\n"
 
 
 def _in_reference(statement: _Statement, source: _PythonSource) -> bool:
