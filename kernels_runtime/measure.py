@@ -317,7 +317,10 @@ def prepare_request(
         return MeasureFailure("no-launch-spec", "a KernelBench (pytorch) side must be compared with another KernelBench side (Model vs ModelNew)")
     specs: dict[str, LaunchSpec | None] = {"candidate": spec, "reference": reference_spec}
     if languages == {"pytorch"}:
-        specs["candidate"] = spec or find_launch_spec(sides["candidate"]["code"], sides["candidate"]["name"], "pytorch")
+        # A ModelNew file often leaves get_inputs() to the reference's file.
+        specs["candidate"] = spec or next(
+            (found for side in sides.values() if (found := find_launch_spec(side["code"], side["name"], "pytorch"))), None
+        )
         if specs["candidate"] is None:
             return MeasureFailure("no-launch-spec", "KernelBench files need class Model/ModelNew and get_inputs()")
     else:

@@ -1,0 +1,6 @@
+// Each thread copies one element; neighbours read neighbours (coalesced).
+// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)
+extern "C" __global__ void copy_coalesced(const float* x, float* y, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) y[i] = x[i];
+}
