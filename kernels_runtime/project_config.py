@@ -198,7 +198,7 @@ def _rule(raw: Any, defaults: dict[str, int], report: Callable[..., None]) -> Re
 
 def _line_of_key(text: str, key: str, occurrence: int) -> int | None:
     """1-based line of the `occurrence`-th line mentioning `key` (TOML keeps no positions)."""
-    pattern = re.compile(rf"^\s*(?:\[\[?[\w.\"]*\b{re.escape(key)}\b|{re.escape(key)}\s*=)", re.MULTILINE)
+    pattern = re.compile(rf"^[ \t]*(?:\[\[?[\w.\"]*\b{re.escape(key)}\b|{re.escape(key)}\s*=)", re.MULTILINE)
     matches = list(pattern.finditer(text))
     if not matches:
         return None
