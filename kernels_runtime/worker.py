@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -224,10 +225,14 @@ def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
         import cupy
     except ImportError:
         raise Failure("compile", "measuring .cu kernels needs cupy: pip install cupy-cuda12x (or cupy-cuda13x)") from None
+    from cupy.cuda.compiler import CompileException
+
+    # extern "C" kernels keep their names; C++ ones are found through NVRTC's lowered names.
+    unmangled = re.search(r'extern\s+"C"[^;{]*\b' + re.escape(spec.kernel) + r"\s*\(", code)
     try:
-        module = cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=[spec.kernel])
+        module = cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=None if unmangled else [spec.kernel])
         kernel = module.get_function(spec.kernel)
-    except cupy.cuda.compiler.CompileException as error:
+    except CompileException as error:
         raise Failure("compile", f"{label} does not compile (NVRTC):\n{_first_lines(str(error), 12)}") from None
     if spec.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = spec.smem
@@ -410,18 +415,11 @@ def clock_state(gpu_index: int) -> dict[str, Any]:
         return {"unavailable": f"NVML: {error}"}
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)
-        reasons_mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
-        reasons = [
-            name.removeprefix("nvmlClocksThrottleReason")
-            for name in dir(pynvml)
-            if name.startswith("nvmlClocksThrottleReason") and name not in ("nvmlClocksThrottleReasonAll", "nvmlClocksThrottleReasonNone")
-            and isinstance(getattr(pynvml, name), int) and reasons_mask & getattr(pynvml, name)
-        ]
         return {
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "memory_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "throttle_reasons": sorted(reasons),
+            "throttle_reasons": _throttle_reasons(pynvml, handle),
             "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
             "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
         }
@@ -429,6 +427,19 @@ def clock_state(gpu_index: int) -> dict[str, Any]:
         return {"unavailable": f"NVML: {error}"}
     finally:
         pynvml.nvmlShutdown()
+
+
+def _throttle_reasons(pynvml: Any, handle: Any) -> list[str] | str:
+    """Names of the active clock-event (throttle) reasons; NVML renamed them in 12.5."""
+    for getter, prefix in (("nvmlDeviceGetCurrentClocksEventReasons", "nvmlClocksEventReason"), ("nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlClocksThrottleReason")):
+        if hasattr(pynvml, getter):
+            try:
+                mask = getattr(pynvml, getter)(handle)
+            except Exception as error:
+                return f"unavailable: {error}"
+            names = [name for name in dir(pynvml) if name.startswith(prefix) and not name.endswith(("All", "None"))]
+            return sorted({name.removeprefix(prefix) for name in names if isinstance(getattr(pynvml, name), int) and mask & getattr(pynvml, name)})
+    return "unavailable in this nvidia-ml-py"
 
 
 def cuda_alive(torch: Any) -> bool:

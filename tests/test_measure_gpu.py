@@ -1,0 +1,88 @@
+"""Measuring on a real GPU: known orderings, A vs A, and the three ways a kernel can misbehave."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelcast.forecast import Measurement
+from kernelcast.kernels_runtime.measure import MeasureFailure, Timeouts, measure_pair
+
+FIXTURES = Path(__file__).parent / "data" / "measure"
+pytestmark = pytest.mark.gpu
+
+
+def side(name: str, language: str = "cuda", kernel: str | None = None) -> dict[str, str | None]:
+    return {"code": (FIXTURES / name).read_text(), "language": language, "name": kernel}
+
+
+def measured(candidate: dict, reference: dict, **options) -> Measurement:
+    outcome = measure_pair(candidate, reference, **options)
+    assert isinstance(outcome, Measurement), outcome
+    print(f"\n{candidate['name'] or ''} {outcome.message()} ci={outcome.ci95} t_ref={outcome.t_reference_ms:.4f} ms t_cand={outcome.t_candidate_ms:.4f} ms")
+    return outcome
+
+
+def test_strided_copy_is_slower_than_coalesced() -> None:
+    outcome = measured(side("copy_strided.cu"), side("copy_coalesced.cu"))
+    assert outcome.ci95[1] < 1.0
+    details = outcome.details
+    assert details["candidate"]["n"] >= 10 and details["rounds"] == 5
+    assert details["clocks"]["before"].get("sm_clock_mhz") and details["driver"]
+    assert details["problem_sizes"] == {"N": 1 << 24}
+
+
+def test_tiled_transpose_is_faster_than_naive() -> None:
+    assert measured(side("transpose_tiled.cu"), side("transpose_naive.cu")).ci95[0] > 1.0
+
+
+def test_float4_loads_beat_scalar_loads() -> None:
+    assert measured(side("scale_float4.cu"), side("scale_scalar.cu")).ci95[0] > 1.0
+
+
+def test_a_vs_identical_a_contains_one_and_takes_under_five_seconds_warm() -> None:
+    measured(side("copy_coalesced.cu"), side("copy_coalesced.cu"))  # warm the worker
+    started = time.monotonic()
+    outcome = measured(side("copy_coalesced.cu"), side("copy_coalesced.cu"))
+    elapsed = time.monotonic() - started
+    print(f"end-to-end on a warm worker: {elapsed:.2f} s")
+    assert outcome.ci95[0] <= 1.0 <= outcome.ci95[1]
+    assert elapsed < 5.0
+
+
+def test_triton_candidate_against_cuda_reference() -> None:
+    outcome = measured(side("add_triton.py", "triton"), side("add_cuda.cu"))
+    assert 0.5 < outcome.speedup < 2.0
+
+
+def test_kernelbench_model_new_against_model() -> None:
+    outcome = measured(side("kernelbench_relu.py", "pytorch", "ModelNew"), side("kernelbench_relu.py", "pytorch", "Model"))
+    assert outcome.details["problem_sizes"] == {"batch_size": 64, "dim": 65536}
+
+
+def test_illegal_address_wrong_output_and_spin_are_survived() -> None:
+    illegal = measure_pair(side("copy_illegal_address.cu"), side("copy_coalesced.cu"))
+    assert isinstance(illegal, MeasureFailure) and illegal.kind == "runtime"
+    assert illegal.message == "illegal memory access in candidate; worker restarted"
+
+    wrong = measure_pair(side("copy_wrong.cu"), side("copy_coalesced.cu"))
+    assert isinstance(wrong, MeasureFailure) and wrong.kind == "wrong"
+    assert wrong.message.startswith("wrong results: max abs err 3.2e-01 at index 17 (tolerance 1e-04)")
+
+    started = time.monotonic()
+    spin = measure_pair(side("copy_spin_forever.cu"), side("copy_coalesced.cu"), timeouts=Timeouts(kernel_s=3.0))
+    assert isinstance(spin, MeasureFailure) and spin.kind == "timeout"
+    assert spin.message == "candidate ran longer than 3 s; worker killed and restarted"
+    assert time.monotonic() - started < 30
+
+    assert measured(side("copy_strided.cu"), side("copy_coalesced.cu")).speedup < 1.0
+
+
+def test_absurd_sizes_are_refused_on_the_device() -> None:
+    huge = side("copy_coalesced.cu")
+    huge["code"] = huge["code"].replace("N:i32=1<<24", "N:i64=1<<36")
+    outcome = measure_pair(huge, huge)
+    assert isinstance(outcome, MeasureFailure) and outcome.kind == "no-launch-spec"
+    assert outcome.message.startswith("arrays need 1024.")
