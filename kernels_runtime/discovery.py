@@ -422,7 +422,6 @@ _DECODED = {
 @dataclass(frozen=True)
 class _PyString:
     start: int
-    end: int
     prefix: str
     content_start: int
     content_end: int
@@ -495,7 +494,7 @@ def _py_string(text: str, match: re.Match[str]) -> _PyString:
     content_start += len(quote)
     end = match.end()
     closed = end - len(quote) >= content_start and text.startswith(quote, end - len(quote))
-    return _PyString(match.start(), end, prefix.lower(), content_start, end - len(quote) if closed else end)
+    return _PyString(match.start(), prefix.lower(), content_start, end - len(quote) if closed else end)
 
 
 def _decode(text: str, literal: _PyString, into: _StringMap) -> bool:
@@ -568,7 +567,7 @@ _STATEMENT_KIND = re.compile(
     r"|(?P<main>if[ \t]+__name__\b)"
     r"|(?P<assign>[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*(?::[^=\r\n]+)?=(?!=))"
 )
-_DEFINITION_LINE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)\b", re.MULTILINE)
+_DEFINITION_LINE = re.compile(r"^[ \t]*(?P<keyword>(?:async[ \t]+)?(?:def|class))\b", re.MULTILINE)
 _DECORATOR = re.compile(r"^[ \t]*@[ \t]*(?P<name>[\w.]+)", re.MULTILINE)
 _HEADER_TOKEN = re.compile(r"[(\[{]|[)\]}]|:|\r\n?|\n")
 
@@ -577,11 +576,11 @@ def _classify(masked: str, start: int, end: int) -> _Statement:
     keyword = start
     if masked.startswith("@", start):
         definition = _DEFINITION_LINE.search(masked, start, end)
-        keyword = definition.end() - len(definition.group().lstrip()) if definition else start
+        keyword = definition.start("keyword") if definition else start
     match = _STATEMENT_KIND.match(masked, keyword, end)
     if match is None:
         return _Statement(start, end, "other", None, keyword)
-    kind = match.lastgroup if match.lastgroup not in ("def_name", "class_name") else match.lastgroup[:-5]
+    kind = next(kind for kind in ("import", "def", "class", "main", "assign") if match.group(kind))
     return _Statement(start, end, kind, match.group("def_name") or match.group("class_name"), keyword)
 
 
