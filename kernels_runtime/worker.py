@@ -454,7 +454,9 @@ def cuda_alive(torch: Any) -> bool:
 def describe_cuda_error(error: BaseException, running: str | None) -> str:
     text = str(error)
     where = f" in {running}" if running else ""
-    if "illegal memory access" in text or "illegal address" in text:
+    # cudaErrorIllegalAddress, or cudaErrorInvalidAddressSpace when a wild pointer lands in
+    # the shared/local window (seen on the H100 for a write 4 GiB past an output).
+    if any(sign in text for sign in ("illegal memory access", "illegal address", "global/shared address space")):
         return f"illegal memory access{where}"
     return f"CUDA error{where}: {_first_lines(text, 3)}"
 
