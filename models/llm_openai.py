@@ -63,6 +63,7 @@ class OpenAICompatibleBackend:
         mode: str = "auto",
         deadline_s: float = DEFAULT_DEADLINE_S,
         retries: int = DEFAULT_RETRIES,
+        reason_tokens: int = REASON_MAX_TOKENS,
     ) -> None:
         import httpx
 
@@ -76,6 +77,7 @@ class OpenAICompatibleBackend:
         self.mode = mode
         self.deadline_s = deadline_s
         self.retries = retries
+        self.reason_tokens = reason_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers)
         self._httpx = httpx
@@ -171,7 +173,7 @@ class OpenAICompatibleBackend:
         messages = build_prompt(request, DIGIT_LABELS, answer="reason" if mode == "reason" else "label").messages()
         details: dict[str, Any] = {"readout": "top_logprobs", "mode": mode}
         if mode == "reason":
-            reasoning = self._chat(deadline, capabilities.model, messages, max_tokens=REASON_MAX_TOKENS)
+            reasoning = self._chat(deadline, capabilities.model, messages, max_tokens=self.reason_tokens)
             thought = reasoning["choices"][0]["message"].get("content") or ""
             messages = [*messages, {"role": "assistant", "content": thought}, {"role": "user", "content": answer_after_reasoning_text(DIGIT_LABELS)}]
             details["reasoning_chars"] = len(thought)
@@ -233,7 +235,7 @@ def label_probabilities(alternatives: list[dict[str, Any]], labels: tuple[str, .
 
 
 def create(options: dict[str, Any]) -> OpenAICompatibleBackend:
-    """Factory for the registry; options `llm_url`, `llm_model`, `llm_api_key`, `llm_mode`, `llm_deadline_s`, `llm_retries`."""
+    """Factory for the registry; options `llm_url`, `llm_model`, `llm_api_key`, `llm_mode`, `llm_deadline_s`, `llm_retries`, `llm_reason_tokens`."""
     url = options.get("llm_url") or os.environ.get("KERNELCAST_LLM_URL")
     if not url:
         raise LLMBackendError("the openai backend needs a server: --llm-url http://127.0.0.1:8000/v1 (or KERNELCAST_LLM_URL)")
@@ -246,4 +248,5 @@ def create(options: dict[str, Any]) -> OpenAICompatibleBackend:
         mode=options.get("llm_mode") or "auto",
         deadline_s=float(options.get("llm_deadline_s") or DEFAULT_DEADLINE_S),
         retries=int(options.get("llm_retries", DEFAULT_RETRIES)),
+        reason_tokens=int(options.get("llm_reason_tokens") or REASON_MAX_TOKENS),
     )

