@@ -26,20 +26,28 @@ class TransformersBackend:
     name = "transformers"
     version = "1"
 
-    def __init__(self, model_dir: str | os.PathLike[str], adapter_dir: str | os.PathLike[str] | None = None, device: str | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str],
+        adapter_dir: str | os.PathLike[str] | None = None,
+        device: str | None = None,
+        gguf_file: str | None = None,
+    ) -> None:
+        """`gguf_file` (a file name in `model_dir`) loads a GGUF, dequantised by transformers (needs `gguf`)."""
         try:
             import torch
             import transformers
         except ImportError as error:
             raise LLMBackendError(f"transformers/torch are not importable ({error}); {INSTALL_HINT}") from error
         model_path = Path(model_dir).expanduser()
-        if not (model_path / "config.json").is_file():
-            raise LLMBackendError(f"not a Hugging Face checkpoint (no config.json): {model_path}")
+        if not (model_path / (gguf_file or "config.json")).is_file():
+            raise LLMBackendError(f"not a Hugging Face checkpoint (no {gguf_file or 'config.json'}): {model_path}")
         self._torch = torch
         self._device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._tokenizer = transformers.AutoTokenizer.from_pretrained(model_path, local_files_only=True)
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_path, local_files_only=True, dtype="auto")
-        self.model_id = model_path.name
+        source = {"local_files_only": True, "gguf_file": gguf_file} if gguf_file else {"local_files_only": True}
+        self._tokenizer = transformers.AutoTokenizer.from_pretrained(model_path, **source)
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_path, dtype="auto", **source)
+        self.model_id = gguf_file or model_path.name
         if adapter_dir:
             try:
                 from peft import PeftModel
@@ -73,7 +81,9 @@ class TransformersBackend:
         reused = min(shared_prefix_length(self._cached_tokens, tokens), len(tokens) - 1) if self._cache is not None else 0
         cache = self._cache
         if reused and hasattr(cache, "crop"):
-            cache.crop(reused)
+            surplus = cache.get_seq_length() - reused
+            if surplus > 0:
+                cache.crop(-surplus)  # negative: "remove this many" in transformers 4.x and 5.x alike
         else:
             reused, cache = 0, None
         with torch.inference_mode():
@@ -103,8 +113,8 @@ class TransformersBackend:
 
 
 def create(options: dict[str, Any]) -> TransformersBackend:
-    """Factory for the registry: options `hf_model` (dir), `hf_adapter` (dir), `hf_device`."""
+    """Factory for the registry: options `hf_model` (dir), `hf_adapter` (dir), `hf_device`, `hf_gguf_file`."""
     model_dir = options.get("hf_model") or os.environ.get("KERNELCAST_HF_MODEL")
     if not model_dir:
         raise LLMBackendError("the transformers backend needs a local checkpoint: --hf-model DIR (or KERNELCAST_HF_MODEL)")
-    return TransformersBackend(model_dir, options.get("hf_adapter"), options.get("hf_device"))
+    return TransformersBackend(model_dir, options.get("hf_adapter"), options.get("hf_device"), options.get("hf_gguf_file"))
