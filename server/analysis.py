@@ -15,7 +15,10 @@ from typing import Any, Callable
 
 from kernelcast.forecast import Forecast, ForecastRequest, KernelSide, Measurement
 from kernelcast.kernels_runtime.discovery import DiscoveredKernel, Discovery, discover, normalise_code
+from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
+from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.kernels_runtime.launch_spec import LaunchSpec, LaunchSpecError, find_launch_spec
 from kernelcast.kernels_runtime.project_config import load_project_config
 from kernelcast.kernels_runtime.references import NoReference, Reference, resolve_reference
 from kernelcast.server.cache import ResultCache, content_key
@@ -32,9 +35,15 @@ class KernelResult:
     measurement: Measurement | None = None
     unavailable: str | None = None  # why the forecaster gave no answer
     unchanged: bool = False  # candidate's code equals the reference's
+    part_of: str | None = None  # a kernel inside a KernelBench ModelNew: forecast as part of it
     cache_key: str | None = None
     computed_at: float | None = None
     from_cache: bool = False
+    launch: LaunchSpec | None = None
+    launch_error: str | None = None
+    facts: KernelFacts | None = None
+    reference_facts: KernelFacts | None = None
+    facts_error: str | None = None
 
 
 @dataclass
@@ -58,13 +67,16 @@ class FileAnalysis:
         return min(matches, key=lambda r: r.kernel.body.end_line - r.kernel.body.start_line, default=None)
 
 
-def forecast_key(kernel: DiscoveredKernel, reference: Reference, problem: dict[str, Any] | None, hardware: GpuSpec, backend: Any) -> str:
+def forecast_key(result: KernelResult, problem: dict[str, Any] | None, hardware: GpuSpec, backend: Any) -> str:
+    assert result.reference is not None
+    kernel, reference = result.kernel, result.reference
     return content_key(
         "forecast",
         {
             "candidate": normalise_code(kernel.code, kernel.language),
             "reference": normalise_code(reference.code, reference.language),
             "languages": [kernel.language, reference.language],
+            "facts": [f.to_json() if f else None for f in (result.facts, result.reference_facts)],
             "problem": problem or {},
             "hardware": hardware.fingerprint(),
             "backend": [backend.name, backend.model_id, backend.version, backend.calibration_version],
@@ -98,6 +110,15 @@ def analyse_text(uri: str, version: int | None, text: str, path: Path, workspace
     analysis.problems.extend(config.problems)
     for kernel in discovery.kernels:
         result = KernelResult(kernel)
+        try:
+            result.launch = find_launch_spec(text, kernel.name, kernel.language)
+        except LaunchSpecError as error:
+            result.launch_error = f"{kernel.name}: launch pragma ignored: {error}"
+            analysis.problems.append(result.launch_error)
+        if discovery.kind == "kernelbench" and kernel.name != "ModelNew":
+            result.part_of = "ModelNew"
+            analysis.results.append(result)
+            continue
         found = resolve_reference(kernel, discovery, path, workspace_root, config, settings.allow_references_outside_workspace)
         if isinstance(found, NoReference):
             result.no_reference = found.reason
@@ -113,6 +134,8 @@ def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None)
     sizes = dict(config.problem)
     if result.reference and result.reference.problem:
         sizes.update(result.reference.problem)
+    if result.launch is not None:
+        sizes.update(result.launch.problem_sizes())
     return sizes or None
 
 
@@ -144,7 +167,7 @@ async def fill_forecasts(
         except ForecasterUnavailable as error:
             result.unavailable = str(error)
             continue
-        key = forecast_key(result.kernel, result.reference, problem, hardware, backend)
+        key = forecast_key(result, problem, hardware, backend)
         result.cache_key = key
         stored = cache.get(key)
         if stored:
@@ -153,8 +176,8 @@ async def fill_forecasts(
             result.from_cache = True
             continue
         request = ForecastRequest(
-            reference=KernelSide(result.reference.code, result.reference.language, result.reference.name),
-            candidate=KernelSide(result.kernel.code, result.kernel.language, result.kernel.name),
+            reference=KernelSide(result.reference.code, result.reference.language, result.reference.name, _json(result.reference_facts)),
+            candidate=KernelSide(result.kernel.code, result.kernel.language, result.kernel.name, _json(result.facts)),
             hardware={**hardware.to_json(), "fingerprint": hardware.fingerprint()},
             problem=problem,
             threshold=settings.confidence_threshold,
@@ -168,3 +191,92 @@ async def fill_forecasts(
         computed += 1
         cache.put(key, {"forecast": result.forecast.to_json(), "at": result.computed_at})
     return computed
+
+
+def _json(facts: KernelFacts | None) -> dict[str, Any] | None:
+    return facts.to_json() if facts else None
+
+
+FACT_LANGUAGES = ("cuda", "triton")
+TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _facts_source(kernel_code: str, file_text: str | None) -> str:
+    """Compile the whole file when there is one: kernels use its macros and helpers."""
+    return file_text if file_text is not None else kernel_code
+
+
+def _facts_for(
+    source: str, language: str, name: str, launch: LaunchSpec | None, hardware: GpuSpec, cache: ResultCache, compile_missing: bool
+) -> FactsResult | None:
+    """Facts from the disk cache, or compiled in a child process when `compile_missing`."""
+    options: dict[str, Any] = {"kernel": name}
+    threads = None
+    if launch is not None:
+        if launch.block:
+            threads = 1
+            for dim in launch.block:
+                threads *= dim
+        options.update(threads=threads, smem=launch.smem, launch_options=launch.options)
+    key = "facts:" + facts_cache_key(source, language, hardware.arch, options)
+    stored = cache.get(key)
+    if stored is not None:
+        return FactsResult.from_json(stored)
+    if not compile_missing:
+        return None
+    launch_options = launch.options if launch is not None else {}
+    found = compile_facts(
+        source,
+        language,
+        hardware,
+        [name],
+        threads_per_block=threads,
+        dynamic_smem_bytes=launch.smem if launch is not None else 0,
+        constexprs={k: v for k, v in launch_options.items() if k not in TRITON_LAUNCH_OPTIONS} or None,
+        num_warps=launch_options.get("num_warps"),
+        num_stages=launch_options.get("num_stages"),
+    )
+    if found.kernels or found.error:
+        cache.put(key, found.to_json())
+    return found
+
+
+def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool, is_current: Callable[[], bool]) -> bool:
+    """Attach compiler facts of both sides; True when any changed. Runs in a thread."""
+    assert analysis.hardware is not None
+    changed = False
+    embedded = analysis.uri.endswith(".py")
+    for result in analysis.results:
+        if not is_current():
+            return changed
+        kernel = result.kernel
+        if kernel.language in FACT_LANGUAGES and result.facts is None:
+            whole_file = analysis.text if kernel.language == "triton" or not embedded else None
+            found = _facts_for(_facts_source(kernel.code, whole_file), kernel.language, kernel.name, result.launch, analysis.hardware, cache, compile_missing)
+            if found is not None:
+                result.facts = _named(found, kernel.name)
+                result.facts_error = found.error
+                changed = changed or result.facts is not None
+        reference = result.reference
+        if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
+            found = _facts_for(_reference_source(reference), reference.language, reference.name, result.launch, analysis.hardware, cache, compile_missing)
+            if found is not None:
+                result.reference_facts = _named(found, reference.name)
+                changed = changed or result.reference_facts is not None
+    return changed
+
+
+def _reference_source(reference: Reference) -> str:
+    """The reference's whole file when it is one on disk (already checked to be allowed)."""
+    if reference.origin in ("pragma", "config") and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):
+        try:
+            return Path(reference.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
+    return reference.code
+
+
+def _named(found: FactsResult, name: str) -> KernelFacts | None:
+    if name in found.kernels:
+        return found.kernels[name]
+    return next((facts for facts in found.kernels.values() if facts.name == name), None)

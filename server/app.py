@@ -117,5 +117,7 @@ def _flatten_arguments(arguments: tuple[Any, ...]) -> list[Any]:
 
 
 def run_stdio() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # stderr is the editor's log: our own messages, and only problems from pygls.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("kernelcast").setLevel(logging.INFO)
     create_server().start_io()

@@ -32,7 +32,7 @@ def code_actions(ls: KernelcastServer, params: types.CodeActionParams) -> list[t
                 title=f"Measure {result.kernel.name} on GPU",
                 kind=types.CodeActionKind.QuickFix,
                 diagnostics=related or None,
-                command=types.Command("Measure on GPU", "kernelcast.measure", [{"uri": uri, "position": position}]),
+                command=types.Command(title="Measure on GPU", command="kernelcast.measure", arguments=[{"uri": uri, "position": position}]),
             )
         )
     else:

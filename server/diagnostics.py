@@ -38,6 +38,16 @@ def build_diagnostics(ls: KernelcastServer, analysis: FileAnalysis) -> list[type
                 data={"kernel": result.kernel.name},
             )
         )
+        for problem in result.facts.hint_problems() if result.facts else []:
+            diagnostics.append(
+                types.Diagnostic(
+                    range=to_range(ls.codec, analysis.lines, result.kernel.signature),
+                    message=f"{result.kernel.name}: {problem}",
+                    severity=types.DiagnosticSeverity.Hint,
+                    source=SOURCE,
+                    code="facts",
+                )
+            )
     return diagnostics
 
 

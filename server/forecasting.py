@@ -10,12 +10,12 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from lsprotocol import types
 
 from kernelcast.server import diagnostics
-from kernelcast.server.analysis import FileAnalysis, analyse_text, fill_forecasts
+from kernelcast.server.analysis import FileAnalysis, analyse_text, fill_facts, fill_forecasts
 from kernelcast.server.state import KernelcastServer
 
 logger = logging.getLogger(__name__)
@@ -43,9 +43,23 @@ async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
     if not is_current():
         return
     ls.send_status()
-    if analysis.disabled_reason is None and any(r.reference and not r.unchanged for r in analysis.results):
+    if analysis.disabled_reason is not None:
+        _publish(ls, analysis)
+        return
+    # First what the caches know (instant on reopen), then compile what they do not.
+    await asyncio.to_thread(fill_facts, analysis, ls.cache, False, is_current)
+    await _forecast_and_publish(ls, analysis, is_current)
+    if not is_current():
+        return
+    if await asyncio.to_thread(fill_facts, analysis, ls.cache, True, is_current):
+        await _forecast_and_publish(ls, analysis, is_current)
+
+
+async def _forecast_and_publish(ls: KernelcastServer, analysis: FileAnalysis, is_current: Callable[[], bool]) -> None:
+    path = ls.path_of(analysis.uri)
+    if any(r.reference and not r.unchanged for r in analysis.results):
         async with _progress_if_slow(ls, f"forecasting {path.name}"):
-            await fill_forecasts(analysis, path, root, settings, ls.cache, ls.client, is_current)
+            await fill_forecasts(analysis, path, ls.workspace_root(), ls.settings, ls.cache, ls.client, is_current)
     if not is_current():
         return
     ls.last_error = next((r.unavailable for r in analysis.results if r.unavailable), None)

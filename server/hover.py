@@ -40,6 +40,7 @@ def render(result: KernelResult, analysis: FileAnalysis) -> str:
         lines.append(f"Measured: reference {m.t_reference_ms:.4g} ms, candidate {m.t_candidate_ms:.4g} ms, 95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}×")
     if result.forecast is not None:
         lines += ["", *_forecast_lines(result.forecast)]
+    lines += ["", *_facts_lines(result)]
     if analysis.hardware is not None:
         hw = analysis.hardware
         source = "this machine" if hw.source == "detected" else "target"
@@ -68,6 +69,18 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
     return lines
+
+
+def _facts_lines(result: KernelResult) -> list[str]:
+    if result.facts is not None:
+        lines = ["Compiler facts:", *result.facts.hover_lines()]
+    elif result.facts_error:
+        lines = [f"Compiler facts unavailable: {result.facts_error.splitlines()[0]}"]
+    else:
+        return []
+    if result.reference_facts is not None:
+        lines += ["", "Reference:", *result.reference_facts.hover_lines()]
+    return [line + "  " for line in lines]  # markdown hard line breaks
 
 
 def _age_words(seconds: float) -> str:

@@ -21,6 +21,8 @@ class Verdict:
 
 
 def verdict(result: KernelResult) -> Verdict | None:
+    if result.part_of is not None:
+        return None  # its forecast is the one at `class ModelNew`
     if result.measurement is not None:
         m = result.measurement
         return Verdict(m.inlay_label(), m.message(), abs(math.log2(m.speedup)) >= NOTABLE_LOG2, False, "measured")
