@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_llm_llama_cpp import CANDIDATE, REFERENCE, pair, smollm2_gguf  # noqa: E402
 
 from kernelcast.forecast import ForecastRequest, KernelSide  # noqa: E402
-from kernelcast.models import backends  # noqa: E402
 from kernelcast.models.llm_llama_cpp import LlamaCppBackend  # noqa: E402
 from kernelcast.models.prompt import build_prompt  # noqa: E402
 

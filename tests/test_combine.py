@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from kernelcast.forecast import ForecastRequest, KernelSide
@@ -39,7 +41,10 @@ def test_weights_parse_and_validate() -> None:
 
 def test_combined_is_default_members_stay_reachable_and_failures_are_named() -> None:
     # Two real backends: the embedded prior, and an openai backend whose server is down.
-    options = {"llm_url": "http://127.0.0.1:9/v1", "llm_deadline_s": 2, "llm_retries": 0, "combine_weights": "embedded=2,openai=1"}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    options = {"llm_url": f"http://127.0.0.1:{closed_port}/v1", "llm_deadline_s": 2, "llm_retries": 0, "combine_weights": "embedded=2,openai=1"}
     forecaster = Forecaster(["embedded", "openai"], options=options)
     assert forecaster.default_backend == COMBINED
     combined = forecaster.forecast(_request())
