@@ -174,7 +174,9 @@ class OpenAICompatibleBackend:
         details: dict[str, Any] = {"readout": "top_logprobs", "mode": mode}
         if mode == "reason":
             reasoning = self._chat(deadline, capabilities.model, messages, max_tokens=self.reason_tokens)
-            thought = reasoning["choices"][0]["message"].get("content") or ""
+            message = reasoning["choices"][0]["message"]
+            # vLLM/SGLang reasoning parsers move the thinking out of `content`.
+            thought = message.get("content") or message.get("reasoning_content") or ""
             messages = [*messages, {"role": "assistant", "content": thought}, {"role": "user", "content": answer_after_reasoning_text(DIGIT_LABELS)}]
             details["reasoning_chars"] = len(thought)
         reply = self._chat(deadline, capabilities.model, messages, max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
