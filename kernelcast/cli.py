@@ -32,20 +32,48 @@ def _serve(args: argparse.Namespace) -> int:
 
     state_dir = paths.private_dir(Path(args.state_dir)) if args.state_dir else paths.service_dir()
     try:
-        serve(state_dir, args.backend or ["embedded"], host=args.host, port=args.port)
+        serve(state_dir, args.backend or ["embedded"], host=args.host, port=args.port, options=_backend_options(args))
     except (ValueError, KeyError, OSError) as error:
         print(f"kernelcast serve: {error}", file=sys.stderr)
         return 2
     return 0
 
 
+# `kernelcast serve` flag → option key read by the backends (models/backends.describe_backends).
+BACKEND_FLAGS: dict[str, tuple[str, type, str]] = {
+    "--gguf": ("gguf", str, "llama-cpp: path of a GGUF model (env KERNELCAST_GGUF)"),
+    "--llm-ctx": ("n_ctx", int, "llama-cpp: context length (default 8192)"),
+    "--llm-threads": ("n_threads", int, "llama-cpp: threads (default: all cores)"),
+    "--hf-model": ("hf_model", str, "transformers: local checkpoint folder (env KERNELCAST_HF_MODEL)"),
+    "--hf-adapter": ("hf_adapter", str, "transformers: PEFT LoRA adapter folder"),
+    "--hf-gguf-file": ("hf_gguf_file", str, "transformers: GGUF file inside --hf-model"),
+    "--hf-device": ("hf_device", str, "transformers: torch device (cpu, cuda)"),
+    "--llm-url": ("llm_url", str, "openai: base URL of an OpenAI-compatible server (env KERNELCAST_LLM_URL)"),
+    "--llm-model": ("llm_model", str, "openai: model name (a vLLM LoRA is chosen by name)"),
+    "--llm-api-key": ("llm_api_key", str, "openai: API key (env KERNELCAST_LLM_API_KEY)"),
+    "--llm-mode": ("llm_mode", str, "openai: auto | logprobs | json | reason"),
+    "--llm-deadline": ("llm_deadline_s", float, "openai: seconds before giving up (default 120)"),
+    "--llm-retries": ("llm_retries", int, "openai: retries on 408/429/5xx (default 2)"),
+    "--llm-reason-tokens": ("llm_reason_tokens", int, "openai: reasoning budget in reason mode (default 512)"),
+    "--combine-pool": ("combine_pool", str, "combined: linear | log (default linear)"),
+    "--combine-weights": ("combine_weights", str, "combined: e.g. embedded=1,llama-cpp=1"),
+}
+
+
+def _add_backend_flags(parser: argparse.ArgumentParser) -> None:
+    for flag, (key, kind, help_text) in BACKEND_FLAGS.items():
+        parser.add_argument(flag, dest=key, type=kind, help=help_text)
+
+
+def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, key) for key, _, _ in BACKEND_FLAGS.values() if getattr(args, key, None) is not None}
+
+
 def _forecast(args: argparse.Namespace) -> int:
-    from kernelcast.kernels_runtime.hardware import resolve_target
     from kernelcast.models.forecaster import Forecaster
 
     try:
-        hardware = resolve_target(args.gpu)
-        forecaster = Forecaster([args.backend])
+        forecaster = Forecaster([args.backend], options=_backend_options(args))
     except KeyError as error:
         print(f"kernelcast forecast: {error.args[0]}", file=sys.stderr)
         return 2
@@ -54,64 +82,134 @@ def _forecast(args: argparse.Namespace) -> int:
     if not args.file:
         print("kernelcast forecast: give a FILE, or --batch IN.jsonl --out OUT.jsonl", file=sys.stderr)
         return 2
-    return _forecast_file(args, forecaster, hardware)
+    analysis = _analyse_file(args)
+    if isinstance(analysis, int):
+        return analysis
+    from kernelcast import paths
+    from kernelcast.server.analysis import build_request, fill_facts, problem_sizes
+    from kernelcast.server.cache import ResultCache
+
+    if not args.no_facts:
+        fill_facts(analysis, ResultCache(paths.cache_dir()), True, lambda: True)
+    rows: list[dict[str, Any]] = []
+    for result in analysis.results:
+        if result.part_of is not None:
+            continue
+        row: dict[str, Any] = {"kernel": result.kernel.name, "language": result.kernel.language, "line": result.kernel.signature.start_line + 1}
+        if result.reference is None:
+            row["no_reference"] = result.no_reference
+        elif result.unchanged:
+            row.update(reference=result.reference.description, unchanged=True)
+        else:
+            problem = problem_sizes(result, analysis.path, analysis.path.parent)
+            forecast = forecaster.forecast(build_request(result, problem, analysis.hardware, args.threshold))
+            row.update(reference=result.reference.description, message=forecast.message(), forecast=forecast.to_json())
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": rows, "problems": analysis.problems}, indent=2))
+        return 0 if rows else 1
+    for problem in analysis.problems:
+        print(f"note: {problem}")
+    for row in rows:
+        words = row.get("message") or row.get("no_reference") or "same code as the reference"
+        print(f"{analysis.path.name}:{row['line']}: {row['kernel']}: {words}")
+        if "reference" in row:
+            print(f"    reference: {row['reference']} · GPU: {analysis.hardware.name}")
+    if not rows:
+        print(f"{analysis.path.name}: no kernels forecast")
+    return 0 if rows else 1
 
 
-def _forecast_file(args: argparse.Namespace, forecaster: Any, hardware: Any) -> int:
-    from kernelcast.forecast import ForecastRequest, KernelSide
-    from kernelcast.kernels_runtime.discovery import discover_bytes, normalise_code
-    from kernelcast.kernels_runtime.project_config import load_project_config
-    from kernelcast.kernels_runtime.references import NoReference, resolve_reference
+def _analyse_file(args: argparse.Namespace) -> Any:
+    """The same analysis the editor makes of a file, or an exit code after saying why not."""
+    from kernelcast.kernels_runtime.discovery import discover_bytes
+    from kernelcast.kernels_runtime.hardware import resolve_target
+    from kernelcast.server.analysis import analyse_text
+    from kernelcast.server.settings import Settings
 
     path = Path(args.file).resolve()
     try:
+        hardware = resolve_target(args.gpu)
         data = path.read_bytes()
-    except OSError as error:
-        print(f"kernelcast forecast: cannot read {args.file}: {error.strerror}", file=sys.stderr)
+    except KeyError as error:
+        print(f"kernelcast {args.command}: {error.args[0]}", file=sys.stderr)
         return 2
-    discovery = discover_bytes(data, str(path))
-    if args.reference:
-        discovery = dataclasses.replace(discovery, pragmas=dataclasses.replace(discovery.pragmas, reference=args.reference))
-    root = _workspace_root(path)
-    config = load_project_config(path, root)
-    kernels = [k for k in discovery.kernels if args.kernel in (None, k.name)]
-    rows: list[dict[str, Any]] = []
-    problems = list(discovery.problems) + list(discovery.pragmas.problems) + list(config.problems)
-    if args.kernel and not kernels:
-        names = ", ".join(k.name for k in discovery.kernels) or "none"
-        problems.append(f"no kernel named {args.kernel!r} (kernels here: {names})")
-    for kernel in kernels:
-        row: dict[str, Any] = {"kernel": kernel.name, "language": kernel.language, "line": kernel.signature.start_line + 1}
-        found = resolve_reference(kernel, discovery, path, root, config, allow_outside_workspace=True)
-        if isinstance(found, NoReference):
-            row["no_reference"] = found.reason
-        elif normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language):
-            row.update(reference=found.description, unchanged=True)
-        else:
-            problem = {**config.problem, **(found.problem or {})} or None
-            request = ForecastRequest(
-                reference=KernelSide(found.code, found.language, found.name),
-                candidate=KernelSide(kernel.code, kernel.language, kernel.name),
-                hardware={**hardware.to_json(), "fingerprint": hardware.fingerprint()},
-                problem=problem,
-                threshold=args.threshold,
-            )
-            result = forecaster.forecast(request)
-            row.update(reference=found.description, message=result.message(), forecast=result.to_json())
-        rows.append(row)
+    except OSError as error:
+        print(f"kernelcast {args.command}: cannot read {args.file}: {error.strerror}", file=sys.stderr)
+        return 2
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        for problem in discover_bytes(data, str(path)).problems:
+            print(f"kernelcast {args.command}: {path.name}: {problem}", file=sys.stderr)
+        return 1
+    settings = Settings(allow_references_outside_workspace=True)
+    analysis = analyse_text(path.as_uri(), None, text, path, _workspace_root(path), settings, hardware, getattr(args, "reference", None))
+    if analysis.disabled_reason:
+        print(f"{path.name}: {analysis.disabled_reason}")
+        return 1
+    kernel = getattr(args, "kernel", None)
+    if kernel:
+        analysis.results = [r for r in analysis.results if r.kernel.name == kernel]
+        if not analysis.results:
+            names = ", ".join(k.name for k in analysis.discovery.kernels) or "none"
+            print(f"kernelcast {args.command}: no kernel named {kernel!r} in {path.name} (kernels: {names})", file=sys.stderr)
+            return 2
+    return analysis
+
+
+def _facts(args: argparse.Namespace) -> int:
+    from kernelcast import paths
+    from kernelcast.server.analysis import fill_facts
+    from kernelcast.server.cache import ResultCache
+
+    analysis = _analyse_file(args)
+    if isinstance(analysis, int):
+        return analysis
+    fill_facts(analysis, ResultCache(paths.cache_dir()), True, lambda: True)
     if args.json:
-        print(json.dumps({"file": str(path), "gpu": hardware.key, "kernels": rows, "problems": problems}, indent=2))
-    else:
-        for problem in problems:
-            print(f"note: {problem}")
-        for row in rows:
-            words = row.get("message") or row.get("no_reference") or "same code as the reference"
-            print(f"{path.name}:{row['line']}: {row['kernel']}: {words}")
-            if "reference" in row:
-                print(f"    reference: {row['reference']} · GPU: {hardware.name}")
-        if not rows:
-            print(f"{path.name}: no kernels forecast")
-    return 0 if rows else 1
+        payload = {
+            r.kernel.name: {"facts": r.facts.to_json() if r.facts else None, "error": r.facts_error, "reference_facts": r.reference_facts.to_json() if r.reference_facts else None}
+            for r in analysis.results
+        }
+        print(json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": payload}, indent=2))
+        return 0
+    for result in analysis.results:
+        print(f"{analysis.path.name}:{result.kernel.signature.start_line + 1}: {result.kernel.name}")
+        if result.facts is not None:
+            for line in result.facts.hover_lines():
+                print(f"    {line}")
+            for problem in result.facts.hint_problems():
+                print(f"    hint: {problem}")
+        else:
+            print(f"    no facts: {result.facts_error or 'not a CUDA or Triton kernel'}")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from kernelcast.forecast import Measurement
+    from kernelcast.kernels_runtime.measure import measure_pair
+    from kernelcast.server.analysis import measurement_sides
+
+    analysis = _analyse_file(args)
+    if isinstance(analysis, int):
+        return analysis
+    measurable = [r for r in analysis.results if r.part_of is None and r.reference is not None]
+    if not measurable:
+        reasons = "; ".join(r.no_reference or "" for r in analysis.results if r.no_reference) or "no kernels found"
+        print(f"kernelcast measure: nothing to measure in {analysis.path.name}: {reasons}", file=sys.stderr)
+        return 1
+    exit_code = 0
+    for result in measurable:
+        candidate, reference = measurement_sides(analysis, result)
+        outcome = measure_pair(candidate, reference, progress=lambda text, percent: print(f"  [{percent:3.0f}%] {text}", file=sys.stderr))
+        if isinstance(outcome, Measurement):
+            line = {"kernel": result.kernel.name, "message": outcome.message(), "measurement": outcome.to_json()}
+        else:
+            exit_code = 1
+            line = {"kernel": result.kernel.name, "failure": outcome.kind, "message": outcome.message}
+        print(json.dumps(line) if args.json else f"{result.kernel.name}: {line['message']}")
+    return exit_code
 
 
 def _forecast_batch(args: argparse.Namespace, forecaster: Any) -> int:
@@ -168,14 +266,10 @@ def _doctor(args: argparse.Namespace) -> int:
     report["nvcc"] = _first_line([nvcc, "--version"], last=True) if nvcc else "not found"
     for module in ("torch", "triton", "cupy", "cuda.core", "pynvml"):
         report[module] = "installed" if _module_exists(module) else "not installed"
-    statuses = {}
-    for name in backends.known_backends():
-        try:
-            status = backends.create(name).status()
-            statuses[name] = ("ok: " if status.available else "unavailable: ") + status.detail
-        except Exception as error:  # a broken optional backend is reported, not fatal
-            statuses[name] = f"unavailable: {error}"
-    report["backends"] = statuses
+    report["backends"] = {
+        entry["name"]: ("ok: " if entry["available"] else "unavailable: ") + entry["detail"]
+        for entry in backends.describe_backends(_backend_options(args))
+    }
     report["cache_dir"] = str(paths.cache_dir())
     state = read_state(paths.service_dir())
     report["service"] = f"running at {state['url']} (pid {state['pid']})" if state else "not running (started on first need)"
@@ -222,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0, help="port (default: any free port, written to the state file)")
     serve.add_argument("--backend", action="append", help="backend to serve; repeat for several (default: embedded)")
     serve.add_argument("--state-dir", help="where the token and state file live (default: per-user cache)")
+    _add_backend_flags(serve)
     serve.set_defaults(run=_serve)
 
     forecast = commands.add_parser("forecast", help="forecast the kernels of a file against their references")
@@ -232,12 +327,30 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     forecast.add_argument("--threshold", type=float, default=0.8, help="confidence below which to defer (default 0.8)")
     forecast.add_argument("--json", action="store_true", help="print JSON")
+    forecast.add_argument("--no-facts", action="store_true", help="skip compiling for registers/occupancy (faster)")
     forecast.add_argument("--batch", help="JSONL of pairs to forecast")
     forecast.add_argument("--out", help="JSONL to write forecasts to (with --batch)")
+    _add_backend_flags(forecast)
     forecast.set_defaults(run=_forecast)
+
+    facts = commands.add_parser("facts", help="compiler facts (registers, shared memory, spills, occupancy, SASS mix) of a file's kernels")
+    facts.add_argument("file")
+    facts.add_argument("--kernel", help="only this kernel")
+    facts.add_argument("--gpu", help="target GPU (default: the local GPU, else H100-SXM)")
+    facts.add_argument("--json", action="store_true")
+    facts.set_defaults(run=_facts)
+
+    measure = commands.add_parser("measure", help="check and time a file's kernels against their references on the local GPU")
+    measure.add_argument("file")
+    measure.add_argument("--kernel", help="only this kernel")
+    measure.add_argument("--reference", help="reference as path[::kernel] (overrides pragma and config)")
+    measure.add_argument("--gpu", help=argparse.SUPPRESS)
+    measure.add_argument("--json", action="store_true")
+    measure.set_defaults(run=_measure)
 
     doctor = commands.add_parser("doctor", help="report what kernelcast can use on this machine")
     doctor.add_argument("--json", action="store_true")
+    _add_backend_flags(doctor)
     doctor.set_defaults(run=_doctor)
     return parser
 

@@ -20,6 +20,7 @@ from typing import Any
 from kernelcast import __version__
 from kernelcast.forecast import ForecastRequest
 from kernelcast.models.forecaster import Forecaster
+from kernelcast.models.llm_common import LLMBackendError
 
 TOKEN_FILE = "token"
 STATE_FILE = "service.json"
@@ -123,6 +124,8 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
             result = await run_in_threadpool(forecaster.forecast, parsed)
         except KeyError as error:
             return JSONResponse({"error": str(error.args[0])}, status_code=400)
+        except LLMBackendError as error:  # a model server that is down or answers garbage
+            return JSONResponse({"error": f"backend failed: {error}"}, status_code=503)
         return JSONResponse(result.to_json())
 
     return Starlette(
@@ -135,13 +138,13 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
     )
 
 
-def serve(state_dir: Path, backend_names: list[str], host: str = "127.0.0.1", port: int = 0) -> None:
+def serve(state_dir: Path, backend_names: list[str], host: str = "127.0.0.1", port: int = 0, options: dict[str, Any] | None = None) -> None:
     """Run until stopped; writes the state file once the socket is bound."""
     import uvicorn
 
     _require_loopback(host)
     token = read_or_create_token(state_dir)
-    forecaster = Forecaster(backend_names)
+    forecaster = Forecaster(backend_names, options=options)
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))

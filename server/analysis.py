@@ -8,6 +8,7 @@ the finished FileAnalysis, so no handler ever waits on a forecast.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ class FileAnalysis:
     uri: str
     version: int | None
     text: str
+    path: Path
     discovery: Discovery
     results: list[KernelResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -96,10 +98,17 @@ def measurement_key(kernel: DiscoveredKernel, reference: Reference, problem: dic
     )
 
 
-def analyse_text(uri: str, version: int | None, text: str, path: Path, workspace_root: Path | None, settings: Settings, hardware: GpuSpec) -> FileAnalysis:
-    """The static part (no forecaster): kernels, pragmas, references. Safe to run in a thread."""
+def analyse_text(
+    uri: str, version: int | None, text: str, path: Path, workspace_root: Path | None, settings: Settings, hardware: GpuSpec, reference_override: str | None = None
+) -> FileAnalysis:
+    """The static part (no forecaster): kernels, pragmas, references. Safe to run in a thread.
+
+    `reference_override` (path[::kernel]) stands in for the file's pragma, for `--reference`.
+    """
     discovery = discover(text, str(path))
-    analysis = FileAnalysis(uri, version, text, discovery, problems=list(discovery.problems) + list(discovery.pragmas.problems), hardware=hardware)
+    if reference_override:
+        discovery = dataclasses.replace(discovery, pragmas=dataclasses.replace(discovery.pragmas, reference=reference_override))
+    analysis = FileAnalysis(uri, version, text, path, discovery, problems=list(discovery.problems) + list(discovery.pragmas.problems), hardware=hardware)
     if discovery.pragmas.off:
         analysis.disabled_reason = "kernelcast: off in this file"
         return analysis
@@ -139,6 +148,30 @@ def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None)
     return sizes or None
 
 
+def build_request(result: KernelResult, problem: dict[str, Any] | None, hardware: GpuSpec, threshold: float) -> ForecastRequest:
+    """The forecaster's input for one kernel and its reference, facts included when known."""
+    assert result.reference is not None
+    reference, kernel = result.reference, result.kernel
+    return ForecastRequest(
+        reference=KernelSide(reference.code, reference.language, reference.name, _json(result.reference_facts)),
+        candidate=KernelSide(kernel.code, kernel.language, kernel.name, _json(result.facts)),
+        hardware={**hardware.to_json(), "fingerprint": hardware.fingerprint()},
+        problem=problem,
+        threshold=threshold,
+    )
+
+
+def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Candidate and reference as the measurement runtime wants them: whole files, so
+    launch pragmas, macros and helpers come along; KernelBench pairs run as PyTorch modules."""
+    assert result.reference is not None
+    kernelbench = analysis.discovery.kind == "kernelbench"
+    language = "pytorch" if kernelbench else result.kernel.language
+    candidate = {"code": analysis.text, "language": language, "name": result.kernel.name}
+    reference = {"code": _reference_source(result.reference, analysis), "language": "pytorch" if kernelbench else result.reference.language, "name": result.reference.name}
+    return candidate, reference
+
+
 async def fill_forecasts(
     analysis: FileAnalysis,
     path: Path,
@@ -175,13 +208,7 @@ async def fill_forecasts(
             result.computed_at = stored["at"]
             result.from_cache = True
             continue
-        request = ForecastRequest(
-            reference=KernelSide(result.reference.code, result.reference.language, result.reference.name, _json(result.reference_facts)),
-            candidate=KernelSide(result.kernel.code, result.kernel.language, result.kernel.name, _json(result.facts)),
-            hardware={**hardware.to_json(), "fingerprint": hardware.fingerprint()},
-            problem=problem,
-            threshold=settings.confidence_threshold,
-        )
+        request = build_request(result, problem, hardware, settings.confidence_threshold)
         try:
             result.forecast = await client.forecast(request)
         except ForecasterUnavailable as error:
@@ -218,7 +245,8 @@ def _facts_for(
             for dim in launch.block:
                 threads *= dim
         options.update(threads=threads, smem=launch.smem, launch_options=launch.options)
-    key = "facts:" + facts_cache_key(source, language, hardware.arch, options)
+    # Comments and blank lines do not change a compile: key on the normalised text.
+    key = "facts:" + facts_cache_key(normalise_code(source, language), language, hardware.arch, options)
     stored = cache.get(key)
     if stored is not None:
         return FactsResult.from_json(stored)
@@ -259,16 +287,19 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
                 changed = changed or result.facts is not None
         reference = result.reference
         if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
-            found = _facts_for(_reference_source(reference), reference.language, reference.name, result.launch, analysis.hardware, cache, compile_missing)
+            found = _facts_for(_reference_source(reference, analysis), reference.language, reference.name, result.launch, analysis.hardware, cache, compile_missing)
             if found is not None:
                 result.reference_facts = _named(found, reference.name)
                 changed = changed or result.reference_facts is not None
     return changed
 
 
-def _reference_source(reference: Reference) -> str:
-    """The reference's whole file when it is one on disk (already checked to be allowed)."""
-    if reference.origin in ("pragma", "config") and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):
+def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:
+    """The reference's whole file: the editor's text when it is this file, else the file on
+    disk (its path was already checked to be allowed), else the kernel's own code."""
+    if reference.path and Path(reference.path) == analysis.path:
+        return analysis.text
+    if reference.origin in ("pragma", "config", "kernelbench") and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):
         try:
             return Path(reference.path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):

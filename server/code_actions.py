@@ -6,6 +6,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from kernelcast.kernels_runtime.launch_spec import kernel_parameters, launch_spec_template
 from kernelcast.kernels_runtime.references import pragma_line
 from kernelcast.server.analysis import FileAnalysis, KernelResult
 from kernelcast.server.state import KernelcastServer
@@ -26,6 +27,8 @@ def code_actions(ls: KernelcastServer, params: types.CodeActionParams) -> list[t
     position = {"line": params.range.start.line, "character": params.range.start.character}
     related = [d for d in params.context.diagnostics if d.source == "kernelcast"]
     actions: list[types.CodeAction] = []
+    if result.reference is not None and result.launch is None and analysis.discovery.kind != "kernelbench":
+        actions.append(_launch_template_action(analysis, result, related))
     if result.reference is not None:
         actions.append(
             types.CodeAction(
@@ -38,6 +41,22 @@ def code_actions(ls: KernelcastServer, params: types.CodeActionParams) -> list[t
     else:
         actions.extend(_set_reference_actions(ls, analysis, result, related))
     return actions
+
+
+def _launch_template_action(analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]) -> types.CodeAction:
+    """Measuring needs grid, block and arguments: insert a pragma to fill in above the kernel."""
+    kernel = result.kernel
+    template = launch_spec_template(kernel.name, kernel.language, kernel_parameters(analysis.text, kernel.name, kernel.language))
+    line = kernel.body.start_line  # the body span starts at decorators / template lines
+    indent = analysis.lines[line][: len(analysis.lines[line]) - len(analysis.lines[line].lstrip())]
+    start = types.Position(line=line, character=0)
+    edit = types.TextEdit(range=types.Range(start=start, end=start), new_text=f"{indent}{template}\n")
+    return types.CodeAction(
+        title=f"Add a launch spec for {kernel.name} (needed to measure it)",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=related or None,
+        edit=types.WorkspaceEdit(changes={analysis.uri: [edit]}),
+    )
 
 
 def _set_reference_actions(ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]) -> list[types.CodeAction]:

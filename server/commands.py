@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncio
+import threading
+import time
+import uuid
+
 from lsprotocol import types
 
-from kernelcast.server.analysis import KernelResult
+from kernelcast.forecast import Measurement
+from kernelcast.server.analysis import KernelResult, measurement_key, measurement_sides, problem_sizes
 from kernelcast.server.code_actions import set_reference_edit
+from kernelcast.server.forecasting import publish_again
 from kernelcast.server.state import KernelcastServer
 
 
@@ -31,17 +38,61 @@ def _target(ls: KernelcastServer, arguments: list[Any]) -> tuple[str, KernelResu
 
 
 async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
+    """Compile, check and time the kernel against its reference on the local GPU."""
     target = _target(ls, arguments)
     if isinstance(target, str):
         ls.show_message(f"Measure on GPU: {target}", types.MessageType.Warning)
         return {"ok": False, "message": target}
-    _, result = target
-    message = (
-        f"Measure on GPU is not available in this build for {result.kernel.name}: "
-        "the measurement runtime (kernels_runtime.measure) has not landed yet"
+    uri, result = target
+    analysis = ls.current_analysis(uri)
+    assert analysis is not None
+    if result.reference is None:
+        message = f"Measure on GPU: {result.kernel.name} has no reference to compare with ({result.no_reference})"
+        ls.show_message(message, types.MessageType.Warning)
+        return {"ok": False, "message": message}
+    from kernelcast.kernels_runtime.measure import measure_pair  # the GPU runtime, only when asked
+
+    candidate, reference = measurement_sides(analysis, result)
+    loop = asyncio.get_running_loop()
+    cancel = threading.Event()
+    token = f"kernelcast-measure-{uuid.uuid4()}"
+    await ls.work_done_progress.create_async(token)
+    ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=f"Measuring {result.kernel.name}", cancellable=True, percentage=0))
+    ls.work_done_progress.tokens[token].add_done_callback(lambda future: cancel.set() if future.cancelled() else None)
+
+    def report(text: str, percent: float) -> None:
+        loop.call_soon_threadsafe(
+            ls.work_done_progress.report, token, types.WorkDoneProgressReport(message=text, percentage=max(0, min(100, int(percent))))
+        )
+
+    ls.measuring += 1
+    ls.send_status(f"measuring {result.kernel.name}")
+    try:
+        outcome = await asyncio.to_thread(measure_pair, candidate, reference, None, 0, report, cancel)
+    finally:
+        ls.measuring -= 1
+        ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
+        ls.send_status()
+    if not isinstance(outcome, Measurement):
+        ls.show_message(f"Measure {result.kernel.name}: {outcome.message}", types.MessageType.Warning)
+        return {"ok": False, "kind": outcome.kind, "message": outcome.message}
+    store_measurement(ls, analysis, result, outcome, candidate, reference)
+    result.measurement = outcome
+    publish_again(ls, analysis)
+    ls.show_message(f"{result.kernel.name}: {outcome.message()}")
+    return {"ok": True, "measurement": outcome.to_json()}
+
+
+def store_measurement(ls: KernelcastServer, analysis: Any, result: KernelResult, outcome: Measurement, candidate: dict[str, Any], reference: dict[str, Any]) -> None:
+    """Keep the result for this exact pair, and a labelled example for calibration."""
+    assert analysis.hardware is not None and result.reference is not None
+    problem = problem_sizes(result, analysis.path, ls.workspace_root())
+    at = time.time()
+    ls.cache.put(measurement_key(result.kernel, result.reference, problem, analysis.hardware), {"measurement": outcome.to_json(), "at": at})
+    ls.cache.put(
+        f"measured-pair:{at:.6f}:{uuid.uuid4().hex[:8]}",
+        {"candidate": candidate, "reference": reference, "problem": problem, "measurement": outcome.to_json(), "at": at},
     )
-    ls.show_message(message, types.MessageType.Warning)
-    return {"ok": False, "message": message}
 
 
 async def set_reference(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:

@@ -66,6 +66,12 @@ async def _forecast_and_publish(ls: KernelcastServer, analysis: FileAnalysis, is
     _publish(ls, analysis)
 
 
+def publish_again(ls: KernelcastServer, analysis: FileAnalysis) -> None:
+    """Show a changed result of the current text (e.g. a new measurement) at once."""
+    if ls.current_analysis(analysis.uri) is analysis:
+        _publish(ls, analysis)
+
+
 def _publish(ls: KernelcastServer, analysis: FileAnalysis) -> None:
     ls.analyses[analysis.uri] = analysis
     diagnostics.publish(ls, analysis)

@@ -196,6 +196,7 @@ async def test_measure_and_reference_code_actions(session: Session) -> None:
 async def test_burst_of_edits_yields_one_forecast_for_the_final_text(session: Session) -> None:
     uri = session.open("vector_add_float4.cu")
     await session.diagnostics_for(uri)
+    await asyncio.sleep(3)  # let the first open's compiler-facts stage finish and publish
     before = len(session.recorder.diagnostics)
     base = (session.root / "vector_add_float4.cu").read_text()
     for version in range(2, 52):
