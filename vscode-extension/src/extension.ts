@@ -3,13 +3,15 @@
 
 import * as vscode from 'vscode';
 import {
+  CloseAction,
+  ErrorAction,
+  ErrorHandler,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
   Middleware,
   ServerOptions,
   State,
-  TransportKind,
 } from 'vscode-languageclient/node';
 import { DOCUMENT_SELECTOR, wantsServer } from './activation';
 import {
@@ -163,7 +165,21 @@ class KernelcastExtension {
       return;
     }
 
-    const client = new LanguageClient('kernelcast', 'kernelcast', this.serverOptions(interpreter), this.clientOptions());
+    let started = false;
+    let restartPolicy: ErrorHandler | undefined;
+    // Until `initialize` is answered, a dying server is reported once (below), not restarted in a loop;
+    // afterwards the client's own policy applies (restart up to 4 times in 3 minutes).
+    const errorHandler: ErrorHandler = {
+      error: (error, message, count) =>
+        started ? restartPolicy!.error(error, message, count) : { action: ErrorAction.Continue, handled: true },
+      closed: () => (started ? restartPolicy!.closed() : { action: CloseAction.DoNotRestart, handled: true }),
+    };
+    const client = new LanguageClient('kernelcast', 'kernelcast', this.serverOptions(interpreter), {
+      ...this.clientOptions(),
+      errorHandler,
+      initializationFailedHandler: () => false,
+    });
+    restartPolicy = client.createDefaultErrorHandler();
     this.client = client;
     this.session.push(
       client.onNotification(STATUS_NOTIFICATION, (params: unknown) => this.setStatus({ kind: 'server-status', params })),
@@ -175,17 +191,17 @@ class KernelcastExtension {
         }
       }),
     );
-    try {
-      await client.start();
-    } catch (error) {
-      // Typically the process exited before answering `initialize`: an old kernelcast without `lsp`, or a crash.
-      this.output.appendLine(`The server did not start: ${String(error)}`);
+    // start() may resolve although the process died during `initialize` (the close handler
+    // clears the client's start promise), so the state is what tells.
+    await client.start().catch((error) => this.output.appendLine(`The server did not start: ${String(error)}`));
+    if (client.state !== State.Running) {
+      // The client has already shown "couldn't create connection" with "Go to output", where the server's stderr is.
+      const { command, args } = serverLaunch(interpreter);
       await this.stop();
-      const launch = serverLaunch(interpreter);
-      const message = `kernelcast: \`${launch.command} ${launch.args.join(' ')}\` exited during start-up.`;
-      this.fail({ message, actions: ['Show output'] }, interpreter);
+      this.setStatus({ kind: 'failed', message: `\`${command} ${args.join(' ')}\` exited during start-up` });
       return;
     }
+    started = true;
     this.registerUndeclaredServerCommands(client);
     await this.restartWhenPythonExtensionSwitchesInterpreter(interpreter);
     void vscode.commands.executeCommand('setContext', RUNNING_CONTEXT, true);
@@ -194,7 +210,8 @@ class KernelcastExtension {
   private serverOptions(interpreter: Interpreter): ServerOptions {
     const { command, args } = serverLaunch(interpreter);
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    return { command, args, transport: TransportKind.stdio, options: { cwd } };
+    // No `transport`: with TransportKind.stdio the client appends `--stdio`, which `kernelcast lsp` rejects.
+    return { command, args, options: { cwd } };
   }
 
   private clientOptions(): LanguageClientOptions {
@@ -271,7 +288,10 @@ class KernelcastExtension {
     this.client = undefined;
     if (client) {
       try {
-        await client.dispose();
+        // A client whose start failed has nothing to stop, and says so by throwing.
+        if (client.needsStop()) {
+          await client.dispose();
+        }
       } catch (error) {
         this.output.appendLine(`Stopping the server failed: ${String(error)}`);
       }

@@ -2,54 +2,26 @@
 // vscode stub and a fake `python -m kernelcast lsp` (test/stub/fakeServer.js).
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
-const os = require('node:os');
+const { execFileSync } = require('node:child_process');
 const path = require('node:path');
-const { extractVsix } = require('./vsix.js');
+const {
+  scratch,
+  extension,
+  vscode,
+  recorded,
+  state,
+  events,
+  fakePython,
+  launchedCommandLines,
+  document,
+  cudaFile,
+  until,
+  serverMessages,
+  statusText,
+  resetAll,
+} = require('./harness.js');
 
-const extension = extractVsix().loadExtension();
-const vscode = require('vscode');
-const { recorded, state, events, reset } = vscode.__stub;
-
-const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kernelcast-extension-'));
-const serverLog = path.join(scratch, 'server.jsonl');
-process.env.FAKE_SERVER_LOG = serverLog;
-
-/** A shell script standing in for an interpreter; `importOk` decides `python -c "import kernelcast"`. */
-function fakePython(name, { importOk }) {
-  const file = path.join(scratch, name);
-  const server = path.join(__dirname, 'stub', 'fakeServer.js');
-  const importCheck = importOk ? 'exit 0' : `echo "ModuleNotFoundError: No module named 'kernelcast'" >&2; exit 1`;
-  fs.writeFileSync(file, `#!/bin/sh\nif [ "$1" = "-c" ]; then ${importCheck}; fi\nexec "${process.execPath}" "${server}"\n`, { mode: 0o755 });
-  return file;
-}
-
-const document = (languageId, text, file) => ({
-  languageId,
-  uri: vscode.Uri.file(file),
-  getText: () => text,
-  version: 1,
-  isClosed: false,
-});
-const cudaFile = document('cuda-cpp', '__global__ void add(float *x) {}\n', '/work/add.cu');
-
-async function until(condition, what) {
-  for (let waited = 0; waited < 10_000; waited += 20) {
-    const value = condition();
-    if (value) return value;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-const serverMessages = () =>
-  fs.existsSync(serverLog) ? fs.readFileSync(serverLog, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line)) : [];
-const statusText = () => recorded.statusItems[0]?.text;
-
-test.beforeEach(() => {
-  reset();
-  fs.rmSync(serverLog, { force: true });
-});
+test.beforeEach(resetAll);
 test.afterEach(() => extension.deactivate());
 
 test('without kernel files nothing starts; an ordinary Python file changes nothing', async () => {
@@ -97,6 +69,7 @@ test('a running server gets the settings, drives the status item and receives co
   extension.activate({ subscriptions: [] });
 
   await until(() => statusText() === 'kernelcast: forecasting 2', 'the kernelcast/status notification');
+  assert.deepEqual(launchedCommandLines(), ['-m kernelcast lsp']);
   assert.equal(recorded.contextKeys.get('kernelcast.serverRunning'), true);
   const initialize = serverMessages().find((message) => message.method === 'initialize');
   assert.deepEqual(initialize.params.initializationOptions.forecaster, { url: '', backend: 'embedded' });
@@ -131,7 +104,19 @@ test('a running server gets the settings, drives the status item and receives co
   assert.equal(statusText(), 'kernelcast: stopped');
   assert.equal(recorded.contextKeys.get('kernelcast.serverRunning'), false);
   assert.ok(!recorded.commands.has('kernelcast.measure') && !recorded.commands.has('kernelcast.setReference'));
-  assert.ok(serverMessages().some((message) => message.method === 'exit'));
+  await until(() => serverMessages().some((message) => message.method === 'exit'), 'the exit notification');
+});
+
+test('a server that exits during start-up is reported once and not restarted in a loop', () => {
+  // In its own process: vscode-languageclient leaves rejections unhandled on this path,
+  // which node's test runner would pin on whichever test is running.
+  const report = JSON.parse(execFileSync(process.execPath, [path.join(__dirname, 'crashAtStartup.js')], { encoding: 'utf8' }));
+  assert.deepEqual(report.launches, ['-m kernelcast lsp']);
+  assert.equal(report.status.text, 'kernelcast: not running');
+  assert.match(report.status.detail, /`.*crashing-python -m kernelcast lsp` exited during start-up/);
+  // One notification: the client's own, whose "Go to output" shows the server's stderr.
+  assert.deepEqual(report.errors, [{ level: 'error', text: "kernelcast client: couldn't create connection to server.", actions: ['Go to output'] }]);
+  assert.deepEqual(report.unexpectedRejections, []);
 });
 
 test('changing kernelcast.python restarts the server; other settings do not', async () => {
