@@ -55,6 +55,20 @@ async function pythonEnvironments(): Promise<PythonEnvironments | undefined> {
   return api?.environments;
 }
 
+/**
+ * Until `initialize` is answered, a dying server is reported once (by launch), not restarted in a
+ * loop; afterwards the client's own policy applies (restart up to 4 times in 3 minutes).
+ */
+function startupAwareErrorHandler(hasStarted: () => boolean, defaultHandler: () => ErrorHandler): ErrorHandler {
+  let policy: ErrorHandler | undefined;
+  const running = () => (policy ??= defaultHandler());
+  return {
+    error: (error, message, count) =>
+      hasStarted() ? running().error(error, message, count) : { action: ErrorAction.Continue, handled: true },
+    closed: () => (hasStarted() ? running().closed() : { action: CloseAction.DoNotRestart, handled: true }),
+  };
+}
+
 const SEVERITIES: Record<StatusSeverity, vscode.LanguageStatusSeverity> = {
   information: vscode.LanguageStatusSeverity.Information,
   warning: vscode.LanguageStatusSeverity.Warning,
@@ -166,20 +180,11 @@ class KernelcastExtension {
     }
 
     let started = false;
-    let restartPolicy: ErrorHandler | undefined;
-    // Until `initialize` is answered, a dying server is reported once (below), not restarted in a loop;
-    // afterwards the client's own policy applies (restart up to 4 times in 3 minutes).
-    const errorHandler: ErrorHandler = {
-      error: (error, message, count) =>
-        started ? restartPolicy!.error(error, message, count) : { action: ErrorAction.Continue, handled: true },
-      closed: () => (started ? restartPolicy!.closed() : { action: CloseAction.DoNotRestart, handled: true }),
-    };
-    const client = new LanguageClient('kernelcast', 'kernelcast', this.serverOptions(interpreter), {
+    const client: LanguageClient = new LanguageClient('kernelcast', 'kernelcast', this.serverOptions(interpreter), {
       ...this.clientOptions(),
-      errorHandler,
+      errorHandler: startupAwareErrorHandler(() => started, () => client.createDefaultErrorHandler()),
       initializationFailedHandler: () => false,
     });
-    restartPolicy = client.createDefaultErrorHandler();
     this.client = client;
     this.session.push(
       client.onNotification(STATUS_NOTIFICATION, (params: unknown) => this.setStatus({ kind: 'server-status', params })),
