@@ -21,7 +21,7 @@ def create_server() -> KernelcastServer:
 
     def ensure_scheduler() -> FileScheduler:
         if ls.scheduler is None:
-            ls.scheduler = FileScheduler(lambda uri: analyse_and_forecast(ls, uri))
+            ls.scheduler = FileScheduler(lambda uri: analyse_and_forecast(ls, uri), after_each=ls.send_status)
         return ls.scheduler
 
     def report(problems: list[str]) -> None:

@@ -96,7 +96,9 @@ async def _progress_if_slow(ls: KernelcastServer, title: str) -> AsyncIterator[N
         window = ls.client_capabilities.window
         if not (window and window.work_done_progress):
             return
-        await ls.work_done_progress.create_async(token)
+        # Shielded: if this task is cancelled (a newer edit), the client's answer must
+        # still find its request pending rather than a cancelled future.
+        await asyncio.shield(ls.work_done_progress.create_async(token))
         ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
         started.set()
 

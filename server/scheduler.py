@@ -14,8 +14,9 @@ logger = logging.getLogger(__name__)
 
 
 class FileScheduler:
-    def __init__(self, work: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, work: Callable[[str], Awaitable[None]], after_each: Callable[[], None] = lambda: None) -> None:
         self._work = work
+        self._after_each = after_each  # e.g. tell the client the server went idle
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def schedule(self, uri: str, delay_s: float) -> None:
@@ -43,3 +44,4 @@ class FileScheduler:
         finally:
             if self._tasks.get(uri) is asyncio.current_task():
                 del self._tasks[uri]
+                self._after_each()
