@@ -253,6 +253,19 @@ def _workspace_root(path: Path) -> Path | None:
     return Path(top.stdout.strip()) if top.returncode == 0 else path.parent
 
 
+def _calibrate_hw(args: argparse.Namespace) -> int:
+    from kernelcast.kernels_runtime.calibrate_hw import calibrate, measured_path
+
+    try:
+        result = calibrate(args.gpu_index)
+    except RuntimeError as error:
+        print(f"kernelcast calibrate-hw: {error}", file=sys.stderr)
+        return 1
+    print(f"{result['name']}: copy {result['copy_gbs']} GB/s (read + write), bf16 matmul {result['bf16_tflops']} TFLOP/s")
+    print(f"stored in {measured_path()}; forecasts and roofline floors on this GPU use these rates")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.kernels_runtime.hardware import detect_local_gpus
@@ -347,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--gpu", help=argparse.SUPPRESS)
     measure.add_argument("--json", action="store_true")
     measure.set_defaults(run=_measure)
+
+    calibrate = commands.add_parser("calibrate-hw", help="measure this GPU's copy bandwidth and bf16 matmul rate")
+    calibrate.add_argument("--gpu-index", type=int, default=0)
+    calibrate.set_defaults(run=_calibrate_hw)
 
     doctor = commands.add_parser("doctor", help="report what kernelcast can use on this machine")
     doctor.add_argument("--json", action="store_true")

@@ -36,7 +36,7 @@ class GpuSpec:
     bus_width_bits: int | None = None
     memory_gb: float | None = None
     driver: str | None = None
-    source: str = "table"  # table | detected
+    source: str = "table"  # table | detected | measured (calibrate-hw)
 
     @property
     def arch(self) -> str:
@@ -201,5 +201,15 @@ def resolve_target(configured: str | None = None, prefer_local: bool = True) -> 
     if prefer_local:
         local = detect_local_gpus()
         if local:
-            return local[0].spec
+            return with_measured_rates(local[0].spec)
     return SPECS[DEFAULT_TARGET]
+
+
+def with_measured_rates(spec: GpuSpec) -> GpuSpec:
+    """The spec with the rates `kernelcast calibrate-hw` measured on this GPU, if any."""
+    from kernelcast.kernels_runtime.calibrate_hw import load_measured
+
+    measured = load_measured().get(spec.name)
+    if not measured:
+        return spec
+    return replace(spec, peak_bandwidth_gbs=measured["copy_gbs"], bf16_tflops=measured["bf16_tflops"], source="measured")

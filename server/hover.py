@@ -7,6 +7,8 @@ import time
 from lsprotocol import types
 
 from kernelcast.forecast import BIN_WORDS, Forecast
+from kernelcast.kernels_runtime.facts import roofline_floor_ms
+from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.server.analysis import FileAnalysis, KernelResult
 from kernelcast.server.state import KernelcastServer
 from kernelcast.server.verdicts import verdict
@@ -41,6 +43,8 @@ def render(result: KernelResult, analysis: FileAnalysis) -> str:
     if result.forecast is not None:
         lines += ["", *_forecast_lines(result.forecast)]
     lines += ["", *_facts_lines(result)]
+    if result.launch is not None and analysis.hardware is not None:
+        lines += ["", _floor_line(result, analysis.hardware)]
     if analysis.hardware is not None:
         hw = analysis.hardware
         source = "this machine" if hw.source == "detected" else "target"
@@ -69,6 +73,17 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
     return lines
+
+
+def _floor_line(result: KernelResult, hardware: GpuSpec) -> str:
+    """Memory floor from the launch spec's arrays: each read or written at least once."""
+    assert result.launch is not None
+    moved = sum(arg.nbytes for arg in result.launch.args if arg.is_array)
+    floor_ms, _ = roofline_floor_ms(moved, 0.0, hardware)
+    line = f"Floor: ≥ {floor_ms:.3g} ms to move {moved / 1e6:.3g} MB at {hardware.peak_bandwidth_gbs / 1000:.2f} TB/s (memory; FLOPs not counted)"
+    if result.measurement is not None:
+        line += f" · measured {result.measurement.t_candidate_ms / floor_ms:.1f}× the floor"
+    return line
 
 
 def _facts_lines(result: KernelResult) -> list[str]:

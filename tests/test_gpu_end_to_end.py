@@ -1,0 +1,73 @@
+"""Measure on GPU from the editor and the CLI, on a real GPU (run on the device)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from lsp_support import EXAMPLES, isolated_env, stop_service
+from test_lsp_end_to_end import Session, _label, _start
+
+pytestmark = pytest.mark.gpu
+
+
+async def test_measure_action_replaces_the_forecast(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(EXAMPLES, workspace)
+    home = tmp_path / "home"
+    client, recorder = await _start(workspace, home)
+    session = Session(client, recorder, workspace)
+    try:
+        uri = session.open("matmul_tiled.cu")
+        diagnostics = await session.diagnostics_for(uri)
+        line = next(d for d in diagnostics if d.code in ("forecast", "uncertain")).range.start.line
+        answer = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="kernelcast.measure", arguments=[{"uri": uri, "position": {"line": line, "character": 0}}])
+        )
+        assert answer["ok"], answer
+        await recorder.wait_for(lambda: any(d.code == "measured" for d in recorder.latest(uri).diagnostics), timeout=60)
+        measured = next(d for d in recorder.latest(uri).diagnostics if d.code == "measured")
+        assert measured.message.startswith("sgemm: measured ") and "faster" in measured.message and "(H100" in measured.message
+        hints = await session.inlay_hints(uri)
+        assert _label(hints[0]).endswith("(measured)")
+        reports = [r for token, values in client.progress_reports.items() if "measure" in str(token) for r in values]
+        assert reports and reports[-1].kind == "end"
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+        stop_service(home)
+
+
+def test_cli_measure_reports_speedup_with_interval(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(EXAMPLES, workspace)
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelcast", "measure", str(workspace / "vector_add_float4.cu"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=isolated_env(tmp_path / "home"),
+    )
+    assert completed.returncode == 0, completed.stderr
+    line = json.loads(completed.stdout.strip().splitlines()[-1])
+    measurement = line["measurement"]
+    low, high = measurement["ci95"]
+    assert low <= measurement["speedup"] <= high
+    assert measurement["details"]["clocks"]
+
+
+def test_calibrate_hw_measures_plausible_rates(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelcast", "calibrate-hw"], capture_output=True, text=True, timeout=300, env=isolated_env(tmp_path / "home")
+    )
+    assert completed.returncode == 0, completed.stderr
+    stored = json.loads((tmp_path / "home" / "hardware.json").read_text())
+    (rates,) = stored.values()
+    assert 500 < rates["copy_gbs"] < 10_000 and 100 < rates["bf16_tflops"] < 3_000
+    print(completed.stdout)
