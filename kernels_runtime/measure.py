@@ -308,7 +308,7 @@ def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
 
 
 def prepare_request(
-    candidate: Any, reference: Any, spec: LaunchSpec | None = None, reference_spec: LaunchSpec | None = None, rounds: int = 5, timeouts: Timeouts = Timeouts()
+    candidate: Any, reference: Any, spec: LaunchSpec | None = None, reference_spec: LaunchSpec | None = None, rounds: int = 6, timeouts: Timeouts = Timeouts()
 ) -> dict[str, Any] | MeasureFailure:
     """The worker's request, or why the pair cannot be run; no GPU is needed for this."""
     sides = {"candidate": _side(candidate), "reference": _side(reference)}
@@ -367,7 +367,7 @@ def measure_pair(
     cancel: threading.Event | None = None,
     *,
     reference_spec: LaunchSpec | None = None,
-    rounds: int = 5,
+    rounds: int = 6,
     timeouts: Timeouts = Timeouts(),
 ) -> MeasureOutcome:
     """Check the candidate against the reference on fresh inputs, then time both interleaved.
