@@ -7,7 +7,6 @@ pay for the forecaster service and `kernelcast forecast` does not pay for pygls.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import shutil

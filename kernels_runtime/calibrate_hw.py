@@ -58,7 +58,6 @@ def calibrate(gpu_index: int = 0) -> dict[str, Any]:
     source = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device=device).uniform_()
     target = torch.empty_like(source)
     copy_ms = _time_ms(torch, lambda: target.copy_(source))
-    del source, target
     a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, dtype=torch.bfloat16, device=device)
     b = torch.randn(MATMUL_SIZE, MATMUL_SIZE, dtype=torch.bfloat16, device=device)
     matmul_ms = _time_ms(torch, lambda: a @ b)

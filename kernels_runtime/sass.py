@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import tempfile
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any

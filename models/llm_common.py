@@ -95,3 +95,31 @@ def parse_json_distribution(text: str) -> tuple[list[float] | None, dict[str, An
     if not raw_sum > 0 or not math.isfinite(raw_sum):
         return None, {"parse_failure": "probabilities do not have a positive finite sum", "raw_sum": raw_sum}
     return [value / raw_sum for value in numbers], {"raw_sum": round(raw_sum, 6)}
+
+
+def predict_from_last_logits(backend: Any, request: Any) -> Any:
+    """The 8 bin probabilities from the answer position's logits, for backends that run the
+    model in-process and keep a prefix cache (llama-cpp, transformers): `backend` provides
+    `labels`, `_label_ids`, `_lock`, `_render`, `_tokenize` and `_last_logits`."""
+    import time
+
+    from kernelcast.models import backends
+    from kernelcast.models.prompt import build_prompt
+
+    prompt = build_prompt(request, backend.labels)
+    tokens = backend._tokenize(backend._render(prompt.messages()))
+    started = time.perf_counter()
+    with backend._lock:
+        logits, reused = backend._last_logits(tokens)
+    probabilities, label_mass = read_label_logits(logits, backend._label_ids)
+    return backends.RawPrediction(
+        probabilities=probabilities,
+        details={
+            "readout": "logits",
+            "labels": "".join(backend.labels),
+            "prompt_tokens": len(tokens),
+            "reused_tokens": reused,
+            "eval_ms": round(1000 * (time.perf_counter() - started), 1),
+            "label_mass": round(label_mass, 4),
+        },
+    )

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from kernelcast.forecast import ForecastRequest
 from kernelcast.models import backends
-from kernelcast.models.llm_common import LLMBackendError, label_token_ids, read_label_logits, shared_prefix_length
-from kernelcast.models.prompt import build_prompt
+from kernelcast.models.llm_common import LLMBackendError, label_token_ids, predict_from_last_logits, shared_prefix_length
 
 INSTALL_HINT = "pip install 'kernelcast[hf]'"
 
@@ -93,23 +91,7 @@ class TransformersBackend:
         return output.logits[0, -1].float().cpu().numpy(), reused
 
     def predict(self, request: ForecastRequest) -> backends.RawPrediction:
-        prompt = build_prompt(request, self.labels)
-        tokens = self._tokenize(self._render(prompt.messages()))
-        started = time.perf_counter()
-        with self._lock:
-            logits, reused = self._last_logits(tokens)
-        probabilities, label_mass = read_label_logits(logits, self._label_ids)
-        return backends.RawPrediction(
-            probabilities=probabilities,
-            details={
-                "readout": "logits",
-                "labels": "".join(self.labels),
-                "prompt_tokens": len(tokens),
-                "reused_tokens": reused,
-                "eval_ms": round(1000 * (time.perf_counter() - started), 1),
-                "label_mass": round(label_mass, 4),
-            },
-        )
+        return predict_from_last_logits(self, request)
 
 
 def create(options: dict[str, Any]) -> TransformersBackend:

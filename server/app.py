@@ -65,6 +65,12 @@ def create_server() -> KernelcastServer:
             for uri in list(ls.workspace.text_documents):
                 diagnostics.clear(ls, uri)
 
+    @ls.feature(types.SHUTDOWN)
+    def on_shutdown(params: None) -> None:
+        # Nothing may be published once the client has asked us to stop.
+        if ls.scheduler is not None:
+            ls.scheduler.cancel_all()
+
     @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def on_open(params: types.DidOpenTextDocumentParams) -> None:
         ensure_scheduler().schedule(params.text_document.uri, 0)

@@ -20,6 +20,10 @@ import diskcache
 logger = logging.getLogger(__name__)
 
 SIZE_LIMIT_BYTES = 512 * 2**20
+# diskcache's defaults (64 MB mmap, 32 MB page cache per thread's connection) made the
+# server's RSS climb with the size of the cache file while typing; the LSP reads a few
+# small rows per edit and needs neither.
+SQLITE_SETTINGS = {"sqlite_mmap_size": 0, "sqlite_cache_size": 2**9}
 _PROBE_KEY = "kernelcast:probe"
 
 
@@ -53,7 +57,9 @@ class ResultCache:
                 return None
 
     def _open_and_probe(self) -> diskcache.Cache:
-        cache = diskcache.Cache(str(self.directory), size_limit=SIZE_LIMIT_BYTES, eviction_policy="least-recently-used")
+        cache = diskcache.Cache(
+            str(self.directory), size_limit=SIZE_LIMIT_BYTES, eviction_policy="least-recently-used", **SQLITE_SETTINGS
+        )
         cache.set(_PROBE_KEY, time.time())
         cache.get(_PROBE_KEY)
         return cache
@@ -93,8 +99,3 @@ class ResultCache:
     def close(self) -> None:
         if self._cache is not None:
             self._cache.close()
-
-    # --- per file revision: (uri, text hash) → the kernels' result keys ------------------
-
-    def revision_key(self, uri: str, text: str) -> str:
-        return content_key("revision", {"uri": uri, "text": hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()})

@@ -29,6 +29,10 @@ class FileScheduler:
         if task is not None and not task.done():
             task.cancel()
 
+    def cancel_all(self) -> None:
+        for uri in list(self._tasks):
+            self.cancel(uri)
+
     def pending(self) -> int:
         return sum(1 for task in self._tasks.values() if not task.done())
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.kernels_runtime import cuda_facts, facts, sass
+from kernelcast.kernels_runtime import cuda_facts, sass
 from kernelcast.kernels_runtime.cuda_facts import (
     NO_CUDA_COMPILER,
     ToolTimeout,
