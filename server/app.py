@@ -28,6 +28,14 @@ def create_server() -> KernelcastServer:
         for problem in problems:
             ls.show_message(problem, types.MessageType.Warning)
 
+    def forget_finished_notifications() -> None:
+        # pygls 2.1 files a Future under a fresh id for every notification handled by its
+        # generator built-ins (didOpen/didChange/…) and never removes it: ~1 KB per
+        # keystroke. Finished entries are safe to drop; pending requests stay.
+        futures = ls.protocol._request_futures
+        for key in [key for key, future in futures.items() if future.done()]:
+            futures.pop(key, None)
+
     def reschedule_all() -> None:
         for uri in list(ls.workspace.text_documents):
             ensure_scheduler().schedule(uri, 0)
@@ -77,6 +85,7 @@ def create_server() -> KernelcastServer:
 
     @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def on_change(params: types.DidChangeTextDocumentParams) -> None:
+        forget_finished_notifications()
         ensure_scheduler().schedule(params.text_document.uri, ls.settings.debounce_ms / 1000)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)

@@ -72,6 +72,7 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     finally:
         ls.measuring -= 1
         ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
+        ls.work_done_progress.tokens.pop(token, None)
         ls.send_status()
     if not isinstance(outcome, Measurement):
         ls.show_message(f"Measure {result.kernel.name}: {outcome.message}", types.MessageType.Warning)

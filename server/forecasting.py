@@ -111,3 +111,4 @@ async def _progress_if_slow(ls: KernelcastServer, title: str) -> AsyncIterator[N
             await starter
         if started.is_set():
             ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+        ls.work_done_progress.tokens.pop(token, None)  # pygls keeps every token otherwise
