@@ -37,7 +37,6 @@ class KernelResult:
     unavailable: str | None = None  # why the forecaster gave no answer
     unchanged: bool = False  # candidate's code equals the reference's
     part_of: str | None = None  # a kernel inside a KernelBench ModelNew: forecast as part of it
-    cache_key: str | None = None
     computed_at: float | None = None
     from_cache: bool = False
     launch: LaunchSpec | None = None
@@ -201,7 +200,6 @@ async def fill_forecasts(
             result.unavailable = str(error)
             continue
         key = forecast_key(result, problem, hardware, backend)
-        result.cache_key = key
         stored = cache.get(key)
         if stored:
             result.forecast = Forecast.from_json(stored["forecast"]).with_threshold(settings.confidence_threshold)

@@ -115,7 +115,8 @@ async def set_reference(ls: KernelcastServer, arguments: list[Any]) -> dict[str,
 async def clear_cache(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     removed = ls.cache.clear()
     ls.analyses.clear()
-    for uri in list(ls.workspace.text_documents):
-        ls.scheduler.schedule(uri, 0) if ls.scheduler else None
+    if ls.scheduler is not None:
+        for uri in list(ls.workspace.text_documents):
+            ls.scheduler.schedule(uri, 0)
     ls.show_message(f"kernelcast cache cleared ({removed} entries)")
     return {"ok": True, "removed": removed}

@@ -16,7 +16,6 @@ class Verdict:
     label: str  # inlay hint, ≤ 30 characters
     message: str  # diagnostic text
     notable: bool  # confident and far enough from 1× to deserve Information severity
-    offers_measure: bool
     code: str  # diagnostic code: forecast | measured | uncertain | no-reference | unavailable | unchanged
 
 
@@ -25,17 +24,17 @@ def verdict(result: KernelResult) -> Verdict | None:
         return None  # its forecast is the one at `class ModelNew`
     if result.measurement is not None:
         m = result.measurement
-        return Verdict(m.inlay_label(), m.message(), abs(math.log2(m.speedup)) >= NOTABLE_LOG2, False, "measured")
+        return Verdict(m.inlay_label(), m.message(), abs(math.log2(m.speedup)) >= NOTABLE_LOG2, "measured")
     if result.no_reference is not None:
-        return Verdict("⏱ no reference · set one?", result.no_reference, False, False, "no-reference")
+        return Verdict("⏱ no reference · set one?", result.no_reference, False, "no-reference")
     if result.unchanged:
-        return Verdict("⏱ same as reference", "same code as the reference: no change expected", False, False, "unchanged")
+        return Verdict("⏱ same as reference", "same code as the reference: no change expected", False, "unchanged")
     if result.unavailable is not None:
-        return Verdict("⏱ forecaster unavailable", result.unavailable, False, False, "unavailable")
+        return Verdict("⏱ forecaster unavailable", result.unavailable, False, "unavailable")
     forecast = result.forecast
     if forecast is None:
         return None
     if forecast.defer:
-        return Verdict(forecast.inlay_label(), forecast.message(), False, True, "uncertain")
+        return Verdict(forecast.inlay_label(), forecast.message(), False, "uncertain")
     notable = abs(math.log2(forecast.speedup)) >= NOTABLE_LOG2
-    return Verdict(forecast.inlay_label(), forecast.message(), notable, True, "forecast")
+    return Verdict(forecast.inlay_label(), forecast.message(), notable, "forecast")
