@@ -427,6 +427,24 @@ def _first_error_line(error: str | None) -> str:
     return (lines or [error or ""])[0].strip()[:120]
 
 
+def cuda_include_dirs() -> list[str]:
+    """Folders holding cuda_fp16.h & co. for NVRTC, which searches none by itself: the
+    toolkit's, then those of pip's nvidia-* and cupy wheels (GPU machines often have only these)."""
+    import glob
+    import site
+
+    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
+    found = [os.path.join(root, "include") for root in roots if root]
+    for packages in [*site.getsitepackages(), site.getusersitepackages(), *sys.path]:
+        found += sorted(glob.glob(os.path.join(packages, "nvidia", "*", "include")))
+        found += sorted(glob.glob(os.path.join(packages, "cupy", "_core", "include", "cupy", "_cuda", "cuda-*")))
+    unique: list[str] = []
+    for folder in found:
+        if os.path.isfile(os.path.join(folder, "cuda_fp16.h")) and folder not in unique:
+            unique.append(folder)
+    return unique
+
+
 def _nvrtc_worker(workdir: str, arch: str) -> None:
     """Runs in the child interpreter: NVRTC-compile kernel.cu, write kernel.cubin and nvrtc.json."""
     import io
@@ -438,7 +456,8 @@ def _nvrtc_worker(workdir: str, arch: str) -> None:
         except ImportError:
             from cuda.core.experimental import Program, ProgramOptions
         source = (Path(workdir) / "kernel.cu").read_text()
-        program = Program(source, "c++", options=ProgramOptions(name="kernel.cu", arch=arch, ptxas_options="-v"))
+        options = ProgramOptions(name="kernel.cu", arch=arch, ptxas_options="-v", include_path=cuda_include_dirs() or None)
+        program = Program(source, "c++", options=options)
         logs = io.StringIO()
         compiled = program.compile("cubin", logs=logs)
         (Path(workdir) / "kernel.cubin").write_bytes(bytes(compiled.code))

@@ -1,0 +1,24 @@
+"""Every operation of the corpus, in a fixed order (the order the runner measures them)."""
+
+from __future__ import annotations
+
+import importlib
+
+from kernelcast.models.corpus.spec import Op
+
+# One module per group of related operations; each defines OPS (a list) or OP.
+MODULES = (
+    "activation",
+)
+
+
+def all_ops() -> list[Op]:
+    ops: list[Op] = []
+    for name in MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        ops.extend(getattr(module, "OPS", None) or [module.OP])
+    names = [op.name for op in ops]
+    duplicated = {name for name in names if names.count(name) > 1}
+    if duplicated:
+        raise ValueError(f"operation names must be unique: {sorted(duplicated)}")
+    return ops
