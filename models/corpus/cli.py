@@ -1,0 +1,117 @@
+"""`kernelcast corpus …`: measure, assemble, count and pair the kernel corpus."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kernelcast.pairs import PAIR_KINDS
+
+
+def add_parser(subparsers: Any) -> None:
+    corpus = subparsers.add_parser("corpus", help="the measured kernel corpus: run, assemble, stats, pairs, repro")
+    commands = corpus.add_subparsers(dest="corpus_command", required=True)
+
+    run = commands.add_parser("run", help="build, check and time the corpus on this machine's GPU (resumable)")
+    run.add_argument("runner_args", nargs=argparse.REMAINDER, help="passed to the runner: --out DIR [--ops a,b] [--deadline-s S] …")
+
+    assemble = commands.add_parser("assemble", help="join GPU run folders and the generator into one dataset file")
+    assemble.add_argument("runs", nargs="+", type=Path)
+    assemble.add_argument("--out", type=Path, default=None)
+
+    stats = commands.add_parser("stats", help="counts: kernels, failures by kind, operations, languages, sizes, GPU, pairs per bin")
+    stats.add_argument("--data", type=Path, default=None)
+    stats.add_argument("--json", action="store_true", help="print JSON (default: a summary and a per-operation table)")
+
+    pairs = commands.add_parser("pairs", help="write labelled pairs (kernelcast eval's input)")
+    pairs.add_argument("--out", type=Path, required=True)
+    pairs.add_argument("--kind", choices=PAIR_KINDS, action="append", help="repeatable; default: all kinds")
+    pairs.add_argument("--ops", help="comma-separated operations (default: all)")
+    pairs.add_argument("--data", type=Path, default=None)
+    pairs.add_argument("--seed", type=int, default=0)
+
+    repro = commands.add_parser("repro", help="share of a re-measured sample inside the dataset's 95% CIs")
+    repro.add_argument("run", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
+    repro.add_argument("--data", type=Path, default=None)
+
+    corpus.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from kernelcast.models.corpus import dataset
+
+    command = args.corpus_command
+    if command == "run":
+        from kernelcast.models.corpus.runner import main as runner_main
+
+        return runner_main(args.runner_args)
+    if command == "assemble":
+        counts = dataset.assemble(args.runs, args.out or dataset.DEFAULT_DATASET)
+        print(json.dumps(counts))
+        return 0
+    try:
+        records = dataset.load(args.data or dataset.DEFAULT_DATASET)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"kernelcast corpus: {error}", file=sys.stderr)
+        return 2
+    if command == "stats":
+        return _stats(records, args.json)
+    if command == "pairs":
+        return _pairs(records, args)
+    return _repro(records, args.run)
+
+
+def _stats(records: list[dict[str, Any]], as_json: bool) -> int:
+    from kernelcast.models.corpus.pair_builder import build_pairs
+    from kernelcast.models.corpus.stats import corpus_stats, markdown_table
+
+    stats = corpus_stats(records, build_pairs(records))
+    if as_json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    summary = {key: value for key, value in stats.items() if key != "per_op"}
+    for key, value in summary.items():
+        print(f"{key}: {value}")
+    print()
+    print(markdown_table(stats))
+    return 0
+
+
+def _pairs(records: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    from kernelcast.models.corpus.pair_builder import build_pairs
+    from kernelcast.pairs import write_pairs
+
+    if args.ops:
+        wanted = set(args.ops.split(","))
+        unknown = wanted - {record["op"] for record in records}
+        if unknown:
+            print(f"kernelcast corpus: no operation named {', '.join(sorted(unknown))} in the corpus", file=sys.stderr)
+            return 2
+        records = [record for record in records if record["op"] in wanted]
+    count = write_pairs(args.out, build_pairs(records, args.kind or PAIR_KINDS, seed=args.seed))
+    print(f"{count} pairs → {args.out}")
+    return 0
+
+
+def _repro(records: list[dict[str, Any]], run: Path) -> int:
+    from kernelcast.models.corpus.dataset import read_jsonl
+    from kernelcast.models.corpus.stats import reproducibility
+
+    print(json.dumps(reproducibility(records, read_jsonl(run / "records.jsonl")), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m kernelcast.models.corpus.cli stats` = `kernelcast corpus stats` (GPU machines
+    may run the module without the console script)."""
+    parser = argparse.ArgumentParser(prog="kernelcast")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["corpus", *(sys.argv[1:] if argv is None else argv)])
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
