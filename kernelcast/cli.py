@@ -241,6 +241,12 @@ def _forecast_batch(args: argparse.Namespace, forecaster: Any) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from kernelcast.models.evaluation import run
+
+    return run(Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None)
+
+
 def _workspace_root(path: Path) -> Path | None:
     """The git top of the file's folder, else its folder: where references may point."""
     try:
@@ -344,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--out", help="JSONL to write forecasts to (with --batch)")
     _add_backend_flags(forecast)
     forecast.set_defaults(run=_forecast)
+
+    evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (FORECAST.md metrics)")
+    evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/pairs.py)")
+    evaluation.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
+    evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
+    _add_backend_flags(evaluation)
+    evaluation.set_defaults(run=_eval)
 
     facts = commands.add_parser("facts", help="compiler facts (registers, shared memory, spills, occupancy, SASS mix) of a file's kernels")
     facts.add_argument("file")

@@ -1,0 +1,230 @@
+"""`kernelcast eval`: the metric functions against hand-computed values, then the command itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelcast.models.evaluation import evaluate, metrics, risk_coverage, top_recovery
+from kernelcast.pairs import read_pairs
+
+from lsp_support import isolated_env
+from test_llm_llama_cpp import require_llama_and_model
+
+PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
+# One speedup in each of the 8 bins, in bin order.
+ONE_PER_BIN = np.array([0.2, 0.3, 0.6, 0.8, 1.2, 1.5, 3.0, 5.0])
+PLOTS = ("reliability.png", "risk_coverage.png", "confusion.png")
+
+
+def test_perfect_forecaster_scores_perfectly() -> None:
+    result = metrics(np.eye(8), ONE_PER_BIN, groups=["g"] * 8)
+    assert result["n"] == result["n_direction"] == 8
+    for key in ("direction_accuracy", "bin_accuracy", "within_one_bin", "accuracy_at_half_coverage", "accuracy_at_threshold", "coverage_at_threshold", "top10_recovery_mean"):
+        assert result[key] == 1.0, key
+    for key in ("direction_ece", "bin_ece", "brier", "crps", "nll", "aurc"):
+        assert result[key] == 0.0, key
+    assert result["confusion"] == np.eye(8, dtype=int).tolist()
+
+
+def test_uniform_forecaster_has_the_textbook_scores() -> None:
+    result = metrics(np.full((8, 8), 1 / 8), ONE_PER_BIN, groups=["g"] * 8)
+    assert result["brier"] == pytest.approx(0.5 * (7 / 8) ** 2 + 0.5 * 7 * (1 / 8) ** 2)  # 7/16
+    # CRPS: (1/448)·Σ_t [Σ_{k<t} k² + Σ_{j≤8−t} j²], averaged over t = 1..8 → 672 / 3584.
+    assert result["crps"] == pytest.approx(3 / 16)
+    assert result["nll"] == pytest.approx(math.log(8))
+    # P(faster) = 0.5 reads "faster" at confidence 0.5 (as Forecast does); half the pairs are faster.
+    assert result["direction_accuracy"] == 0.5 and result["direction_ece"] == pytest.approx(0.0)
+    # Ties go to the first bin: right for bin 1, within one bin for bins 1 and 2.
+    assert result["bin_accuracy"] == 1 / 8 and result["within_one_bin"] == 2 / 8
+    assert result["bin_ece"] == pytest.approx(0.0)
+    # All confidences tie: one threshold keeps everything, so "50% coverage" is 100%.
+    assert result["risk_coverage"] == [{"threshold": 0.5, "coverage": 1.0, "risk": 0.5}]
+    assert result["aurc"] == 0.5 and result["accuracy_at_half_coverage"] == 0.5 and result["coverage_at_half_coverage"] == 1.0
+    assert result["coverage_at_threshold"] == 0.0 and result["accuracy_at_threshold"] is None
+    # Every candidate has E[s] = 0; the tie keeps the first pair (S = 0.2) of a group whose best is 5.
+    assert result["top10_recovery_mean"] == pytest.approx(0.2 / 5.0)
+
+
+def test_known_direction_ece_selective_prediction_and_brier() -> None:
+    confident = [0, 0, 0.1, 0, 0, 0.9, 0, 0]  # faster at 0.9
+    hedged = [0, 0, 0.7, 0, 0, 0.3, 0, 0]  # slower at 0.7
+    probabilities = [confident] * 4 + [hedged] * 6
+    speedups = [1.5, 1.5, 1.5, 0.6] + [0.6] * 6  # one confident forecast is wrong
+    result = metrics(probabilities, speedups)
+    # Buckets [0.9, 1): conf 0.9, acc 0.75; [0.7, 0.8): conf 0.7, acc 1.0.
+    assert result["direction_ece"] == pytest.approx(0.4 * 0.15 + 0.6 * 0.3)
+    assert result["bin_ece"] == pytest.approx(0.24)
+    assert [(row["n"], row["accuracy"]) for row in result["direction_reliability"]] == [(6, 1.0), (4, 0.75)]
+    assert result["direction_accuracy"] == pytest.approx(0.9)
+    assert result["risk_coverage"] == [
+        {"threshold": 0.9, "coverage": 0.4, "risk": 0.25},
+        {"threshold": pytest.approx(0.7), "coverage": 1.0, "risk": pytest.approx(0.1)},
+    ]
+    assert result["aurc"] == pytest.approx(0.25 * 0.4 + 0.1 * 0.6)
+    assert result["accuracy_at_half_coverage"] == pytest.approx(0.9)
+    assert result["coverage_at_threshold"] == 0.4 and result["accuracy_at_threshold"] == 0.75
+    assert result["brier"] == pytest.approx((3 * 0.01 + 0.81 + 6 * 0.09) / 10)
+    assert result["nll"] == pytest.approx((3 * -math.log(0.9) - math.log(0.1) + 6 * -math.log(0.7)) / 10)
+
+
+def test_near_ties_count_for_calibration_but_not_for_direction_accuracy() -> None:
+    slower = [0, 0, 0, 1.0, 0, 0, 0, 0]
+    result = metrics([slower, slower], [1.05, 0.5])  # |log2 1.05| = 0.07 < 0.1
+    assert result["n"] == 2 and result["n_direction"] == 1
+    assert result["direction_accuracy"] == 1.0
+    assert result["direction_ece"] == pytest.approx(0.5)  # confidence 1, right on one of the two
+    assert result["coverage_at_threshold"] == 1.0 and result["risk_coverage"][-1]["coverage"] == 1.0
+
+
+def test_top10_recovery_keeps_the_top_tenth_of_each_group() -> None:
+    # 12 candidates keep ⌈1.2⌉ = 2: scored best are S = 2 and 1.5, the group's best is 4.
+    score = np.array([5.0, 4.0] + [0.0] * 10 + [1.0, 9.0])
+    speedups = np.array([2.0, 1.5, 4.0] + [1.0] * 9 + [3.0, 7.0])
+    groups = ["a"] * 12 + ["lonely", ""]
+    assert top_recovery(score, speedups, groups) == {"a": 0.5}
+
+
+def test_risk_coverage_sweeps_distinct_thresholds() -> None:
+    points = risk_coverage(np.array([0.9, 0.6, 0.9, 0.55]), np.array([True, False, False, True]))
+    assert points == [
+        {"threshold": 0.9, "coverage": 0.5, "risk": 0.5},
+        {"threshold": 0.6, "coverage": 0.75, "risk": pytest.approx(2 / 3)},
+        {"threshold": 0.55, "coverage": 1.0, "risk": 0.5},
+    ]
+
+
+def test_evaluate_splits_are_the_metrics_of_their_pairs() -> None:
+    rng = np.random.default_rng(0)
+    probabilities = rng.dirichlet(np.ones(8), size=30)
+    speedups = 2.0 ** rng.normal(0, 1.5, size=30)
+    languages = ["cuda", "triton", "pytorch"] * 10
+    kinds = ["edit"] * 12 + ["cross"] * 18
+    groups = [f"g{i % 4}" for i in range(30)]
+    result = evaluate(probabilities, speedups, kinds=kinds, languages=languages, groups=groups)
+    assert sorted(result["by_language"]) == ["cuda", "pytorch", "triton"] and sorted(result["by_kind"]) == ["cross", "edit"]
+    assert sum(split["n"] for split in result["by_kind"].values()) == 30
+    edit = metrics(probabilities[:12], speedups[:12], groups[:12])
+    assert result["by_kind"]["edit"] == edit
+    assert result["overall"] == metrics(probabilities, speedups, groups)
+
+
+def test_rejects_what_is_not_a_distribution() -> None:
+    with pytest.raises(ValueError, match=r"shape \(N, 8\)"):
+        metrics(np.ones((2, 7)), [1.0, 2.0])
+    with pytest.raises(ValueError, match="non-negative"):
+        metrics([[-1.0] + [0.5] * 7], [1.0])
+    with pytest.raises(ValueError, match="1 probability rows but 2 speedups"):
+        metrics(np.eye(8)[:1], [1.0, 2.0])
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def _eval(tmp_path: Path, *args: str, block_matplotlib: bool = False) -> subprocess.CompletedProcess[str]:
+    # sys.modules[name] = None is Python's own "this module is not installed".
+    code = ("import sys; sys.modules['matplotlib'] = None; " if block_matplotlib else "import sys; ") + (
+        "from kernelcast.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, "eval", *args], capture_output=True, text=True, timeout=600, env=isolated_env(tmp_path / "home")
+    )
+
+
+def _predictions(report: Path) -> list[dict]:
+    return [json.loads(line) for line in (report / "predictions.jsonl").read_text().splitlines()]
+
+
+def test_eval_embedded_writes_metrics_predictions_report_and_plots(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    completed = _eval(tmp_path, str(PAIRS), "--report", str(report))
+    assert completed.returncode == 0, completed.stderr
+    assert "embedded on pairs_small.jsonl: 18 of 18 pairs forecast" in completed.stdout
+    assert all(label in completed.stdout for label in ("overall", "cuda", "triton", "pytorch", "edit", "cross", "reference"))
+
+    written = json.loads((report / "metrics.json").read_text())
+    assert written["backend"] == "embedded" and written["failed"] == [] and written["overall"]["n"] == 18
+    assert {k: v["n"] for k, v in written["by_kind"].items()} == {"cross": 4, "edit": 7, "reference": 7}
+    assert {k: v["n"] for k, v in written["by_language"].items()} == {"cuda": 11, "pytorch": 2, "triton": 5}
+
+    # predictions.jsonl alone reproduces every number: other tools can reuse it.
+    rows = _predictions(report)
+    pairs = list(read_pairs(PAIRS))
+    assert [row["id"] for row in rows] == [pair.id for pair in pairs]
+    assert [row["true_bin"] for row in rows] == [pair.true_bin for pair in pairs]
+    again = evaluate(
+        [row["probabilities"] for row in rows], [row["speedup"] for row in rows],
+        kinds=[row["kind"] for row in rows], languages=[row["language"] for row in rows], groups=[row["group"] for row in rows],
+    )
+    assert json.loads(json.dumps(again)) == {key: written[key] for key in again}
+
+    markdown = (report / "report.md").read_text()
+    assert "| overall | 18 |" in markdown and "over the 12 pairs with |log2 S| ≥ 0.1" in markdown
+    if importlib.util.find_spec("matplotlib") is None:
+        assert "pip install 'kernelcast[eval]'" in markdown
+        pytest.skip("matplotlib is not installed: the plots were not made (pip install 'kernelcast[eval]')")
+    for name in PLOTS:
+        assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({name})" in markdown
+
+
+def test_eval_without_matplotlib_still_writes_metrics_and_says_how_to_get_plots(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    completed = _eval(tmp_path, str(PAIRS), "--report", str(report), block_matplotlib=True)
+    assert completed.returncode == 0, completed.stderr
+    assert "No plots: matplotlib is not installed (pip install 'kernelcast[eval]' adds it)." in completed.stdout
+    assert (report / "metrics.json").is_file() and (report / "predictions.jsonl").is_file()
+    assert not any((report / name).exists() for name in PLOTS)
+
+
+def test_bad_line_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    lines = PAIRS.read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines[:2] + [lines[2].replace('"speedup": 0.31', '"speedup": -1')] + lines[3:]) + "\n")
+    report = tmp_path / "report"
+    completed = _eval(tmp_path, str(broken), "--report", str(report))
+    assert completed.returncode == 2
+    assert f"{broken}:3: speedup must be a positive finite number, got -1" in completed.stderr
+    assert not report.exists()
+
+    unknown = _eval(tmp_path, str(PAIRS), "--backend", "oracle", "--report", str(report))
+    assert unknown.returncode == 2 and "unknown forecaster backend 'oracle'" in unknown.stderr and not report.exists()
+
+
+@pytest.mark.slow
+def test_eval_llama_cpp_on_the_small_file(tmp_path: Path) -> None:
+    gguf = require_llama_and_model()
+    report = tmp_path / "report"
+    completed = _eval(tmp_path, str(PAIRS), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "4096", "--report", str(report))
+    assert completed.returncode == 0, completed.stderr
+    written = json.loads((report / "metrics.json").read_text())
+    assert written["backend"] == "llama-cpp" and written["model_id"] == gguf.name
+    assert written["failed"] == [] and written["overall"]["n"] == 18
+    rows = _predictions(report)
+    assert all(len(row["probabilities"]) == 8 and sum(row["probabilities"]) == pytest.approx(1.0) for row in rows)
+    assert "llama-cpp on pairs_small.jsonl" in (report / "report.md").read_text()
+
+
+def test_pairs_the_backend_cannot_forecast_are_named_and_left_out(tmp_path: Path) -> None:
+    """A real failure: SmolLM2 with a 1024-token context cannot take the register-blocked SGEMM pair (~1260 tokens)."""
+    gguf = require_llama_and_model()
+    lines = {json.loads(line)["id"]: line for line in PAIRS.read_text().splitlines()}
+    subset = tmp_path / "two.jsonl"
+    subset.write_text(lines["vadd-torch-vs-cuda"] + "\n" + lines["sgemm-regblock"] + "\n")
+    report = tmp_path / "report"
+    completed = _eval(tmp_path, str(subset), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "1024", "--report", str(report))
+    assert completed.returncode == 0, completed.stderr
+    assert "1 of 2 pairs forecast" in completed.stdout and "sgemm-regblock: prompt has" in completed.stderr
+    written = json.loads((report / "metrics.json").read_text())
+    assert [f["id"] for f in written["failed"]] == ["sgemm-regblock"] and written["overall"]["n"] == 1
+    assert "`sgemm-regblock`: prompt has" in (report / "report.md").read_text()
+
+    nothing = _eval(tmp_path, str(subset), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "256", "--report", str(tmp_path / "none"))
+    assert nothing.returncode == 1 and "could forecast none of the 2 pairs" in nothing.stderr
+    assert not (tmp_path / "none").exists()
