@@ -1,0 +1,150 @@
+"""The corpus on CPU: the generator is deterministic and its kernels compile; pairs validate."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kernelcast.forecast import bin_of_speedup
+from kernelcast.models.corpus import dataset
+from kernelcast.models.corpus.generate import describe, describe_reference, entries, reference_id
+from kernelcast.models.corpus.ops import all_ops
+from kernelcast.models.corpus.pair_builder import build_pairs
+from kernelcast.models.corpus.runner import _facts
+from kernelcast.models.corpus.stats import corpus_stats, reproducibility
+from kernelcast.pairs import read_pairs, write_pairs
+
+
+def test_generator_is_deterministic_and_ids_are_unique() -> None:
+    first, second = entries(), entries()
+    assert [entry.id for entry in first] == [entry.id for entry in second]
+    assert len({entry.id for entry in first}) == len(first)
+    assert [entry.variant.code for entry in first] == [entry.variant.code for entry in second]
+
+
+def test_every_operation_has_three_sizes_and_runnable_variants() -> None:
+    for op in all_ops():
+        assert len(op.sizes) >= 3, op.name
+        runnable = [entry for entry in entries([op.name]) if entry.problems()]
+        assert runnable, f"{op.name}: no variant runs any of its sizes"
+        for entry in runnable:
+            for sizes in entry.problems():
+                launches = entry.launches(sizes)
+                assert launches, entry.id
+                for launch in launches:
+                    assert all(extent >= 1 for extent in launch.grid), (entry.id, launch)
+                    assert launch.grid[0] < 2**31 and launch.grid[1] < 65536 and launch.grid[2] < 65536, (entry.id, launch)
+
+
+def _one_per_family() -> list:
+    chosen = {}
+    for entry in entries():
+        chosen.setdefault((entry.op.name, entry.variant.family, entry.variant.language), entry)
+    return list(chosen.values())
+
+
+def test_one_kernel_of_every_family_compiles_for_the_h100() -> None:
+    """nvcc/NVRTC for CUDA and Triton's offline compile, the way the editor takes facts."""
+    pytest.importorskip("triton")
+    sample = _one_per_family()
+    with ThreadPoolExecutor(2) as pool:  # compiles run in child processes
+        results = list(pool.map(lambda entry: (entry, _facts(entry, entry.problems()[-1])), sample))
+    failures = []
+    for entry, facts in results:
+        for name, kernel in facts.items():
+            if kernel.get("error") or kernel.get("registers") is None:
+                failures.append(f"{entry.id} {name}: {kernel.get('error') or kernel.get('notes')}")
+    assert not failures, "\n".join(failures)
+
+
+def _synthetic_records() -> list[dict]:
+    """Records as `assemble` writes them, with made-up runtimes: t grows with the block size."""
+    records = []
+    f32 = [entry for entry in entries(["gelu"]) if entry.variant.params.get("dtype") == "f32"]
+    gelu = [entry for entry in f32 if entry.variant.family == "cuda-scalar"][:8] + [entry for entry in f32 if entry.variant.family != "cuda-scalar"][:4]
+    sizes = gelu[0].problems()[0]
+    for index, entry in enumerate(gelu):
+        median = 0.01 * (1 + index % 5)
+        records.append({
+            "id": f"{entry.id}@x", "kernel_id": entry.id, **describe(entry, sizes), "gpu": {"gpu_name": "test"},
+            "correct": index != 3, "failure": None if index != 3 else {"kind": "wrong", "message": "x"},
+            "runtime": {"median_ms": median, "p20_ms": median, "p80_ms": median, "n": 10, "ci95_ms": [median * 0.99, median * 1.01]} if index != 3 else None,
+            "facts": None,
+        })
+    op = gelu[0].op
+    records.append({
+        "id": f"{reference_id(op.name)}@x", "kernel_id": reference_id(op.name), **describe_reference(op, sizes), "gpu": {"gpu_name": "test"},
+        "correct": True, "failure": None, "runtime": {"median_ms": 0.02, "p20_ms": 0.02, "p80_ms": 0.02, "n": 10, "ci95_ms": [0.0198, 0.0202]}, "facts": None,
+    })
+    for record in records:
+        dataset.validate_record(record)
+    return records
+
+
+def test_pairs_validate_and_carry_the_measured_speedup(tmp_path: Path) -> None:
+    records = _synthetic_records()
+    by_id = {record["id"]: record for record in records}
+    path = tmp_path / "pairs.jsonl"
+    written = write_pairs(path, build_pairs(records))
+    pairs = list(read_pairs(path))  # validates every line against the schema
+    assert len(pairs) == written > 0
+    assert {pair.kind for pair in pairs} == {"edit", "cross", "reference"}
+    for pair in pairs:
+        reference_id_, candidate_id = pair.id.split(":", 1)[1].split("|")
+        reference, candidate = by_id[reference_id_], by_id[candidate_id]
+        assert reference["correct"] and candidate["correct"]
+        assert math.isclose(pair.speedup, reference["runtime"]["median_ms"] / candidate["runtime"]["median_ms"])
+        assert pair.true_bin == bin_of_speedup(pair.speedup)
+        assert pair.ci95[0] < pair.speedup < pair.ci95[1]
+        if pair.kind == "edit":
+            differing = [k for k in reference["params"] if reference["params"][k] != candidate["params"][k]]
+            assert differing == [pair.extra["axis"]]
+        if pair.kind == "reference":
+            assert pair.request.reference.language == "pytorch"
+        if pair.request.candidate.language != "pytorch":
+            assert pair.request.candidate.facts["launches"] == candidate["launches"]
+    # Unordered pairs appear once, and directions are mixed.
+    assert len({frozenset(pair.id.split(":", 1)[1].split("|")) for pair in pairs}) == len(pairs)
+    edits = [pair for pair in pairs if pair.kind == "edit"]
+    assert any(pair.speedup > 1 for pair in edits) and any(pair.speedup < 1 for pair in edits)
+
+
+def test_a_bad_record_is_refused_with_its_line(tmp_path: Path) -> None:
+    record = _synthetic_records()[0]
+    broken = {**record, "runtime": None}
+    path = tmp_path / "bad.jsonl.gz"
+    with gzip.open(path, "wt") as stream:
+        stream.write(json.dumps(record) + "\n" + json.dumps(broken) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl.gz:2: .*runtime.median_ms"):
+        dataset.load(path)
+
+
+def test_stats_and_reproducibility_count_what_they_say() -> None:
+    records = _synthetic_records()
+    stats = corpus_stats(records, build_pairs(records))
+    assert stats["kernels"] == 12 and stats["correct"] == 11 and stats["failed_by_kind"] == {"wrong": 1}
+    assert stats["pytorch_references"] == 1 and stats["operations"] == 1
+    assert sum(stats["pairs_per_bin"]["reference"]) == 11
+    correct = [record for record in records if record["correct"]]
+    again = [{"key": record["id"], "correct": True, "runtime": {"median_ms": record["runtime"]["median_ms"] * factor}}
+             for record, factor in zip(correct, [1.0, 1.005, 1.02, 0.9] + [1.0] * 20)]
+    figure = reproducibility(records, again)
+    assert figure["compared"] == len(correct)
+    assert figure["inside_ci"] == len(correct) - 2  # 1.02 and 0.9 fall outside ±1%
+
+
+def test_shipped_dataset_meets_the_issue_counts() -> None:
+    if not dataset.DEFAULT_DATASET.exists():
+        pytest.skip("no measured corpus shipped yet (models/corpus/data/h100.jsonl.gz)")
+    records = dataset.load()
+    stats = corpus_stats(records, build_pairs(records, ["edit"]))
+    assert stats["correct"] >= 5000
+    assert stats["operations"] >= 25
+    assert set(stats["languages"]) >= {"cuda", "triton"}
+    assert min(stats["sizes_per_op"].values()) >= 3
+    assert all(count > 0 for count in stats["pairs_per_bin"]["edit"]), stats["pairs_per_bin"]["edit"]
