@@ -381,6 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true")
     _add_backend_flags(doctor)
     doctor.set_defaults(run=_doctor)
+
+    from kernelcast.models.corpus.cli import add_parser as add_corpus_parser
+
+    add_corpus_parser(commands)
     return parser
 
 

@@ -37,7 +37,7 @@ def add_parser(subparsers: Any) -> None:
     repro.add_argument("run", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
     repro.add_argument("--data", type=Path, default=None)
 
-    corpus.set_defaults(handler=run_command)
+    corpus.set_defaults(run=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelcast")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["corpus", *(sys.argv[1:] if argv is None else argv)])
-    return args.handler(args)
+    return args.run(args)
 
 
 if __name__ == "__main__":
