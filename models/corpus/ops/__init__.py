@@ -9,6 +9,8 @@ from kernelcast.models.corpus.spec import Op
 # One module per group of related operations; each defines OPS (a list) or OP.
 MODULES = (
     "activation",
+    "movement",
+    "reduce",
 )
 
 
