@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kernelcast.models.corpus.runner import add_arguments as add_runner_arguments
 from kernelcast.pairs import PAIR_KINDS
 
 
@@ -16,7 +17,7 @@ def add_parser(subparsers: Any) -> None:
     commands = corpus.add_subparsers(dest="corpus_command", required=True)
 
     run = commands.add_parser("run", help="build, check and time the corpus on this machine's GPU (resumable)")
-    run.add_argument("runner_args", nargs=argparse.REMAINDER, help="passed to the runner: --out DIR [--ops a,b] [--deadline-s S] …")
+    add_runner_arguments(run)
 
     assemble = commands.add_parser("assemble", help="join GPU run folders and the generator into one dataset file")
     assemble.add_argument("runs", nargs="+", type=Path)
@@ -45,9 +46,9 @@ def run_command(args: argparse.Namespace) -> int:
 
     command = args.corpus_command
     if command == "run":
-        from kernelcast.models.corpus.runner import main as runner_main
+        from kernelcast.models.corpus.runner import run
 
-        return runner_main(args.runner_args)
+        return run(args)
     if command == "assemble":
         counts = dataset.assemble(args.runs, args.out or dataset.DEFAULT_DATASET)
         print(json.dumps(counts))

@@ -565,20 +565,18 @@ def environment() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="run folder; records already there are not measured again")
     parser.add_argument("--ops", help="comma-separated operation names (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     parser.add_argument("--deadline-s", type=float, default=540.0, help="start no new group after this many seconds")
     parser.add_argument("--only", type=Path, help="a file of record keys to measure (a re-run sample)")
     parser.add_argument("--sample", type=float, help="re-measure this fraction of the keys in --only (seeded)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--result-fd", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        return child_main(args.rounds, args.result_fd)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure what is missing in `args.out`; prints and writes a summary."""
     args.out.mkdir(parents=True, exist_ok=True)
     only = None
     if args.only:
@@ -591,6 +589,19 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and "--child" in sys.argv:
+        child = argparse.ArgumentParser()
+        child.add_argument("--child", action="store_true")
+        child.add_argument("--rounds", type=int)
+        child.add_argument("--result-fd", type=int)
+        options = child.parse_args()
+        return child_main(options.rounds, options.result_fd)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
