@@ -11,6 +11,7 @@ MODULES = (
     "activation",
     "movement",
     "reduce",
+    "gemm",
 )
 
 
