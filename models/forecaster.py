@@ -60,6 +60,7 @@ class Forecaster:
             "model_id": backend.model_id,
             "backend_version": backend.version,
             "calibration_id": calibration_id,
+            "local_learning": self.calibration.is_local(backend.name, gpu_class(request.hardware.get("compute_capability"))),
             "hardware": request.hardware.get("key") or request.hardware.get("name"),
             "hardware_fingerprint": request.hardware.get("fingerprint"),
             "facts_used": [side for side in ("reference", "candidate") if getattr(request, side).facts],

@@ -1,0 +1,126 @@
+"""The calibration layer on synthetic forecasters whose miscalibration is known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelcast.forecast import ForecastRequest, KernelSide, normal_bin_probabilities
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.models import calibration
+from kernelcast.models.evaluation import metrics
+
+RNG_SEED = 7
+
+
+def _gaussian_forecaster(n: int, true_sd: float, claimed_sd: float, bias: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Forecasts N(μ + bias, claimed_sd) of outcomes s ~ N(μ, true_sd): over-confident when claimed < true."""
+    rng = np.random.default_rng(RNG_SEED)
+    centres = rng.uniform(-2.0, 2.0, n)
+    outcomes = centres + rng.normal(0.0, true_sd, n)
+    probabilities = np.array([normal_bin_probabilities(m + bias, claimed_sd) for m in centres])
+    return probabilities, 2.0**outcomes
+
+
+def _direction_ece(probabilities: np.ndarray, speedups: np.ndarray) -> float:
+    return metrics(probabilities, speedups)["direction_ece"]
+
+
+def test_an_over_confident_forecaster_gets_the_temperature_that_fixes_it() -> None:
+    probabilities, speedups = _gaussian_forecaster(4000, true_sd=1.0, claimed_sd=0.4)
+    temperature = calibration.fit_temperature(probabilities, speedups)
+    # p^(1/T) of a normal density is a normal with sd·√T: T ≈ (1.0 / 0.4)² = 6.25, up to binning.
+    assert 4.5 < temperature.value < 8.0 and temperature.fitted_on == 4000
+    before = _direction_ece(probabilities, speedups)
+    after = _direction_ece(temperature.apply_rows(probabilities), speedups)
+    assert before > 0.08 and after < 0.03
+
+
+def test_a_calibrated_forecaster_keeps_temperature_one_and_an_under_confident_one_is_sharpened() -> None:
+    calibrated = calibration.fit_temperature(*_gaussian_forecaster(4000, true_sd=0.6, claimed_sd=0.6))
+    assert calibrated.value == pytest.approx(1.0, abs=0.15)
+    under = calibration.fit_temperature(*_gaussian_forecaster(4000, true_sd=0.4, claimed_sd=1.0))
+    assert under.value < 0.5
+
+
+def test_isotonic_cdf_map_fixes_direction_confidence_and_keeps_distributions() -> None:
+    probabilities, speedups = _gaussian_forecaster(4000, true_sd=1.0, claimed_sd=0.3)
+    fitted = calibration.fit_isotonic(probabilities, speedups)
+    calibrated = fitted.apply_rows(probabilities)
+    assert np.allclose(calibrated.sum(axis=1), 1.0) and (calibrated >= 0).all()
+    assert np.all(np.diff(fitted.knots_y) >= 0) and fitted.knots_y[0] == 0.0 and fitted.knots_y[-1] == 1.0
+    assert _direction_ece(probabilities, speedups) > 0.1 and _direction_ece(calibrated, speedups) < 0.03
+
+
+def test_shift_moves_the_median_by_the_bias_and_zero_is_the_identity() -> None:
+    rows = np.array([normal_bin_probabilities(0.2, 0.5)])
+    assert np.allclose(calibration.shift(rows, 0.0), rows)
+    moved = calibration.shift(rows, 0.5)
+    assert calibration.median_log2(moved)[0] == pytest.approx(calibration.median_log2(rows)[0] + 0.5, abs=1e-6)
+    assert calibration.shift(rows, 0.5).sum() == pytest.approx(1.0)
+
+
+def test_table_without_files_is_the_identity(tmp_path: Path) -> None:
+    table = calibration.CalibrationTable(tmp_path / "none.json", local=tmp_path / "local.json")
+    probabilities = [0.1, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.1]
+    calibrated, identifier = table.calibrate("embedded", "sm9x", probabilities)
+    assert identifier == calibration.IDENTITY_ID and calibrated == pytest.approx(probabilities)
+    assert table.version == calibration.IDENTITY_ID and not table.is_local("embedded", "sm9x")
+
+
+def test_shipped_maps_round_trip_through_json(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    calibration.write_shipped({"embedded/sm9x": calibration.Temperature(2.0, 100)}, path)
+    table = calibration.CalibrationTable(path, local=tmp_path / "local.json")
+    calibrated, identifier = table.calibrate("embedded", "sm9x", normal_bin_probabilities(1.0, 0.3))
+    assert identifier == "T2.000-n100"
+    assert max(calibrated) < max(normal_bin_probabilities(1.0, 0.3))  # flattened
+    assert table.calibrate("embedded", "sm8x", [1 / 8] * 8)[1] == calibration.IDENTITY_ID
+
+
+def test_local_learning_finds_the_bias_of_this_gpu_persists_it_and_resets(tmp_path: Path) -> None:
+    local = tmp_path / "local.json"
+    table = calibration.CalibrationTable(tmp_path / "none.json", local=local)
+    before = table.version
+    # The backend says s ≈ 0 (median 0); this GPU measures s = 0.6 every time.
+    observations = [(normal_bin_probabilities(0.0, 0.4), 2.0**0.6)] * 15
+    correction = calibration.update_local(observations, "embedded", "sm9x", local)
+    assert correction.bias_log2 == pytest.approx(0.6 * 15 / (15 + calibration.BIAS_PRIOR_PAIRS), abs=1e-3)
+    assert correction.temperature is None  # too few pairs for a temperature
+    assert json.loads(local.read_text())["embedded/sm9x"]["fitted_on"] == 15
+    assert table.is_local("embedded", "sm9x") and not table.is_local("embedded", "sm8x")
+    assert table.version != before
+    calibrated, identifier = table.calibrate("embedded", "sm9x", normal_bin_probabilities(0.0, 0.4))
+    assert identifier.startswith("local+0.450")
+    assert calibration.median_log2(np.array([calibrated]))[0] == pytest.approx(0.45, abs=0.01)
+    assert calibration.reset_local(local) and not table.is_local("embedded", "sm9x")
+    assert not calibration.reset_local(local)
+
+
+def test_local_temperature_with_enough_pairs_widens_an_over_confident_backend(tmp_path: Path) -> None:
+    probabilities, speedups = _gaussian_forecaster(200, true_sd=1.0, claimed_sd=0.4)
+    correction = calibration.update_local(list(zip(probabilities, speedups)), "embedded", "sm9x", tmp_path / "local.json")
+    assert abs(correction.bias_log2) < 0.15 and correction.temperature is not None and correction.temperature > 3.0
+
+
+def test_a_broken_local_file_is_ignored(tmp_path: Path) -> None:
+    local = tmp_path / "local.json"
+    local.write_text("{not json")
+    table = calibration.CalibrationTable(tmp_path / "none.json", local=local)
+    assert table.calibrate("embedded", "sm9x", [1 / 8] * 8)[1] == calibration.IDENTITY_ID
+
+
+def test_forecast_provenance_says_when_local_learning_was_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelcast.models.forecaster import Forecaster
+
+    monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path))
+    hardware = SPECS["H100-SXM"].to_json()
+    request = ForecastRequest(KernelSide("__global__ void k() {}", "cuda"), KernelSide("__global__ void k() { }", "cuda"), hardware)
+    forecaster = Forecaster(["embedded"])
+    assert forecaster.forecast(request).provenance["local_learning"] is False
+    calibration.update_local([(normal_bin_probabilities(0.0, 0.4), 1.5)] * 3, "embedded", "sm9x")
+    forecast = forecaster.forecast(request)
+    assert forecast.provenance["local_learning"] is True and "local" in forecast.provenance["calibration_id"]
