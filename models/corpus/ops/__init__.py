@@ -12,6 +12,7 @@ MODULES = (
     "movement",
     "reduce",
     "gemm",
+    "attention",
 )
 
 
