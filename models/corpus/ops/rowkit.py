@@ -135,30 +135,32 @@ __device__ __forceinline__ float block_{kind}(float v) {{
 
 
 def cuda_accumulate(dtype: str, kind: str, src: str, start: str, stride: str, end: str, vector: int = 1, unroll: int = 1,
-                    acc: str = "acc", visit: Callable[[str], str] | None = None, indent: str = "    ") -> str:
+                    acc: str = "acc", value: str | None = None, indent: str = "    ") -> str:
     """Statements leaving in float `acc` the combination of src[start], src[start + stride], ... < end.
 
     `src` indexes elements (vector == 1) or Packs; `unroll` > 1 keeps that many independent
-    partials (more loads in flight). `visit` maps an element expression to the value
-    accumulated (e.g. a square); the default is the element as float.
+    partials (more loads in flight). `value` is what an element `v` (as float) contributes,
+    e.g. "v * v"; by default the element itself.
     """
     combine = f"combine_{kind}"
-    visit = visit or (lambda value: value)
     step = stride if stride.isidentifier() or stride.isdigit() else f"({stride})"
 
     def times(count: int | str) -> str:
         return str(count) if step == "1" else f"{count} * {step}"
 
+    def fold(element: str, target: str, pad: str) -> list[str]:
+        if value is None:
+            return [f"{pad}{target} = {combine}({target}, {element});"]
+        return [f"{pad}float v = {element};", f"{pad}{target} = {combine}({target}, {value});"]
+
     def loop(header: str, index: str, target: str, pad: str) -> list[str]:
         if vector == 1:
-            return [f"{pad}{header}", f"{pad}    {target} = {combine}({target}, {visit(cuda_load_as_float(dtype, f'{src}[{index}]'))});"]
-        return [
-            f"{pad}{header} {{",
-            f"{pad}    Pack p = {src}[{index}];",
-            f"{pad}    #pragma unroll",
-            f"{pad}    for (int k = 0; k < {vector}; ++k) {target} = {combine}({target}, {visit(cuda_load_as_float(dtype, 'p.v[k]'))});",
-            f"{pad}}}",
-        ]
+            body = fold(cuda_load_as_float(dtype, f"{src}[{index}]"), target, pad + "    ")
+            return [f"{pad}{header}", *body] if len(body) == 1 else [f"{pad}{header} {{", *body, f"{pad}}}"]
+        body = fold(cuda_load_as_float(dtype, "p.v[k]"), target, pad + "        ")
+        inner = [f"{pad}    for (int k = 0; k < {vector}; ++k) {body[0].strip()}"] if len(body) == 1 else [
+            f"{pad}    for (int k = 0; k < {vector}; ++k) {{", *body, f"{pad}    }}"]
+        return [f"{pad}{header} {{", f"{pad}    Pack p = {src}[{index}];", f"{pad}    #pragma unroll", *inner, f"{pad}}}"]
 
     pad = indent
     if unroll == 1:
