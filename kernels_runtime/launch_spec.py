@@ -35,6 +35,7 @@ the file itself says how to run it.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,10 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_DYNAMIC_SMEM = 227 * 1024
 # Values beyond this cannot be sizes on any GPU; refusing early keeps arithmetic sane.
 MAX_VALUE = 2**62
+# Parser and evaluator recurse once per bracket, sign, power and chained operator: a pragma
+# like `N=((((…1))))` or `1+1+…+1` must be refused, not exhaust Python's stack.
+MAX_NESTING = 64
+MAX_PRAGMA_CHARS = 4096
 # A pragma's arrays may use at most this share of the GPU's memory (two output sets included).
 MEMORY_SHARE = 0.9
 CUDA_KEYS = ("grid", "block", "smem", "args", "kernel")
@@ -89,7 +94,7 @@ def _tokenize(text: str, offset: int) -> list[_Token]:
     tokens: list[_Token] = []
     position = 0
     while position < len(text):
-        if text[position:].strip() == "":
+        if _BLANK_REST.match(text, position):
             break
         match = _TOKEN.match(text, position)
         if not match or match.end() == position:
@@ -101,6 +106,8 @@ def _tokenize(text: str, offset: int) -> list[_Token]:
     tokens.append(_Token("end", "", offset + len(text)))
     return tokens
 
+
+_BLANK_REST = re.compile(r"\s*\Z")
 
 # An expression tree: ("num", value) | ("name", id) | ("call", fn, [args]) | (op, left, right) | ("neg", x).
 _Expr = tuple
@@ -119,6 +126,7 @@ class _Parser:
     def __init__(self, tokens: list[_Token]) -> None:
         self.tokens = tokens
         self.index = 0
+        self.depth = 0
 
     @property
     def current(self) -> _Token:
@@ -135,6 +143,11 @@ class _Parser:
             return True
         return False
 
+    def enter(self, column: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise LaunchSpecError(f"expression nested deeper than {MAX_NESTING} levels", column)
+
     def expect(self, text: str, what: str) -> _Token:
         if self.current.kind == "op" and self.current.text == text:
             return self.take()
@@ -150,20 +163,29 @@ class _Parser:
         if level == len(_BINARY_LEVELS):
             return self.unary()
         left = self.expression(level + 1)
+        chained = 0
         while self.current.kind == "op" and self.current.text in _BINARY_LEVELS[level]:
             operator = self.take()
+            self.enter(operator.column)
+            chained += 1
             left = (operator.text, left, self.expression(level + 1), operator.column)
+        self.depth -= chained
         return left
 
     def unary(self) -> _Expr:
         if self.current.kind == "op" and self.current.text in ("+", "-"):
             operator = self.take()
+            self.enter(operator.column)
             operand = self.unary()
+            self.depth -= 1
             return ("neg", operand, operator.column) if operator.text == "-" else operand
         base = self.atom()
         if self.current.kind == "op" and self.current.text == "**":
             operator = self.take()
-            return ("**", base, self.unary(), operator.column)
+            self.enter(operator.column)
+            exponent = self.unary()
+            self.depth -= 1
+            return ("**", base, exponent, operator.column)
         return base
 
     def atom(self) -> _Expr:
@@ -174,15 +196,19 @@ class _Parser:
             if self.accept("("):
                 if token.text not in _FUNCTIONS:
                     raise LaunchSpecError(f"unknown function '{token.text}'; use cdiv, min or max", token.column)
+                self.enter(token.column)
                 arguments = [self.expression()]
                 while self.accept(","):
                     arguments.append(self.expression())
                 self.expect(")", f"to close {token.text}(")
+                self.depth -= 1
                 return ("call", token.text, arguments, token.column)
             return ("name", token.text, token.column)
         if token.kind == "op" and token.text == "(":
+            self.enter(token.column)
             inner = self.expression()
             self.expect(")", "to close '('")
+            self.depth -= 1
             return inner
         raise LaunchSpecError(f"expected a number or a name, found '{token.text or 'end of line'}'", token.column)
 
@@ -345,6 +371,8 @@ class _RawArg:
 
 def parse_launch_pragma(text: str, language: str = "cuda") -> LaunchSpec:
     """Parse one pragma line (comment prefix optional); raises LaunchSpecError with a column."""
+    if len(text) > MAX_PRAGMA_CHARS:
+        raise LaunchSpecError(f"the pragma is {len(text)} characters long; at most {MAX_PRAGMA_CHARS}", MAX_PRAGMA_CHARS)
     start = text.find(PRAGMA_MARKER)
     body_start = start + len(PRAGMA_MARKER) if start >= 0 else 0
     tokens = _tokenize(text[body_start:], body_start)
@@ -554,6 +582,7 @@ _KERNEL_DEFINITION = {
     "cuda": re.compile(r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b(?!__launch_bounds__)(\w+)\s*\("),
 }
 _COMMENT_PREFIX = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b")
+_ANY_PRAGMA = re.compile(r"kernelcast:\s*launch\b")
 _MODULE_INT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*([^#\n]+?)\s*(?:#.*)?$")
 
 
@@ -561,23 +590,34 @@ def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchS
     """The spec for `kernel_name` in a file, or None; a broken pragma raises with its line."""
     if language == "pytorch":
         return _kernelbench_spec(file_text, kernel_name)
-    lines = file_text.splitlines()
+    found = launch_specs(file_text, language).get(kernel_name)
+    if isinstance(found, LaunchSpecError):
+        raise LaunchSpecError(found.message, found.column, found.line)
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def launch_specs(file_text: str, language: str) -> dict[str | None, LaunchSpec | LaunchSpecError]:
+    """Each kernel's first pragma in the file, parsed (or its error), in one pass: a file with
+    thousands of kernels costs one scan, not one per kernel. Read-only: the result is shared."""
     definition = _KERNEL_DEFINITION.get(language)
     if definition is None:
         raise ValueError(f"language must be cuda, triton or pytorch, got {language!r}")
+    specs: dict[str | None, LaunchSpec | LaunchSpecError] = {}
+    if not _ANY_PRAGMA.search(file_text):
+        return specs
+    lines = file_text.splitlines()
     for number, line in enumerate(lines):
         if not _COMMENT_PREFIX.match(line):
             continue
         try:
             spec = parse_launch_pragma(line, language)
         except LaunchSpecError as error:
-            if _pragma_target(lines, number, definition, line) == kernel_name:
-                raise LaunchSpecError(error.message, error.column, number) from None
+            specs.setdefault(_pragma_target(lines, number, definition, line), LaunchSpecError(error.message, error.column, number))
             continue
         target = spec.kernel or _pragma_target(lines, number, definition, line)
-        if target == kernel_name:
-            return _with_kernel(spec, kernel_name)
-    return None
+        specs.setdefault(target, _with_kernel(spec, target))
+    return specs
 
 
 def kernel_names(file_text: str, language: str) -> list[str]:
@@ -624,7 +664,7 @@ def _kernelbench_spec(file_text: str, class_name: str | None) -> LaunchSpec | No
         return None
     sizes: dict[str, int] = {}
     for line in file_text.splitlines():
-        match = _MODULE_INT.match(line)
+        match = _MODULE_INT.match(line) if len(line) <= MAX_PRAGMA_CHARS else None
         if not match:
             continue
         try:
