@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,12 @@ from kernelcast.kernels_runtime.references import NoReference, Reference, resolv
 from kernelcast.server.cache import ResultCache, content_key
 from kernelcast.server.forecaster_client import ForecasterClient, ForecasterUnavailable
 from kernelcast.server.settings import Settings
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A generated file with thousands of kernels would hold its first hint back for minutes
+# (one reference lookup and one forecast each); hand-written files have a few.
+MAX_KERNELS = 100
 
 
 @dataclass
@@ -104,6 +111,9 @@ def analyse_text(
 
     `reference_override` (path[::kernel]) stands in for the file's pragma, for `--reference`.
     """
+    # A client may send lone surrogates (JSON "\udcff"); no encoder downstream takes them.
+    # One U+FFFD each keeps every position where it was.
+    text = _LONE_SURROGATE.sub("\ufffd", text)
     discovery = discover(text, str(path))
     if reference_override:
         discovery = dataclasses.replace(discovery, pragmas=dataclasses.replace(discovery.pragmas, reference=reference_override))
@@ -116,7 +126,9 @@ def analyse_text(
         return analysis
     config = load_project_config(path, workspace_root)
     analysis.problems.extend(config.problems)
-    for kernel in discovery.kernels:
+    if len(discovery.kernels) > MAX_KERNELS:
+        analysis.problems.append(f"{len(discovery.kernels)} kernels in this file; kernelcast forecasts the first {MAX_KERNELS}")
+    for kernel in discovery.kernels[:MAX_KERNELS]:
         result = KernelResult(kernel)
         try:
             result.launch = find_launch_spec(text, kernel.name, kernel.language)
