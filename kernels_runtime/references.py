@@ -61,7 +61,7 @@ def resolve_reference(
     if rule is not None and config.root is not None:
         return _from_spec(rule.reference, config.root, "config", kernel, discovery, file_path, boundary, rule.problem)
     if kernel.container == "kernelbench":
-        kernelbench = _kernelbench_reference(discovery, file_path)
+        kernelbench = _kernelbench_reference(discovery, file_path, boundary)
         if kernelbench is not None:
             return kernelbench
     return _git_head_reference(kernel, discovery, file_path)
@@ -88,7 +88,7 @@ def _from_spec(
     problem: dict | None,
 ) -> Reference | NoReference:
     path_text, _, wanted = spec.partition("::")
-    where = f"{origin}: {spec}"
+    where = f"{origin}: {_shortened(spec)}"
     target = (base / path_text).resolve() if path_text else file_path  # `::other`: a kernel of this file
     if boundary is not None and not target.is_relative_to(boundary):
         return NoReference(f"no reference: {where} points outside the workspace ({boundary})")
@@ -106,7 +106,7 @@ def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, same
     candidates = list(found.kernels) + ([found.reference_model] if found.reference_model else [])
     if same_file:
         candidates = [k for k in candidates if k.name != kernel.name]
-    names = ", ".join(f"`{k.name}`" for k in candidates) or "no kernels"
+    names = _listed(candidates)
     if wanted is not None:
         match = next((k for k in candidates if k.name == wanted), None)
         return match or f"no kernel `{wanted}` there; it has {names}"
@@ -120,6 +120,17 @@ def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, same
     return f"name the kernel with `::name`; it has {names}" if candidates else "it has no kernels"
 
 
+def _listed(kernels: tuple[DiscoveredKernel, ...] | list[DiscoveredKernel], shown: int = 10) -> str:
+    """Kernel names for a message, the first few of a long list."""
+    names = ", ".join(f"`{k.name}`" for k in kernels[:shown]) or "no kernels"
+    return names + (f" and {len(kernels) - shown} more" if len(kernels) > shown else "")
+
+
+def _shortened(text: str, limit: int = 100) -> str:
+    """A path from a file, cut for a one-line message."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 _FILE_CACHE: dict[Path, tuple[tuple[int, int], Discovery]] = {}
 
 
@@ -128,11 +139,11 @@ def _read_discovery(path: Path) -> Discovery | str:
     try:
         status = path.stat()
     except FileNotFoundError:
-        return f"{path.name} does not exist"
+        return f"{_shortened(path.name)} does not exist"
     except OSError as error:
-        return f"cannot read {path.name} ({error.strerror})"
+        return f"cannot read {_shortened(path.name)} ({error.strerror})"
     if not path.is_file():
-        return f"{path.name} is not a file"
+        return f"{_shortened(path.name)} is not a file"
     stamp = (status.st_mtime_ns, status.st_size)
     cached = _FILE_CACHE.get(path)
     if cached is not None and cached[0] == stamp:
@@ -140,7 +151,7 @@ def _read_discovery(path: Path) -> Discovery | str:
     try:
         found = discover_bytes(path.read_bytes(), str(path))
     except OSError as error:
-        return f"cannot read {path.name} ({error.strerror})"
+        return f"cannot read {_shortened(path.name)} ({error.strerror})"
     _remember(_FILE_CACHE, path, (stamp, found))
     if not found.kernels and not found.reference_model and found.problems:
         return f"{path.name}: {found.problems[0]}"
@@ -150,14 +161,18 @@ def _read_discovery(path: Path) -> Discovery | str:
 # --- KernelBench -------------------------------------------------------------------------
 
 
-def _kernelbench_reference(discovery: Discovery, file_path: Path) -> Reference | NoReference | None:
-    """`Model` in this file, else in `reference.py` beside it; None when neither exists."""
+def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path | None) -> Reference | NoReference | None:
+    """`Model` in this file, else in `reference.py` beside it; None when neither exists.
+
+    `reference.py` may be a link: it is held to the same boundary as a pragma's path."""
     if discovery.reference_model is not None:
         model = discovery.reference_model
         return Reference(model.code, "pytorch", model.name, "kernelbench", "Model in this file", str(file_path), None)
     beside = file_path.parent / "reference.py"
     if beside == file_path or not beside.is_file():
         return None
+    if boundary is not None and not beside.resolve().is_relative_to(boundary):
+        return NoReference(f"no reference: {beside.name} beside this file points outside the workspace ({boundary})")
     found = _read_discovery(beside)
     if isinstance(found, str) or found.reference_model is None:
         return NoReference(f"no reference: {beside.name} beside this file has no KernelBench `Model` class with `get_inputs`")
@@ -203,7 +218,7 @@ def _git_head_reference(kernel: DiscoveredKernel, discovery: Discovery, file_pat
     ordinal = next((i for i, k in enumerate(namesakes) if k == kernel), 0)
     matches = [k for k in head.kernels if k.name == kernel.name]
     if not matches:
-        names = ", ".join(f"`{k.name}`" for k in head.kernels) or "no kernels"
+        names = _listed(head.kernels)
         return NoReference(f"no reference: `{kernel.name}` is new since git HEAD ({short}); HEAD has {names}")
     match = matches[min(ordinal, len(matches) - 1)]
     return Reference(match.code, match.language, match.name, "git-head", f"git HEAD ({short}): {match.name}", str(file_path), None)
