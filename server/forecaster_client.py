@@ -65,9 +65,13 @@ class ForecasterClient:
         return response.status_code == 200
 
     async def _connect(self) -> str:
-        """The URL of a healthy service, starting one when this user has none."""
+        """The URL of a healthy service, starting one when this user has none.
+
+        A known URL is used without asking again: a dead service shows as a transport
+        error in `_call`, which forgets the URL and comes back here.
+        """
         async with self._connect_lock:
-            if self._url and await self._healthy(self._url):
+            if self._url:
                 return self._url
             self._url = None
             self._backend_info = None
@@ -141,6 +145,7 @@ class ForecasterClient:
             try:
                 response = await self._http.request(method, f"{url}{path}", json=body, headers=self._headers)
             except httpx.TimeoutException as error:
+                self._url = None  # a hung service: the next call checks its health, then replaces it
                 raise ForecasterUnavailable(f"forecaster unavailable: no answer within {REQUEST_TIMEOUT_S:.0f} s") from error
             except httpx.TransportError:
                 self._url = None
