@@ -46,6 +46,9 @@ async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
     if analysis.disabled_reason is not None:
         _publish(ls, analysis)
         return
+    if not settings.compiler_facts:
+        await _forecast_and_publish(ls, analysis, is_current)
+        return
     # First what the caches know (instant on reopen), then compile what they do not.
     await asyncio.to_thread(fill_facts, analysis, ls.cache, False, is_current)
     await _forecast_and_publish(ls, analysis, is_current)

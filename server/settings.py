@@ -23,6 +23,7 @@ class Settings:
     diagnostics: bool = True
     hover: bool = True
     code_actions: bool = True
+    compiler_facts: bool = True  # off: forecasts from code alone, no compiler child processes
     confidence_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
     exclude: tuple[str, ...] = ()
     forecaster_url: str = ""  # empty: start or join the local service
@@ -43,6 +44,7 @@ _KEYS: dict[str, str] = {
     "diagnostics.enable": "diagnostics",
     "hover.enable": "hover",
     "codeActions.enable": "code_actions",
+    "compilerFacts.enable": "compiler_facts",
     "confidenceThreshold": "confidence_threshold",
     "exclude": "exclude",
     "forecaster.url": "forecaster_url",
