@@ -13,6 +13,7 @@ MODULES = (
     "reduce",
     "gemm",
     "attention",
+    "conv",
     "norm",
 )
 
