@@ -36,4 +36,9 @@ def service_dir() -> Path:
 
 
 def cache_dir(configured: str | None = None) -> Path:
-    return private_dir(Path(configured).expanduser()) if configured else private_dir(state_home() / "cache")
+    return private_dir(cache_path(configured))
+
+
+def cache_path(configured: str | None = None) -> Path:
+    """Where the cache lives, not yet created: the server's cache creates it or says why it cannot."""
+    return Path(configured).expanduser() if configured else state_home() / "cache"

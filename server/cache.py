@@ -1,8 +1,9 @@
 """Forecasts, facts and measurements on disk (diskcache), shared by editor windows.
 
 Keys are hashes of content — never LSP version numbers, which restart when a file
-is reopened. A cache that cannot be opened is moved aside and rebuilt; a cache
-that fails later (disk full, read-only) degrades to no caching with one warning.
+is reopened. A cache that cannot be opened is moved aside and rebuilt; a folder that
+cannot be made, or a cache that fails later (disk full, read-only), degrades to no
+caching. The server shows each problem to the user once (`new_warnings`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
+
+from kernelcast import paths
 
 logger = logging.getLogger(__name__)
 
@@ -37,32 +40,48 @@ class ResultCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.warnings: list[str] = []
+        self._reported = 0
         self._cache = self._open()
 
     def _open(self) -> diskcache.Cache | None:
         try:
             return self._open_and_probe()
         except Exception as error:  # sqlite3.DatabaseError, OSError, …: anything that stops the open
-            aside = self.directory.with_name(f"{self.directory.name}.corrupt-{int(time.time())}")
-            message = f"cache at {self.directory} could not be opened ({error}); moved to {aside} and rebuilt"
-            logger.warning(message)
-            self.warnings.append(message)
-            try:
-                shutil.move(str(self.directory), str(aside))
-                return self._open_and_probe()
-            except Exception as second:
-                message = f"cache disabled: {self.directory} is unusable ({second})"
-                logger.warning(message)
-                self.warnings.append(message)
-                return None
+            first = error
+        # Only a folder holding a cache is moved aside: never a file or a folder of the user's.
+        if not (self.directory / "cache.db").is_file():
+            return self._disabled(first)
+        aside = self.directory.with_name(f"{self.directory.name}.corrupt-{int(time.time())}")
+        try:
+            shutil.move(str(self.directory), str(aside))
+            cache = self._open_and_probe()
+        except Exception as second:
+            return self._disabled(second)
+        self._warn(f"cache at {self.directory} could not be opened ({first}); moved to {aside} and rebuilt")
+        return cache
 
     def _open_and_probe(self) -> diskcache.Cache:
+        paths.private_dir(self.directory)
         cache = diskcache.Cache(
             str(self.directory), size_limit=SIZE_LIMIT_BYTES, eviction_policy="least-recently-used", **SQLITE_SETTINGS
         )
         cache.set(_PROBE_KEY, time.time())
         cache.get(_PROBE_KEY)
         return cache
+
+    def _disabled(self, error: Exception) -> None:
+        self._warn(f"cache disabled: {self.directory} is unusable ({error}); results are kept in memory only")
+        return None
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            logger.warning(message)
+            self.warnings.append(message)
+
+    def new_warnings(self) -> list[str]:
+        """Warnings not handed out before: the server shows each to the user once."""
+        fresh, self._reported = self.warnings[self._reported :], len(self.warnings)
+        return fresh
 
     def get(self, key: str) -> Any:
         if self._cache is None:
@@ -82,10 +101,7 @@ class ResultCache:
             self._degrade("write", error)
 
     def _degrade(self, action: str, error: Exception) -> None:
-        message = f"cache {action} failed ({error}); results are kept in memory only"
-        if message not in self.warnings:
-            logger.warning(message)
-            self.warnings.append(message)
+        self._warn(f"cache {action} failed ({error}); results are kept in memory only")
 
     def clear(self) -> int:
         if self._cache is None:

@@ -78,6 +78,7 @@ def publish_again(ls: KernelcastServer, analysis: FileAnalysis) -> None:
 def _publish(ls: KernelcastServer, analysis: FileAnalysis) -> None:
     ls.analyses[analysis.uri] = analysis
     diagnostics.publish(ls, analysis)
+    ls.report_cache_problems()
     if _client_refreshes_inlay_hints(ls):
         ls.workspace_inlay_hint_refresh(None)
     ls.send_status()

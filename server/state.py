@@ -61,10 +61,15 @@ class KernelcastServer(LanguageServer):
     @property
     def cache(self) -> ResultCache:
         if self._cache is None:
-            self._cache = ResultCache(paths.cache_dir(self.settings.cache_dir or None))
-            for warning in self._cache.warnings:
-                self.show_message(warning, types.MessageType.Warning)
+            self._cache = ResultCache(paths.cache_path(self.settings.cache_dir or None))
+            self.report_cache_problems()
         return self._cache
+
+    def report_cache_problems(self) -> None:
+        """Show each new cache problem once (unusable folder, full disk, read-only files)."""
+        if self._cache is not None:
+            for warning in self._cache.new_warnings():
+                self.show_message(warning, types.MessageType.Warning)
 
     @property
     def client(self) -> ForecasterClient:
