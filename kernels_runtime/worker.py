@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kernelcast import paths
 from kernelcast.kernels_runtime import timing
 from kernelcast.kernels_runtime.launch_spec import FLOAT_DTYPES, LaunchSpec, LaunchSpecError
 
@@ -37,11 +38,8 @@ INT_POISON = 0x5A
 
 
 def cache_dir() -> Path:
-    """kernelcast's cache: user modules, torch extension builds, worker logs."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = base / "kernelcast"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """kernelcast's per-user state folder (0700): user modules, torch extension builds, worker logs."""
+    return paths.state_home()
 
 
 class Failure(Exception):
