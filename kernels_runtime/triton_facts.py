@@ -134,8 +134,30 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
         elif isinstance(node, ast.FunctionDef) and _is_jit(node):
             kernels[node.name] = _kernel_of(node)
             node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
+            _make_header_inert(node)
             lines.append(ast.unparse(node))
     return "\n\n".join(lines) + "\n", kernels
+
+
+def _make_header_inert(function: ast.FunctionDef) -> None:
+    """Defaults and annotations run when the child defines the function: keep only literals and
+    dotted names (`tl.constexpr`), so `def k(x, B=os.system(...))` cannot run the user's code."""
+    arguments = function.args
+    arguments.defaults = [d if _inert(d) else ast.Constant(None) for d in arguments.defaults]
+    arguments.kw_defaults = [d if d is None or _inert(d) else ast.Constant(None) for d in arguments.kw_defaults]
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    for argument in every:
+        if argument is not None and argument.annotation is not None and not _inert(argument.annotation):
+            argument.annotation = None
+    if function.returns is not None and not _inert(function.returns):
+        function.returns = None
+
+
+def _inert(node: ast.AST) -> bool:
+    """A literal, or a plain dotted name: evaluating it calls nothing the user wrote."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) or _literal(node)[0]
 
 
 def _imports_only_triton_or_math(node: ast.Import | ast.ImportFrom) -> bool:
