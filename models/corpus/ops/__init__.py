@@ -14,6 +14,7 @@ MODULES = (
     "gemm",
     "attention",
     "conv",
+    "batched",
     "norm",
 )
 
