@@ -141,7 +141,7 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
 
 def _make_header_inert(function: ast.FunctionDef) -> None:
     """Defaults and annotations run when the child defines the function: keep only literals and
-    dotted names (`tl.constexpr`), so `def k(x, B=os.system(...))` cannot run the user's code."""
+    dotted names (`tl.constexpr`), so `def k(x, B=open(...).write(...))` cannot run the user's code."""
     arguments = function.args
     arguments.defaults = [d if _inert(d) else ast.Constant(None) for d in arguments.defaults]
     arguments.kw_defaults = [d if d is None or _inert(d) else ast.Constant(None) for d in arguments.kw_defaults]
