@@ -732,6 +732,21 @@ def _stats_args(prog: RowProgram, sizes: Sizes) -> tuple[Any, ...]:
     return ("x", "stats", i32(sizes["m"]), i32(sizes["n"]), *((f32(EPS),) if prog.eps else ()))
 
 
+def _per_pass_launches(prog: RowProgram, shape: Shape) -> Callable[[Sizes], list[Launch]]:
+    def launches(s: Sizes) -> list[Launch]:
+        passes = [Launch(f"{prog.op}_pass{i + 1}", grid1(s["m"]), _stats_args(prog, s), block1(shape.threads)) for i in range(len(prog.passes))]
+        return [*passes, _launch_apply(prog, shape.vector, s)]
+
+    return launches
+
+
+def _stats_apply_launches(prog: RowProgram, shape: Shape) -> Callable[[Sizes], list[Launch]]:
+    def launches(s: Sizes) -> list[Launch]:
+        return [Launch(f"{prog.op}_stats", grid1(cdiv(s["m"], shape.threads)), _stats_args(prog, s), block1(32 * shape.threads)), _launch_apply(prog, shape.vector, s)]
+
+    return launches
+
+
 def _stats_scratch(prog: RowProgram) -> Callable[[Sizes], dict[str, TensorSpec]]:
     return lambda s: {"stats": TensorSpec((s["m"] * len(prog.scalars),), "f32")}
 
@@ -810,16 +825,12 @@ def _row_variants(factory: Callable[[str], RowProgram], online: bool, exp_axis: 
         if full:
             for block in (128, 256, 512):
                 shape = Shape("block", width, block)
-                launches = lambda s, shape=shape: [  # noqa: E731
-                    *(Launch(f"{prog.op}_pass{i + 1}", grid1(s["m"]), _stats_args(prog, s), block1(shape.threads)) for i in range(len(prog.passes))),
-                    _launch_apply(prog, width, s),
-                ]
-                yield _cuda(prog, "cuda-kernel-per-pass", {"block": block, "vector": width}, per_pass_code(prog, shape), launches, shape, _stats_scratch(prog))
+                yield _cuda(prog, "cuda-kernel-per-pass", {"block": block, "vector": width}, per_pass_code(prog, shape), _per_pass_launches(prog, shape), shape,
+                            _stats_scratch(prog))
             for vector in vectors:
                 shape = Shape("warp", vector, 4)
-                launches = lambda s, shape=shape: [  # noqa: E731
-                    Launch(f"{prog.op}_stats", grid1(cdiv(s["m"], 4)), _stats_args(prog, s), block1(128)), _launch_apply(prog, shape.vector, s)]
-                yield _cuda(prog, "cuda-stats-apply", {"warps": 4, "vector": vector}, stats_apply_code(prog, shape), launches, shape, _stats_scratch(prog))
+                yield _cuda(prog, "cuda-stats-apply", {"warps": 4, "vector": vector}, stats_apply_code(prog, shape), _stats_apply_launches(prog, shape), shape,
+                            _stats_scratch(prog))
         yield from _triton_variants(prog, full, online)
 
 
@@ -848,23 +859,32 @@ def _split_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16", "bf16"):
         full = dtype == "f32"
         prog = cross_entropy_program(dtype)
-        width = vector_width(dtype)
         for chunk in (4096, 16384) if full else (16384,):
-            def launches(s: Sizes, chunk: int = chunk) -> list[Launch]:
-                m, n, chunks = s["m"], s["n"], cdiv(s["n"], chunk)
-                return [Launch(f"{prog.op}_partials", (m, chunks, 1), ("x", "part_max", "part_sum", i32(m), i32(n)), block1(256)),
-                        Launch(f"{prog.op}_finish", grid1(cdiv(m, 8)), ("x", *prog.out_args, "part_max", "part_sum", i32(m), i32(n), i32(chunks)), block1(256))]
-
-            yield Variant("cuda-split-row", "cuda", {"dtype": dtype, "chunk": chunk, "vector": width, "block": 256}, split_rows_code(prog, width, chunk), launches,
-                          _split_scratch(chunk), unsupported=unsupported(dtype, divisible("n", width), _longer_than(chunk)))
+            yield _split_cuda(prog, chunk)
         for p in product({"BLOCK_N": [4096, 8192] if full else [8192], "num_warps": [4, 8] if full else [8]}):
-            def launches(s: Sizes, p: dict[str, Any] = p) -> list[Launch]:
-                m, n, chunks = s["m"], s["n"], cdiv(s["n"], p["BLOCK_N"])
-                return [Launch(f"{prog.op}_partials", (m, chunks, 1), ("x", "part_max", "part_sum", i32(n)), constexprs={"BLOCK_N": p["BLOCK_N"]}, num_warps=p["num_warps"]),
-                        Launch(f"{prog.op}_finish", grid1(m), ("x", *prog.out_args, "part_max", "part_sum", i32(n), i32(chunks)), constexprs={"CHUNKS": next_pow2(chunks)}, num_warps=1)]
+            yield _split_triton(prog, p)
 
-            yield Variant("triton-split-row", "triton", {"dtype": dtype, **p}, triton_split_rows(prog), launches, _split_scratch(p["BLOCK_N"]),
-                          unsupported=unsupported(dtype, _longer_than(p["BLOCK_N"])))
+
+def _split_cuda(prog: RowProgram, chunk: int) -> Variant:
+    width = vector_width(prog.dtype)
+
+    def launches(s: Sizes) -> list[Launch]:
+        m, n, chunks = s["m"], s["n"], cdiv(s["n"], chunk)
+        return [Launch(f"{prog.op}_partials", (m, chunks, 1), ("x", "part_max", "part_sum", i32(m), i32(n)), block1(256)),
+                Launch(f"{prog.op}_finish", grid1(cdiv(m, 8)), ("x", *prog.out_args, "part_max", "part_sum", i32(m), i32(n), i32(chunks)), block1(256))]
+
+    return Variant("cuda-split-row", "cuda", {"dtype": prog.dtype, "chunk": chunk, "vector": width, "block": 256}, split_rows_code(prog, width, chunk), launches,
+                   _split_scratch(chunk), unsupported=unsupported(prog.dtype, divisible("n", width), _longer_than(chunk)))
+
+
+def _split_triton(prog: RowProgram, p: dict[str, Any]) -> Variant:
+    def launches(s: Sizes) -> list[Launch]:
+        m, n, chunks = s["m"], s["n"], cdiv(s["n"], p["BLOCK_N"])
+        return [Launch(f"{prog.op}_partials", (m, chunks, 1), ("x", "part_max", "part_sum", i32(n)), constexprs={"BLOCK_N": p["BLOCK_N"]}, num_warps=p["num_warps"]),
+                Launch(f"{prog.op}_finish", grid1(m), ("x", *prog.out_args, "part_max", "part_sum", i32(n), i32(chunks)), constexprs={"CHUNKS": next_pow2(chunks)}, num_warps=1)]
+
+    return Variant("triton-split-row", "triton", {"dtype": prog.dtype, **p}, triton_split_rows(prog), launches, _split_scratch(p["BLOCK_N"]),
+                   unsupported=unsupported(prog.dtype, _longer_than(p["BLOCK_N"])))
 
 
 def _split_scratch(chunk: int) -> Callable[[Sizes], dict[str, TensorSpec]]:
