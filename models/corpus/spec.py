@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 Sizes = Mapping[str, Any]
 
 # Element types a tensor may have; floats are compared with timing.TOLERANCES.
-DTYPES = ("f32", "f16", "bf16", "i32", "i64", "u8")
+DTYPES = ("f32", "f16", "bf16", "i32", "i64", "u8", "i8")
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def f32(value: float) -> Scalar:
     return Scalar("f32", value)
 
 
-CUDA_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "i32": "int", "i64": "long long", "u8": "unsigned char"}
+CUDA_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "i32": "int", "i64": "long long", "u8": "unsigned char", "i8": "signed char"}
 TRITON_TYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16"}
 # What a CUDA source needs included to use these element types.
 CUDA_HEADER = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"

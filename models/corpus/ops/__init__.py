@@ -16,6 +16,10 @@ MODULES = (
     "conv",
     "batched",
     "norm",
+    "fused",
+    "scan",
+    "stencil",
+    "sort",
 )
 
 
