@@ -20,17 +20,18 @@ from kernelcast.server.state import KernelcastServer
 
 def _target(ls: KernelcastServer, arguments: list[Any]) -> tuple[str, KernelResult] | str:
     """The (uri, kernel result) a command names, or a readable reason why there is none."""
-    if not arguments or not isinstance(arguments[0], dict) or "uri" not in arguments[0]:
-        return "expected one argument {uri, position} or {uri, kernel}"
-    argument = arguments[0]
-    uri = argument["uri"]
+    expected = "expected one argument {uri, position: {line, character}} or {uri, kernel}"
+    argument = arguments[0] if arguments and isinstance(arguments[0], dict) else {}
+    uri, position = argument.get("uri"), argument.get("position")
+    line = position.get("line") if isinstance(position, dict) else None
+    if not isinstance(uri, str) or not (isinstance(argument.get("kernel"), str) or isinstance(line, int)):
+        return expected
     analysis = ls.current_analysis(uri)
     if analysis is None:
         return "this file has not been analysed yet; try again in a moment"
-    if "kernel" in argument:
+    if isinstance(argument.get("kernel"), str):
         found = next((r for r in analysis.results if r.kernel.name == argument["kernel"]), None)
     else:
-        line = int((argument.get("position") or {}).get("line", -1))
         found = analysis.result_at(line)
     if found is None:
         return "no kernel at that position"
