@@ -210,13 +210,13 @@ def conv1d_triton_variant(dtype: str, p: dict[str, Any]) -> Variant:
 
 def conv1d_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
-        for block in (64, 128, 256):
+        for block in (64, 128, 256, 512):
             for order in ("coalesced", "strided"):
                 yield conv1d_direct_variant(dtype, {"block": block, "order": order})
-        for l_tile, co_tile, ci_chunk in ((128, 8, 8), (128, 16, 8), (256, 8, 8), (256, 16, 16), (128, 4, 16), (256, 32, 8)):
+        for l_tile, co_tile, ci_chunk in ((128, 8, 8), (128, 16, 8), (256, 8, 8), (256, 16, 16), (128, 4, 16), (256, 32, 8), (64, 8, 8), (128, 32, 8)):
             yield conv1d_smem_variant(dtype, {"L_TILE": l_tile, "CO_TILE": co_tile, "CI_CHUNK": ci_chunk})
         for precision in _precisions(dtype):
-            for block_co, block_l, block_r, warps, stages in ((64, 128, 32, 4, 3), (32, 128, 32, 4, 3), (64, 64, 16, 4, 2), (128, 128, 32, 8, 3)):
+            for block_co, block_l, block_r, warps, stages in ((64, 128, 32, 4, 3), (32, 128, 32, 4, 3), (64, 64, 16, 4, 2), (128, 128, 32, 8, 3), (64, 256, 32, 8, 3)):
                 yield conv1d_triton_variant(dtype, {"BLOCK_CO": block_co, "BLOCK_L": block_l, "BLOCK_R": block_r, "num_warps": warps, "num_stages": stages,
                                                     "input_precision": precision})
         for block_co, block_l, warps in ((16, 128, 4), (32, 256, 8)):
@@ -423,16 +423,16 @@ def conv2d_triton_variant(dtype: str, p: dict[str, Any]) -> Variant:
 
 def conv2d_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
-        for bx, by in ((32, 8), (16, 16), (8, 8)):
+        for bx, by in ((32, 8), (16, 16), (8, 8), (64, 4)):
             yield conv2d_direct_variant(dtype, {"block_x": bx, "block_y": by, "order": "coalesced"})
         yield conv2d_direct_variant(dtype, {"block_x": 32, "block_y": 8, "order": "transposed"})
-        for tw, th, co_tile, ci_chunk in ((16, 16, 4, 8), (16, 16, 8, 8), (32, 8, 8, 8), (32, 8, 16, 4), (16, 8, 16, 8)):
+        for tw, th, co_tile, ci_chunk in ((16, 16, 4, 8), (16, 16, 8, 8), (32, 8, 8, 8), (32, 8, 16, 4), (16, 8, 16, 8), (8, 8, 8, 8), (32, 4, 8, 8)):
             yield conv2d_smem_variant(dtype, {"TW": tw, "TH": th, "CO_TILE": co_tile, "CI_CHUNK": ci_chunk})
         for gemm in IM2COL_GEMMS:
             if dtype == "f16" or not gemm.startswith("mma"):
                 yield conv2d_im2col_variant(dtype, gemm)
         for precision in _precisions(dtype):
-            for block_m, block_n, block_k, warps, stages in ((128, 64, 32, 4, 3), (64, 64, 32, 4, 3), (128, 128, 32, 8, 3), (64, 32, 16, 4, 2)):
+            for block_m, block_n, block_k, warps, stages in ((128, 64, 32, 4, 3), (64, 64, 32, 4, 3), (128, 128, 32, 8, 3), (64, 32, 16, 4, 2), (128, 32, 32, 4, 3)):
                 yield conv2d_triton_variant(dtype, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages,
                                                     "input_precision": precision})
 
@@ -555,12 +555,12 @@ def depthwise_triton_variant(dtype: str, p: dict[str, Any]) -> Variant:
 
 def depthwise_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
-        for bx, by in ((32, 8), (16, 16), (64, 4), (128, 1)):
+        for bx, by in ((32, 8), (16, 16), (64, 4), (128, 1), (8, 32), (256, 1)):
             yield depthwise_direct_variant(dtype, {"block_x": bx, "block_y": by, "order": "coalesced"})
         yield depthwise_direct_variant(dtype, {"block_x": 32, "block_y": 8, "order": "transposed"})
-        for tw, th, rows in ((32, 8, 1), (32, 16, 2), (32, 32, 4), (64, 16, 4), (32, 32, 8)):
+        for tw, th, rows in ((32, 8, 1), (32, 16, 2), (32, 32, 4), (64, 16, 4), (32, 32, 8), (64, 8, 2), (16, 16, 1), (128, 8, 4)):
             yield depthwise_smem_variant(dtype, {"TW": tw, "TH": th, "ROWS": rows})
-        for block_h, block_w, warps in ((8, 32, 2), (8, 64, 4), (16, 64, 4), (4, 128, 4), (32, 32, 8)):
+        for block_h, block_w, warps in ((8, 32, 2), (8, 64, 4), (16, 64, 4), (4, 128, 4), (32, 32, 8), (16, 32, 4), (2, 256, 4), (8, 128, 8)):
             yield depthwise_triton_variant(dtype, {"BLOCK_H": block_h, "BLOCK_W": block_w, "num_warps": warps})
 
 
