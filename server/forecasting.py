@@ -7,6 +7,7 @@ than 300 ms report `$/progress`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import uuid
@@ -21,6 +22,10 @@ from kernelcast.server.state import KernelcastServer
 logger = logging.getLogger(__name__)
 
 PROGRESS_AFTER_S = 0.3
+# Compiles take a second or more and cannot be stopped once started: they get a thread of
+# their own, so the analysis of the next keystroke never queues behind them in asyncio's
+# default pool (six threads on two cores, all of them compiling while someone types).
+_COMPILES = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelcast-compile")
 
 
 async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
@@ -54,7 +59,8 @@ async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
     await _forecast_and_publish(ls, analysis, is_current)
     if not is_current():
         return
-    if await asyncio.to_thread(fill_facts, analysis, ls.cache, True, is_current):
+    compiled = await asyncio.get_running_loop().run_in_executor(_COMPILES, fill_facts, analysis, ls.cache, True, is_current)
+    if compiled:
         await _forecast_and_publish(ls, analysis, is_current)
 
 
