@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -35,6 +36,10 @@ from kernelcast.kernels_runtime.launch_spec import FLOAT_DTYPES, LaunchSpec, Lau
 RECHECK_SEED = 44
 TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 INT_POISON = 0x5A
+# Each array of a launch sits between two guard zones filled with GUARD_BYTE: a kernel that
+# writes a little past an array (no fault: the memory is ours) is caught instead of timed.
+GUARD_BYTES = 1 << 20
+GUARD_BYTE = 0xA5
 
 
 def cache_dir() -> Path:
@@ -115,26 +120,55 @@ def to_numpy(torch: Any, tensor: Any) -> np.ndarray:
     return tensor.cpu().numpy()
 
 
-def make_buffers(torch: Any, spec: LaunchSpec, seed: int) -> dict[str, Any]:
-    """Fresh random inputs (never zeros) and poisoned outputs; equal seeds give equal inputs."""
+def make_buffers(torch: Any, spec: LaunchSpec, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fresh random inputs (never zeros) and poisoned outputs, each inside guard zones; equal
+    seeds give equal inputs. Returns the arrays and, by name, their whole guarded allocations."""
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    buffers = {}
+    buffers, guarded = {}, {}
     for arg in spec.args:
         if not arg.is_array:
             continue
         dtype = getattr(torch, TORCH_DTYPE_NAMES[arg.dtype])
-        floating = arg.dtype in FLOAT_DTYPES
+        guard = GUARD_BYTES // torch.empty(0, dtype=dtype).element_size()
+        whole = torch.empty(math.prod(arg.shape) + 2 * guard, dtype=dtype, device="cuda")
+        whole.view(torch.uint8).fill_(GUARD_BYTE)
+        array = whole[guard : whole.numel() - guard].view(arg.shape)
         if arg.is_output:
-            buffers[arg.name] = torch.full(arg.shape, float("nan") if floating else INT_POISON, dtype=dtype, device="cuda")
+            array.fill_(float("nan") if arg.dtype in FLOAT_DTYPES else INT_POISON)
         elif arg.init == "randn":
-            buffers[arg.name] = torch.randn(arg.shape, generator=generator, dtype=dtype, device="cuda")
+            torch.randn(arg.shape, generator=generator, dtype=dtype, device="cuda", out=array)
         elif arg.init == "rand":
-            buffers[arg.name] = torch.rand(arg.shape, generator=generator, dtype=dtype, device="cuda")
+            torch.rand(arg.shape, generator=generator, dtype=dtype, device="cuda", out=array)
         else:
             low, high = arg.init_range
-            values = torch.randint(low, high, arg.shape, generator=generator, dtype=torch.int64, device="cuda")
-            buffers[arg.name] = values.to(dtype)
-    return buffers
+            array.copy_(torch.randint(low, high, arg.shape, generator=generator, dtype=torch.int64, device="cuda"))
+        buffers[arg.name], guarded[arg.name] = array, whole
+    return buffers, guarded
+
+
+def stray_writes(torch: Any, spec: LaunchSpec, buffers: dict[str, Any], guarded: dict[str, Any], inputs: dict[str, Any]) -> str | None:
+    """Where a run wrote outside its outputs: a changed guard zone or input, else None.
+
+    `inputs` are the input arrays' checksums from before the run (checksums()).
+    """
+    for arg in spec.args:
+        if not arg.is_array:
+            continue
+        whole, array = guarded[arg.name].view(torch.uint8), buffers[arg.name]
+        guard = (whole.numel() - array.numel() * array.element_size()) // 2
+        for side, zone in (("before", whole[:guard]), ("after", whole[whole.numel() - guard :])):
+            changed = int((zone != GUARD_BYTE).sum())
+            if changed:
+                return f"wrote outside its arrays: {changed} bytes in the {guard >> 20} MiB {side} '{arg.name}' changed"
+    changed_inputs = [name for name, total in checksums(torch, spec, buffers).items() if total != inputs[name]]
+    if changed_inputs:
+        return f"wrote to its input {', '.join(repr(n) for n in changed_inputs)}; mark arrays a kernel writes :out"
+    return None
+
+
+def checksums(torch: Any, spec: LaunchSpec, buffers: dict[str, Any]) -> dict[str, int]:
+    """A byte sum of each input array, to notice a kernel that writes where it only should read."""
+    return {arg.name: int(torch.sum(buffers[arg.name].view(torch.uint8), dtype=torch.int64)) for arg in spec.args if arg.is_array and not arg.is_output}
 
 
 # --- loading one side -----------------------------------------------------------------------
@@ -153,6 +187,10 @@ class Side:
     def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
         raise NotImplementedError
 
+    def stray_writes(self, torch: Any) -> str | None:
+        """After a checked run: where it wrote outside its outputs, if anywhere."""
+        return None
+
 
 class KernelSide(Side):
     """A CUDA or Triton kernel launched by its pragma."""
@@ -161,14 +199,20 @@ class KernelSide(Side):
         self.label, self.spec, self.launch = label, spec, launch
         self.compiles_on_first_call = spec.language != "cuda"  # NVRTC compiled it at load
         self.buffers: dict[str, Any] = {}
+        self.guarded: dict[str, Any] = {}
+        self.input_sums: dict[str, int] = {}
 
     def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
-        self.buffers = make_buffers(torch, self.spec, seed)
+        self.buffers, self.guarded = make_buffers(torch, self.spec, seed)
+        self.input_sums = checksums(torch, self.spec, self.buffers)
         values = [self.buffers[arg.name] if arg.is_array else arg.value for arg in self.spec.args]
         return lambda: self.launch(values)
 
     def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
         return {arg.name: (to_numpy(torch, self.buffers[arg.name]), arg.dtype) for arg in self.spec.args if arg.is_output}
+
+    def stray_writes(self, torch: Any) -> str | None:
+        return stray_writes(torch, self.spec, self.buffers, self.guarded, self.input_sums)
 
 
 class ModelSide(Side):
@@ -205,7 +249,12 @@ def import_user_module(code: str) -> Any:
         return sys.modules[name]
     path = cache_dir() / "modules" / f"{name}.py"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(code)
+    if not path.exists():
+        # Written whole under a temporary name, then renamed: processes importing the same
+        # code at once read a half-written file otherwise (seen as "no attribute" errors).
+        partial = path.with_name(f"{name}.{os.getpid()}.tmp")
+        partial.write_text(code)
+        os.replace(partial, path)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -369,6 +418,9 @@ class Measurer:
                 fn = side.prepare(torch, seed)
                 result = fn()
                 torch.cuda.synchronize()
+                stray = side.stray_writes(torch)
+                if stray:  # other allocations of this process may be damaged too: start afresh
+                    raise Failure("wrong", f"{side.label} {stray} (seed {seed})", fatal=True)
                 outputs[side.label] = side.outputs(torch, result)
             for name, (expected, dtype) in outputs["reference"].items():
                 actual = outputs["candidate"].get(name)

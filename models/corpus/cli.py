@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
     pairs.add_argument("--seed", type=int, default=0)
 
     repro = commands.add_parser("repro", help="share of a re-measured sample inside the dataset's 95% CIs")
-    repro.add_argument("run", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
+    repro.add_argument("run_dir", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
     repro.add_argument("--data", type=Path, default=None)
 
     corpus.set_defaults(run=run_command)
@@ -62,7 +62,7 @@ def run_command(args: argparse.Namespace) -> int:
         return _stats(records, args.json)
     if command == "pairs":
         return _pairs(records, args)
-    return _repro(records, args.run)
+    return _repro(records, args.run_dir)
 
 
 def _stats(records: list[dict[str, Any]], as_json: bool) -> int:

@@ -1,8 +1,8 @@
 """The measured corpus as one self-contained file: a record per kernel and problem size.
 
-`assemble` joins what the GPU runs wrote (measurements and compiler facts, by id) with
-what the generator says each kernel is (code, family, parameters, launches), so the
-dataset needs neither the generator nor the GPU to be read, trained on or checked.
+`assemble` joins what the GPU runs wrote (measurements, compiler facts and, since run 4,
+the code and launches they measured) with the generator's description where a run did not
+save one, so the dataset needs neither the generator nor the GPU to be read or trained on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from kernelcast.models.corpus.generate import REFERENCE_FAMILY, describe, descri
 
 DATA_DIR = Path(__file__).parent / "data"
 DEFAULT_DATASET = DATA_DIR / "h100.jsonl.gz"
+# Records a run got wrong through a fault of the harness, not of the kernel: key → reason.
+EXCLUDED = DATA_DIR / "excluded.json"
 FAILURE_KINDS = ("compile", "runtime", "timeout", "wrong")
 LANGUAGES = ("cuda", "triton", "pytorch")
 
@@ -63,23 +65,32 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
     by_id = {entry.id: entry for entry in entries()}
     ops = {entry.op.name: entry.op for entry in by_id.values()}
     facts: dict[str, Any] = {}
+    kernels: dict[str, dict[str, Any]] = {}
     measured: dict[str, dict[str, Any]] = {}
     environment: dict[str, Any] = {}
     for run_dir in run_dirs:
         environment = environment or json.loads((run_dir / "environment.json").read_text())
         if (run_dir / "facts.jsonl").exists():
             for line in read_jsonl(run_dir / "facts.jsonl"):
-                facts.setdefault(line["key"], line["facts"])
+                if line.get("facts") is not None:
+                    facts.setdefault(line["key"], line["facts"])
+                if line.get("kernel"):
+                    kernels.setdefault(line["key"], line["kernel"])
         for line in read_jsonl(run_dir / "records.jsonl"):
             measured.setdefault(line["key"], line)
     stale = 0
+    excluded = json.loads(EXCLUDED.read_text())["records"] if EXCLUDED.exists() else {}
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with gzip.open(out, "wt", encoding="utf-8", compresslevel=9) as stream:
         for key in sorted(measured):
             raw = measured[key]
+            if key in excluded:
+                continue
             kernel_id = raw["kernel_id"]
-            if kernel_id == reference_id(raw["op"]) and raw["op"] in ops:
+            if kernel_id in kernels and "launches" in raw:  # the run saved what it measured
+                described = {**kernels[kernel_id], "sizes": raw["sizes"], "launches": raw["launches"]}
+            elif kernel_id == reference_id(raw["op"]) and raw["op"] in ops:
                 described = describe_reference(ops[raw["op"]], raw["sizes"])
             elif kernel_id in by_id:
                 described = describe(by_id[kernel_id], raw["sizes"])
@@ -94,7 +105,7 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
             validate_record(record)
             stream.write(json.dumps(record, sort_keys=True) + "\n")
             written += 1
-    return {"records": written, "stale": stale}
+    return {"records": written, "stale": stale, "excluded": sum(1 for key in measured if key in excluded)}
 
 
 def load(path: Path = DEFAULT_DATASET) -> list[dict[str, Any]]:

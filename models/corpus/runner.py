@@ -34,7 +34,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelcast.models.corpus.generate import Entry, entries, record_key, reference_id
+from kernelcast.models.corpus.generate import REFERENCE_FAMILY, Entry, entries, record_key, reference_id
 from kernelcast.models.corpus.spec import ZERO, Launch, Op, Scalar, Sizes, TensorSpec, size_label
 
 SEEDS = (11, 22)  # check before timing, re-check after
@@ -432,6 +432,7 @@ class Runner:
         self.facts_path = out / "facts.jsonl"
         self.only = only
         self.entries = entries(ops)
+        self.by_id = {entry.id: entry for entry in self.entries}
         self.done = self._read_keys(self.records_path)
         self.faulted: set[str] = set()
         self.child: Child | None = None
@@ -461,6 +462,8 @@ class Runner:
     def record(self, record: dict[str, Any]) -> None:
         if record["key"] in self.done:
             return  # a group re-sent after a crash: its earlier records stand
+        entry = self.by_id.get(record["kernel_id"])
+        record["launches"] = [launch.to_json() for launch in entry.launches(record["sizes"])] if entry else []
         self.write(self.records_path, record)
         self.done.add(record["key"])
         self.counts["records"] += 1
@@ -487,8 +490,8 @@ class Runner:
                         if entry.variant.unsupported(sizes) is not None or not self.wanted(key):
                             continue
                         compiled = futures[entry.id].result()
-                        if entry.id not in compiled_facts and compiled.get("facts") is not None:
-                            self.write(self.facts_path, {"key": entry.id, "facts": compiled["facts"]})
+                        if entry.id not in compiled_facts:
+                            self.write(self.facts_path, {"key": entry.id, "facts": compiled.get("facts"), "kernel": kernel_description(entry)})
                             compiled_facts.add(entry.id)
                         if compiled["error"]:
                             self.record({"key": key, "kernel_id": entry.id, "op": op_name, "sizes": dict(sizes), "correct": False,
@@ -496,6 +499,9 @@ class Runner:
                         else:
                             ready.append(entry.id)
                     with_reference = self.wanted(record_key(reference_id(op.name), sizes))
+                    if with_reference and reference_id(op.name) not in compiled_facts:
+                        self.write(self.facts_path, {"key": reference_id(op.name), "facts": None, "kernel": reference_description(op)})
+                        compiled_facts.add(reference_id(op.name))
                     if ready or with_reference:
                         self.measure_group(op_name, sizes, ready, with_reference)
             for future in futures.values():
@@ -549,6 +555,16 @@ class Runner:
                          "failure": {"kind": kind, "message": message_text}, "runtime": None})
             if not pending and not with_reference:
                 return
+
+
+def kernel_description(entry: Entry) -> dict[str, Any]:
+    """What a kernel is, saved with the run, so records outlive later edits of the generator."""
+    return {"op": entry.op.name, "bound": entry.op.bound, "family": entry.variant.family, "language": entry.variant.language,
+            "params": dict(entry.variant.params), "code": entry.variant.code}
+
+
+def reference_description(op: Op) -> dict[str, Any]:
+    return {"op": op.name, "bound": op.bound, "family": REFERENCE_FAMILY, "language": "pytorch", "params": {}, "code": op.reference_code}
 
 
 def _first_lines(text: str, count: int) -> str:
