@@ -148,3 +148,17 @@ def test_shipped_dataset_meets_the_issue_counts() -> None:
     assert set(stats["languages"]) >= {"cuda", "triton"}
     assert min(stats["sizes_per_op"].values()) >= 3
     assert all(count > 0 for count in stats["pairs_per_bin"]["edit"]), stats["pairs_per_bin"]["edit"]
+
+
+def test_a_dataset_written_back_as_a_run_assembles_to_the_same_file(tmp_path: Path) -> None:
+    records = _synthetic_records()
+    for record in records:
+        record.update({"clocks": None, "seeds": None})
+    original = tmp_path / "original.jsonl.gz"
+    with gzip.open(original, "wt", encoding="utf-8") as stream:
+        for record in sorted(records, key=lambda r: r["id"]):
+            stream.write(json.dumps(record, sort_keys=True) + "\n")
+    assert dataset.to_run(original, tmp_path / "run") == len(records)
+    counts = dataset.assemble([tmp_path / "run"], tmp_path / "again.jsonl.gz")
+    assert counts["records"] == len(records)
+    assert dataset.load(tmp_path / "again.jsonl.gz") == dataset.load(original)

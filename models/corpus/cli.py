@@ -23,6 +23,10 @@ def add_parser(subparsers: Any) -> None:
     assemble.add_argument("runs", nargs="+", type=Path)
     assemble.add_argument("--out", type=Path, default=None)
 
+    to_run = commands.add_parser("to-run", help="write the dataset back as a run folder, to resume measuring it")
+    to_run.add_argument("run_dir", type=Path)
+    to_run.add_argument("--data", type=Path, default=None)
+
     stats = commands.add_parser("stats", help="counts: kernels, failures by kind, operations, languages, sizes, GPU, pairs per bin")
     stats.add_argument("--data", type=Path, default=None)
     stats.add_argument("--json", action="store_true", help="print JSON (default: a summary and a per-operation table)")
@@ -52,6 +56,9 @@ def run_command(args: argparse.Namespace) -> int:
     if command == "assemble":
         counts = dataset.assemble(args.runs, args.out or dataset.DEFAULT_DATASET)
         print(json.dumps(counts))
+        return 0
+    if command == "to-run":
+        print(f"{dataset.to_run(args.data or dataset.DEFAULT_DATASET, args.run_dir)} records → {args.run_dir}")
         return 0
     try:
         records = dataset.load(args.data or dataset.DEFAULT_DATASET)

@@ -108,6 +108,24 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
     return {"records": written, "stale": stale, "excluded": sum(1 for key in measured if key in excluded)}
 
 
+def to_run(path: Path, run_dir: Path) -> int:
+    """Write a dataset back as a run folder, so `corpus run` resumes it and `assemble` rebuilds it."""
+    records = load(path)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    described = ("op", "bound", "family", "language", "params", "code")
+    seen: set[str] = set()
+    with open(run_dir / "records.jsonl", "w") as measured, open(run_dir / "facts.jsonl", "w") as facts:
+        for record in records:
+            raw = {key: record.get(key) for key in ("kernel_id", "op", "sizes", "correct", "failure", "runtime", "clocks", "seeds", "launches")}
+            measured.write(json.dumps({"key": record["id"], **raw}) + "\n")
+            if record["kernel_id"] not in seen:
+                seen.add(record["kernel_id"])
+                kernel = {key: record[key] for key in described}
+                facts.write(json.dumps({"key": record["kernel_id"], "facts": record.get("facts"), "kernel": kernel}) + "\n")
+    (run_dir / "environment.json").write_text(json.dumps(records[0]["gpu"] if records else {}, indent=2))
+    return len(records)
+
+
 def load(path: Path = DEFAULT_DATASET) -> list[dict[str, Any]]:
     """Every record of a dataset file, validated."""
     if not path.exists():
