@@ -38,7 +38,7 @@ TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 INT_POISON = 0x5A
 # Each array of a launch sits between two guard zones filled with GUARD_BYTE: a kernel that
 # writes a little past an array (no fault: the memory is ours) is caught instead of timed.
-GUARD_BYTES = 1 << 20
+GUARD_BYTES = 2 << 20  # a large page: the arrays keep the alignment a plain allocation has
 GUARD_BYTE = 0xA5
 
 
