@@ -217,10 +217,17 @@ class GpuWorker:
             verb = "took" if what.startswith(("loading", "starting")) else "ran"
             self.restart()
             return _failure("timeout", f"{what} {verb} longer than {limit:g} s; worker killed and restarted")
-        code = self._process.poll() if self._process is not None else None
+        code = self._exit_code()
         tail = self.log_tail()
         self.restart()
         return _failure("runtime", f"the GPU worker exited (code {code}) while {what}; worker restarted. Log {self.log_path}:\n{tail}")
+
+    def _exit_code(self) -> int | None:
+        """The dead worker's exit status: its pipe can close before the kernel has reaped it."""
+        try:
+            return self._process.wait(timeout=2.0) if self._process is not None else None
+        except subprocess.TimeoutExpired:
+            return None
 
     def _wait_for(self, request_id: int | None, deadline: float, cancel: threading.Event, results_only: bool = False) -> dict[str, Any]:
         """The next message for this request, or {"type": "timeout" | "eof" | "cancelled"}."""
