@@ -51,7 +51,7 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
         message = f"Measure on GPU: {result.kernel.name} has no reference to compare with ({result.no_reference})"
         ls.show_message(message, types.MessageType.Warning)
         return {"ok": False, "message": message}
-    from kernelcast.kernels_runtime.measure import measure_pair  # the GPU runtime, only when asked
+    from kernelcast.kernels_runtime.measure import Timeouts, measure_pair  # the GPU runtime, only when asked
 
     candidate, reference = measurement_sides(analysis, result)
     loop = asyncio.get_running_loop()
@@ -69,7 +69,8 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     ls.measuring += 1
     ls.send_status(f"measuring {result.kernel.name}")
     try:
-        outcome = await asyncio.to_thread(measure_pair, candidate, reference, None, 0, report, cancel)
+        timeouts = Timeouts(kernel_s=ls.settings.measure_kernel_timeout_ms / 1000)
+        outcome = await asyncio.to_thread(measure_pair, candidate, reference, None, 0, report, cancel, timeouts=timeouts)
     finally:
         ls.measuring -= 1
         ls.work_done_progress.end(token, types.WorkDoneProgressEnd())

@@ -30,6 +30,7 @@ class Settings:
     forecaster_backend: str = "embedded"
     target_gpu: str = ""  # empty: the local GPU, else H100-SXM
     debounce_ms: int = 400
+    measure_kernel_timeout_ms: int = 10_000  # one launch longer than this is a hang: worker killed
     allow_references_outside_workspace: bool = False
     cache_dir: str = ""
 
@@ -51,9 +52,13 @@ _KEYS: dict[str, str] = {
     "forecaster.backend": "forecaster_backend",
     "targetGpu": "target_gpu",
     "debounceMs": "debounce_ms",
+    "measure.kernelTimeoutMs": "measure_kernel_timeout_ms",
     "allowReferencesOutsideWorkspace": "allow_references_outside_workspace",
     "cacheDir": "cache_dir",
 }
+
+
+_MILLISECONDS = {"debounce_ms": (0, 60_000), "measure_kernel_timeout_ms": (100, 600_000)}
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -75,9 +80,10 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             return value
         raise ValueError("expected true or false")
     if isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 60_000:
+        low, high = _MILLISECONDS[name]
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
             return value
-        raise ValueError("expected a whole number of milliseconds from 0 to 60000")
+        raise ValueError(f"expected a whole number of milliseconds from {low} to {high}")
     if isinstance(default, float):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0.5 <= value <= 1.0:
             return float(value)
