@@ -29,6 +29,7 @@ from kernelcast.server.settings import Settings
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # A generated file with thousands of kernels would hold its first hint back for minutes
 # (one reference lookup and one forecast each); hand-written files have a few.
 MAX_KERNELS = 100
@@ -67,7 +68,9 @@ class FileAnalysis:
 
     @property
     def lines(self) -> list[str]:
-        return self.text.splitlines(keepends=True) or [""]
+        """Lines as LSP counts them: str.splitlines also breaks at U+2028, form feeds and more,
+        which would put every position below one on the wrong line."""
+        return _LSP_LINE.findall(self.text) or [""]
 
     def result_at(self, line: int) -> KernelResult | None:
         """The kernel whose definition spans `line` (innermost first)."""
