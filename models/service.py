@@ -145,7 +145,9 @@ def serve(state_dir: Path, backend_names: list[str], host: str = "127.0.0.1", po
     _require_loopback(host)
     token = read_or_create_token(state_dir)
     forecaster = Forecaster(backend_names, options=options)
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name it, and without
+    # it every answer's body waited for the client's delayed ACK (40 ms per request).
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
     bound_port = listener.getsockname()[1]
