@@ -271,6 +271,25 @@ def _calibrate_hw(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reset_learning(args: argparse.Namespace) -> int:
+    from kernelcast.models.forecaster import forget_learning
+
+    try:
+        counts, removed = forget_learning()
+    except OSError as error:
+        print(f"kernelcast reset-learning: {error}", file=sys.stderr)
+        return 1
+    if not removed:
+        print("nothing to forget: forecasts use no local learning")
+        return 0
+    for key, count in sorted(counts.items()):
+        print(f"forgot {count} measurement{'s' if count != 1 else ''} of {key}")
+    for path in removed:
+        print(f"removed {path}")
+    print("forecasts use the shipped calibration again (a running service from its next forecast)")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.kernels_runtime.hardware import detect_local_gpus
@@ -376,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate = commands.add_parser("calibrate-hw", help="measure this GPU's copy bandwidth and bf16 matmul rate")
     calibrate.add_argument("--gpu-index", type=int, default=0)
     calibrate.set_defaults(run=_calibrate_hw)
+
+    reset_learning = commands.add_parser("reset-learning", help="forget what forecasts learnt from your measurements")
+    reset_learning.set_defaults(run=_reset_learning)
 
     doctor = commands.add_parser("doctor", help="report what kernelcast can use on this machine")
     doctor.add_argument("--json", action="store_true")

@@ -3,7 +3,7 @@
 Binds loopback only and answers only requests that carry the per-user token, so
 another user on the machine can neither read forecasts nor make it run backends.
 A state file (url, pid) lets LSP servers find a running instance instead of
-starting their own.
+starting their own. POST /v1/learn takes the user's measured pairs (local learning).
 """
 
 from __future__ import annotations
@@ -128,11 +128,34 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
             return JSONResponse({"error": f"backend failed: {error}"}, status_code=503)
         return JSONResponse(result.to_json())
 
+    async def learn(request: Request) -> JSONResponse:
+        """One pair measured on the user's GPU; answers the new local correction (n, bias_log2, temperature)."""
+        try:
+            body = await request.json()
+            if not isinstance(body, dict) or "measured_speedup" not in body:
+                raise ValueError("expected {request: <forecast request>, measured_speedup: S, backend?}")
+            parsed = ForecastRequest.from_json(body.get("request"))
+        except (ValueError, TypeError, KeyError) as error:
+            return JSONResponse({"error": f"bad learn request: {error}"}, status_code=400)
+        parsed.backend = body.get("backend") or parsed.backend
+        try:
+            summary = await run_in_threadpool(forecaster.learn, parsed, body["measured_speedup"])
+        except KeyError as error:
+            return JSONResponse({"error": str(error.args[0])}, status_code=400)
+        except ValueError as error:
+            return JSONResponse({"error": f"bad learn request: {error}"}, status_code=400)
+        except LLMBackendError as error:
+            return JSONResponse({"error": f"backend failed: {error}"}, status_code=503)
+        except OSError as error:  # a full or read-only state folder
+            return JSONResponse({"error": f"could not store the measurement: {error}"}, status_code=500)
+        return JSONResponse(summary)
+
     return Starlette(
         routes=[
             Route("/v1/health", health, methods=["GET"]),
             Route("/v1/backends", list_backends, methods=["GET"]),
             Route("/v1/forecast", forecast, methods=["POST"]),
+            Route("/v1/learn", learn, methods=["POST"]),
         ],
         middleware=[Middleware(TokenMiddleware)],
     )

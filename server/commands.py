@@ -5,17 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
 
 from lsprotocol import types
 
-from kernelcast.forecast import Measurement
-from kernelcast.server.analysis import KernelResult, measurement_key, measurement_sides, problem_sizes
+from kernelcast.forecast import ForecastRequest, Measurement
+from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.server.analysis import KernelResult, build_request, measurement_key, measurement_sides, problem_sizes
 from kernelcast.server.code_actions import set_reference_edit
+from kernelcast.server.forecaster_client import ForecasterUnavailable
 from kernelcast.server.forecasting import publish_again
 from kernelcast.server.state import KernelcastServer
+
+logger = logging.getLogger(__name__)
+# Learning runs after `measure` has answered; its tasks are kept here until done so none is collected midway.
+_LEARNING: set[asyncio.Task[None]] = set()
 
 
 def _target(ls: KernelcastServer, arguments: list[Any]) -> tuple[str, KernelResult] | str:
@@ -79,23 +86,59 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     if not isinstance(outcome, Measurement):
         ls.show_message(f"Measure {result.kernel.name}: {outcome.message}", types.MessageType.Warning)
         return {"ok": False, "kind": outcome.kind, "message": outcome.message}
-    store_measurement(ls, analysis, result, outcome, candidate, reference)
+    problem = problem_sizes(result, analysis.path, ls.workspace_root())
+    store_measurement(ls, analysis, result, outcome, candidate, reference, problem)
     result.measurement = outcome
     publish_again(ls, analysis)
     ls.show_message(f"{result.kernel.name}: {outcome.message()}")
+    assert analysis.hardware is not None
+    if _measured_on(outcome, analysis.hardware):
+        _learn_in_background(ls, build_request(result, problem, analysis.hardware, ls.settings.confidence_threshold), outcome.speedup)
+    else:
+        logger.info("not learning from %s: measured on %s, forecasts are for %s", result.kernel.name, outcome.gpu, analysis.hardware.key)
     return {"ok": True, "measurement": outcome.to_json()}
 
 
-def store_measurement(ls: KernelcastServer, analysis: Any, result: KernelResult, outcome: Measurement, candidate: dict[str, Any], reference: dict[str, Any]) -> None:
+def store_measurement(
+    ls: KernelcastServer, analysis: Any, result: KernelResult, outcome: Measurement, candidate: dict[str, Any], reference: dict[str, Any], problem: dict[str, Any] | None
+) -> None:
     """Keep the result for this exact pair, and a labelled example for calibration."""
     assert analysis.hardware is not None and result.reference is not None
-    problem = problem_sizes(result, analysis.path, ls.workspace_root())
     at = time.time()
     ls.cache.put(measurement_key(result.kernel, result.reference, problem, analysis.hardware), {"measurement": outcome.to_json(), "at": at})
     ls.cache.put(
         f"measured-pair:{at:.6f}:{uuid.uuid4().hex[:8]}",
         {"candidate": candidate, "reference": reference, "problem": problem, "measurement": outcome.to_json(), "at": at},
     )
+
+
+def _measured_on(outcome: Measurement, hardware: GpuSpec) -> bool:
+    """Whether the GPU that measured is the one forecasts are for (the measurement names it as
+    its spec key's first part), so its labelled pair may correct that GPU class's forecasts."""
+    return outcome.gpu == hardware.key.split("-")[0]
+
+
+def _learn_in_background(ls: KernelcastServer, request: ForecastRequest, speedup: float) -> None:
+    """Teach the forecaster the measured pair without holding up or failing the measurement."""
+    task = asyncio.create_task(_learn(ls, request, speedup))
+    _LEARNING.add(task)
+    task.add_done_callback(_LEARNING.discard)
+
+
+async def _learn(ls: KernelcastServer, request: ForecastRequest, speedup: float) -> None:
+    try:
+        learned = await ls.client.learn(request, speedup)
+    except (ForecasterUnavailable, OSError) as error:
+        logger.warning("local learning skipped: %s", error)
+        return
+    logger.info("local learning: %s", learned)
+    _analyse_open_files(ls)  # every forecast on this GPU class now has another calibration
+
+
+def _analyse_open_files(ls: KernelcastServer) -> None:
+    if ls.scheduler is not None:
+        for uri in list(ls.workspace.text_documents):
+            ls.scheduler.schedule(uri, 0)
 
 
 async def set_reference(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
@@ -117,8 +160,6 @@ async def set_reference(ls: KernelcastServer, arguments: list[Any]) -> dict[str,
 async def clear_cache(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     removed = ls.cache.clear()
     ls.analyses.clear()
-    if ls.scheduler is not None:
-        for uri in list(ls.workspace.text_documents):
-            ls.scheduler.schedule(uri, 0)
+    _analyse_open_files(ls)
     ls.show_message(f"kernelcast cache cleared ({removed} entries)")
     return {"ok": True, "removed": removed}

@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 1.0
+# The calibration version in cache keys is asked for again after this long, so local learning
+# from another editor window or `kernelcast reset-learning` never leaves stale forecasts served.
+BACKEND_INFO_TTL_S = 2.0
 
 
 class ForecasterUnavailable(Exception):
@@ -47,6 +50,7 @@ class ForecasterClient:
         self._url: str | None = None
         self._token = read_or_create_token(state_dir)
         self._backend_info: BackendInfo | None = None
+        self._backend_info_at = 0.0
         self._connect_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
 
@@ -121,7 +125,7 @@ class ForecasterClient:
 
     async def backend_info(self) -> BackendInfo:
         """Name, model and calibration version of the backend in use: part of every cache key."""
-        if self._backend_info is not None:
+        if self._backend_info is not None and time.monotonic() - self._backend_info_at < BACKEND_INFO_TTL_S:
             return self._backend_info
         payload = await self._call("GET", "/v1/backends")
         for entry in payload.get("backends", []):
@@ -129,6 +133,7 @@ class ForecasterClient:
                 self._backend_info = BackendInfo(
                     entry["name"], entry.get("model_id", ""), entry.get("version", ""), entry.get("calibration_version", "")
                 )
+                self._backend_info_at = time.monotonic()
                 return self._backend_info
         served = ", ".join(entry.get("name", "?") for entry in payload.get("backends", []))
         raise ForecasterUnavailable(f"forecaster backend {self.backend!r} is not served (served: {served})")
@@ -137,6 +142,18 @@ class ForecasterClient:
         request.backend = self.backend
         payload = await self._call("POST", "/v1/forecast", request.to_json())
         return Forecast.from_json(payload)
+
+    async def learn(self, request: ForecastRequest, measured_speedup: float) -> dict[str, Any]:
+        """Teach the service one pair measured on this GPU; answers the new local correction.
+
+        The calibration version changes with it, so the cached backend info is dropped:
+        the next cache key differs and forecasts made before are not served again.
+        """
+        body = {"request": request.to_json(), "measured_speedup": measured_speedup, "backend": self.backend}
+        try:
+            return await self._call("POST", "/v1/learn", body)
+        finally:
+            self._backend_info = None
 
     async def _call(self, method: str, path: str, body: Any = None) -> Any:
         """One request; on a dead service, reconnect (restarting it) and try once more."""

@@ -72,6 +72,9 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"Backend: {provenance.get('backend', '?')} ({provenance.get('model_id', '?')} v{provenance.get('backend_version', '?')}), "
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
+    if provenance.get("local_learning"):
+        count = provenance.get("local_measurements")
+        lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]
     return lines
 
 
