@@ -37,7 +37,7 @@ def create_server() -> KernelcastServer:
             futures.pop(key, None)
 
     def reschedule_all() -> None:
-        for uri in list(ls.workspace.text_documents):
+        for uri in ls.open_uris():
             ensure_scheduler().schedule(uri, 0)
 
     @ls.feature(types.INITIALIZE)
@@ -70,7 +70,7 @@ def create_server() -> KernelcastServer:
         await pull_configuration()
         reschedule_all()
         if not ls.settings.enable:
-            for uri in list(ls.workspace.text_documents):
+            for uri in ls.open_uris():
                 diagnostics.clear(ls, uri)
 
     @ls.feature(types.SHUTDOWN)

@@ -137,7 +137,7 @@ async def _learn(ls: KernelcastServer, request: ForecastRequest, speedup: float)
 
 def _analyse_open_files(ls: KernelcastServer) -> None:
     if ls.scheduler is not None:
-        for uri in list(ls.workspace.text_documents):
+        for uri in ls.open_uris():
             ls.scheduler.schedule(uri, 0)
 
 

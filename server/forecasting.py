@@ -29,7 +29,7 @@ _COMPILES = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_pre
 
 
 async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
-    document = ls.workspace.text_documents.get(uri)
+    document = ls.document(uri)
     if document is None:
         return
     text, version = document.source, document.version
@@ -39,7 +39,7 @@ async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
     hardware, hardware_problem = await asyncio.to_thread(ls.hardware)
 
     def is_current() -> bool:
-        live = ls.workspace.text_documents.get(uri)
+        live = ls.document(uri)
         return live is not None and live.version == version
 
     analysis = await asyncio.to_thread(analyse_text, uri, version, text, path, root, settings, hardware)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from urllib.parse import unquote
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
 from kernelcast import __version__
@@ -101,12 +103,21 @@ class KernelcastServer(LanguageServer):
     def path_of(uri: str) -> Path:
         return Path(to_fs_path(uri) or uri)
 
+    def document(self, uri: str) -> TextDocument | None:
+        """The open document `uri` names. pygls keys them by the unquoted URI while clients
+        send quoted ones (`%20` for a space), so a plain lookup misses every such file."""
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def open_uris(self) -> list[str]:
+        """The open documents' URIs as the client wrote them (the keys are unquoted)."""
+        return [document.uri for document in self.workspace.text_documents.values()]
+
     def current_analysis(self, uri: str) -> FileAnalysis | None:
         """The finished analysis of the document's current text, if there is one."""
         analysis = self.analyses.get(uri)
         if analysis is None:
             return None
-        document = self.workspace.text_documents.get(uri)
+        document = self.document(uri)
         if document is not None and document.version is not None and analysis.version != document.version:
             return None
         return analysis
