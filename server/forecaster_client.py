@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 1.0
+# After a failed start, the same answer comes at once for this long: a service that cannot
+# start must not cost a process start (1-2 s) on every keystroke.
+START_RETRY_S = 10.0
 # The calibration version in cache keys is asked for again after this long, so local learning
 # from another editor window or `kernelcast reset-learning` never leaves stale forecasts served.
 BACKEND_INFO_TTL_S = 2.0
@@ -48,6 +51,7 @@ class ForecasterClient:
         self.configured_url = url.rstrip("/")
         self.backend = backend
         self._url: str | None = None
+        self._start_failure: tuple[float, str] | None = None  # (retry after, why it failed)
         self._token = read_or_create_token(state_dir)
         self._backend_info: BackendInfo | None = None
         self._backend_info_at = 0.0
@@ -77,7 +81,6 @@ class ForecasterClient:
         async with self._connect_lock:
             if self._url:
                 return self._url
-            self._url = None
             self._backend_info = None
             if self.configured_url:
                 if not await self._healthy(self.configured_url):
@@ -88,11 +91,23 @@ class ForecasterClient:
             if state and await self._healthy(state["url"]):
                 self._url = state["url"]
                 return self._url
-            self._url = await asyncio.to_thread(self._start_service)
+            if self._start_failure is not None and time.monotonic() < self._start_failure[0]:
+                raise ForecasterUnavailable(self._start_failure[1])
+            try:
+                self._url = await asyncio.to_thread(self._start_service)
+            except ForecasterUnavailable as error:
+                self._start_failure = (time.monotonic() + START_RETRY_S, str(error))
+                raise
             return self._url
 
     def _start_service(self) -> str:
         """Start `kernelcast serve` detached; a file lock keeps two editors from racing."""
+        try:
+            return self._start_locked()
+        except OSError as error:  # an unusable service folder: no lock, log or state file
+            raise ForecasterUnavailable(f"forecaster unavailable: cannot start the service ({error})") from error
+
+    def _start_locked(self) -> str:
         lock_path = self.state_dir / "start.lock"
         with open(lock_path, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

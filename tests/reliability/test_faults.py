@@ -84,6 +84,20 @@ async def test_service_killed_mid_request_is_restarted_and_nothing_is_lost(start
     assert "From cache" in await server.hover(done_uri, line)
 
 
+async def test_service_that_cannot_start_is_reported_in_words(start: Start, workspace: Path, home: Path) -> None:
+    (home / "service" / "service.log").mkdir(parents=True)  # the service's log cannot be opened
+    server = await start()
+    uri = (workspace / "matmul_tiled.cu").as_uri()
+    for version in range(1, 4):
+        if version == 1:
+            server.open(uri, candidate(workspace, version))
+        else:
+            server.change(uri, version, candidate(workspace, version))
+        (answer,) = [d for d in await server.published(uri, version, WAIT_S) if d["code"] == "unavailable"]
+        assert answer["message"] == f"sgemm: forecaster unavailable: cannot start the service ([Errno 21] Is a directory: '{home / 'service' / 'service.log'}')"
+    assert server.process.returncode is None
+
+
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
