@@ -66,15 +66,14 @@ async def test_service_listens_on_loopback_only_and_wants_the_token(start: Start
 
 
 def hostile_module(marker: Path, body: str) -> str:
-    """A file that writes `marker` however Python would run it: on import, at def time, in configs."""
+    """`body` in a file that writes `marker` however Python would run it: on import, at def
+    time (defaults, annotations, decorators, class keywords), in configs and in functions."""
     touch = f"__import__('pathlib').Path({str(marker)!r}).write_text('ran')"
-    return (
-        f"import triton\nimport triton.language as tl\nimport torch\nimport torch.nn as nn\n\n{touch}\n"
-        f"SIZE = {touch} or 1024\n\n{body}\n"
-        f"if __name__ != '__main__':\n    {touch}\n"
-    ).replace("TOUCH", touch)
+    return (HOSTILE_PRELUDE + body + HOSTILE_EPILOGUE).replace("TOUCH", touch)
 
 
+HOSTILE_PRELUDE = "import triton\nimport triton.language as tl\nimport torch\nimport torch.nn as nn\n\nTOUCH\nSIZE = TOUCH or 1024\n\n"
+HOSTILE_EPILOGUE = "\nif __name__ != '__main__':\n    TOUCH\n"
 TRITON_BODY = """\
 # kernelcast: launch grid=(cdiv(N, BLOCK),) args=(x_ptr:f32[N], out_ptr:f32[N]:out, N:i32=1<<20) BLOCK=1024 num_warps=4
 @triton.autotune(configs=[triton.Config({'BLOCK': TOUCH or 128})], key=['N'])
@@ -115,8 +114,8 @@ async def test_opening_triton_and_kernelbench_files_never_runs_them(start: Start
     assert [d["code"] for d in forecasts[kernelbench_uri] if d["code"] != "file"] in (["forecast"], ["uncertain"])
     line = next(number for number, text in enumerate(candidate.splitlines()) if text.startswith("def scale("))
     hover = await facts_in_hover(server, triton_uri, line)
-    assert "registers/thread" in hover and "Reference:" in hover, "facts of both sides, compiled from extracted source"
     assert not marker.exists(), "the workspace's code ran"
+    assert "registers/thread" in hover and "Reference:" in hover, "facts of both sides, compiled from extracted source"
     maps = Path(f"/proc/{server.pid}/maps").read_text()
     assert not re.search(r"libtriton|libtorch|libcudart|libnvrtc", maps), "the editor's process loaded a GPU library"
 
