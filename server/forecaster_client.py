@@ -46,7 +46,7 @@ class BackendInfo:
 
 
 class ForecasterClient:
-    def __init__(self, state_dir: Path, url: str = "", backend: str = "embedded") -> None:
+    def __init__(self, state_dir: Path, url: str = "", backend: str = "embedded", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.state_dir = state_dir
         self.configured_url = url.rstrip("/")
         self.backend = backend
@@ -56,7 +56,8 @@ class ForecasterClient:
         self._backend_info: BackendInfo | None = None
         self._backend_info_at = 0.0
         self._connect_lock = asyncio.Lock()
-        self._http = httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
+        self.timeout_s = timeout_s  # an LLM on a CPU may need minutes: kernelcast.forecaster.timeoutMs
+        self._http = httpx.AsyncClient(timeout=timeout_s)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -178,7 +179,7 @@ class ForecasterClient:
                 response = await self._http.request(method, f"{url}{path}", json=body, headers=self._headers)
             except httpx.TimeoutException as error:
                 self._url = None  # a hung service: the next call checks its health, then replaces it
-                raise ForecasterUnavailable(f"forecaster unavailable: no answer within {REQUEST_TIMEOUT_S:.0f} s") from error
+                raise ForecasterUnavailable(f"forecaster unavailable: no answer within {self.timeout_s:.0f} s") from error
             except httpx.TransportError:
                 self._url = None
                 if attempt == 0:

@@ -28,6 +28,7 @@ class Settings:
     exclude: tuple[str, ...] = ()
     forecaster_url: str = ""  # empty: start or join the local service
     forecaster_backend: str = "embedded"
+    forecaster_timeout_ms: int = 10_000  # a forecast slower than this shows "forecaster unavailable"
     target_gpu: str = ""  # empty: the local GPU, else H100-SXM
     debounce_ms: int = 400
     measure_kernel_timeout_ms: int = 10_000  # one launch longer than this is a hang: worker killed
@@ -50,6 +51,7 @@ _KEYS: dict[str, str] = {
     "exclude": "exclude",
     "forecaster.url": "forecaster_url",
     "forecaster.backend": "forecaster_backend",
+    "forecaster.timeoutMs": "forecaster_timeout_ms",
     "targetGpu": "target_gpu",
     "debounceMs": "debounce_ms",
     "measure.kernelTimeoutMs": "measure_kernel_timeout_ms",
@@ -58,7 +60,7 @@ _KEYS: dict[str, str] = {
 }
 
 
-_MILLISECONDS = {"debounce_ms": (0, 60_000), "measure_kernel_timeout_ms": (100, 600_000)}
+_MILLISECONDS = {"debounce_ms": (0, 60_000), "measure_kernel_timeout_ms": (100, 600_000), "forecaster_timeout_ms": (1_000, 600_000)}
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -54,7 +54,7 @@ class KernelcastServer(LanguageServer):
         if settings.cache_dir != before.cache_dir and self._cache is not None:
             self._cache.close()
             self._cache = None
-        if (settings.forecaster_url, settings.forecaster_backend) != (before.forecaster_url, before.forecaster_backend):
+        if (settings.forecaster_url, settings.forecaster_backend, settings.forecaster_timeout_ms) != (before.forecaster_url, before.forecaster_backend, before.forecaster_timeout_ms):
             self._client = None
         return problems
 
@@ -76,7 +76,9 @@ class KernelcastServer(LanguageServer):
     @property
     def client(self) -> ForecasterClient:
         if self._client is None:
-            self._client = ForecasterClient(paths.service_dir(), self.settings.forecaster_url, self.settings.forecaster_backend)
+            self._client = ForecasterClient(
+                paths.service_dir(), self.settings.forecaster_url, self.settings.forecaster_backend, self.settings.forecaster_timeout_ms / 1000
+            )
         return self._client
 
     def hardware(self) -> tuple[GpuSpec, str | None]:

@@ -71,7 +71,7 @@ def _state_of(state_dir: Path, pid: int) -> dict | None:
 
 async def _forecast_from(workspace: Path, home: Path, url: str, backend: str) -> None:
     """Open the candidate in the real LSP pointed at `url`; its forecast must come from `backend`."""
-    client, recorder = await _start(workspace, home, {"forecaster": {"url": url, "backend": backend}})
+    client, recorder = await _start(workspace, home, {"forecaster": {"url": url, "backend": backend, "timeoutMs": 180_000}})
     session = Session(client, recorder, workspace)
     try:
         uri = session.open("scale.cu", CANDIDATE)
