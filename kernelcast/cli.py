@@ -42,7 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
 BACKEND_FLAGS: dict[str, tuple[str, type, str]] = {
     "--gguf": ("gguf", str, "llama-cpp: path of a GGUF model (env KERNELCAST_GGUF)"),
     "--llm-ctx": ("n_ctx", int, "llama-cpp: context length (default 8192)"),
-    "--llm-threads": ("n_threads", int, "llama-cpp: threads (default: all cores)"),
+    "--llm-threads": ("n_threads", int, "llama-cpp: threads (default: usable cores minus one)"),
     "--hf-model": ("hf_model", str, "transformers: local checkpoint folder (env KERNELCAST_HF_MODEL)"),
     "--hf-adapter": ("hf_adapter", str, "transformers: PEFT LoRA adapter folder"),
     "--hf-gguf-file": ("hf_gguf_file", str, "transformers: GGUF file inside --hf-model"),

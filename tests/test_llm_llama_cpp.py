@@ -7,6 +7,7 @@ a distribution read from logits, determinism, and KV-prefix reuse on an edit.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models import backends
+from kernelcast.models.llm_llama_cpp import default_threads
 
 REFERENCE = """__global__ void sgemm_naive(const float* A, const float* B, float* C, int N) {
   int row = blockIdx.y * blockDim.y + threadIdx.y;
@@ -95,3 +97,10 @@ def test_same_input_same_distribution_after_reuse(backend: backends.Backend, col
     again = backend.predict(pair())  # the KV cache now holds a different candidate's end
     assert again.details["reused_tokens"] > 0
     assert again.probabilities == pytest.approx(cold.probabilities, abs=1e-4)
+
+
+def test_threads_leave_a_core_to_the_rest_unless_given(backend: backends.Backend) -> None:
+    assert default_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
+    assert f", {default_threads()} threads," in backend.status().detail
+    given = backends.create("llama-cpp", {"gguf": str(require_llama_and_model()), "n_ctx": 512, "n_threads": 3})
+    assert ", 3 threads," in given.status().detail
