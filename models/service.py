@@ -3,7 +3,9 @@
 Binds loopback only and answers only requests that carry the per-user token, so
 another user on the machine can neither read forecasts nor make it run backends.
 A state file (url, pid) lets LSP servers find a running instance instead of
-starting their own. POST /v1/learn takes the user's measured pairs (local learning).
+starting their own. POST /v1/forecast answers with the request's `backend` (default: the
+service's), so the LSP can show the embedded forecast while an LLM works. POST /v1/learn
+takes the user's measured pairs (local learning).
 """
 
 from __future__ import annotations
@@ -97,22 +99,27 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
             {"ok": True, "pid": os.getpid(), "version": __version__, "uptime_s": round(time.time() - started, 1)}
         )
 
-    async def list_backends(request: Request) -> JSONResponse:
+    def describe(probe: bool) -> list[dict[str, Any]]:
         listing = []
         for name, backend in forecaster.backends.items():
-            status = backend.status()
-            listing.append(
-                {
-                    "name": name,
-                    "model_id": backend.model_id,
-                    "version": backend.version,
-                    "available": status.available,
-                    "detail": status.detail,
-                    "default": name == forecaster.default_backend,
-                    "calibration_version": forecaster.calibration.version,
-                }
-            )
-        return JSONResponse({"backends": listing})
+            entry = {
+                "name": name,
+                "model_id": backend.model_id,
+                "version": backend.version,
+                "default": name == forecaster.default_backend,
+                "calibration_version": forecaster.calibration.version,
+            }
+            if probe:
+                status = backend.status()
+                entry.update(available=status.available, detail=status.detail)
+            listing.append(entry)
+        return listing
+
+    async def list_backends(request: Request) -> JSONResponse:
+        """Every backend served. `?probe=false` leaves out whether each can answer: asking an LLM
+        server takes up to its deadline, and the LSP needs only names and versions for its cache keys."""
+        probe = request.query_params.get("probe") != "false"
+        return JSONResponse({"backends": await run_in_threadpool(describe, probe)})
 
     async def forecast(request: Request) -> JSONResponse:
         try:

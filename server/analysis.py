@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,9 +25,10 @@ from kernelcast.kernels_runtime.launch_spec import LaunchSpec, LaunchSpecError, 
 from kernelcast.kernels_runtime.project_config import load_project_config
 from kernelcast.kernels_runtime.references import NoReference, Reference, resolve_reference
 from kernelcast.server.cache import ResultCache, content_key
-from kernelcast.server.forecaster_client import ForecasterClient, ForecasterUnavailable
+from kernelcast.server.forecaster_client import STAND_IN_TIMEOUT_S, ForecasterClient, ForecasterUnavailable
 from kernelcast.server.settings import Settings
 
+logger = logging.getLogger(__name__)
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -43,6 +45,8 @@ class KernelResult:
     forecast: Forecast | None = None
     measurement: Measurement | None = None
     unavailable: str | None = None  # why the forecaster gave no answer
+    stands_in_for: str | None = None  # the configured backend whose forecast will replace the one shown
+    stand_in_failure: str | None = None  # why that backend did not answer: the stand-in's forecast stays
     unchanged: bool = False  # candidate's code equals the reference's
     part_of: str | None = None  # a kernel inside a KernelBench ModelNew: forecast as part of it
     computed_at: float | None = None
@@ -194,8 +198,16 @@ async def fill_forecasts(
     cache: ResultCache,
     client: ForecasterClient,
     is_current: Callable[[], bool],
+    stand_in: str | None = None,
 ) -> int:
-    """Answer every kernel from cache or forecaster; returns how many the forecaster computed."""
+    """Answer every kernel from cache or forecaster; returns how many the forecaster computed.
+
+    With `stand_in` (a fast backend), a kernel whose configured backend's forecast is not
+    cached gets the stand-in's, marked as waiting; a later call without it replaces those
+    with the configured backend's, or keeps them and says why it did not answer. Each
+    backend's forecast is cached under its own key (the backend is part of it), so a
+    stand-in never shadows the configured backend's answer.
+    """
     computed = 0
     assert analysis.hardware is not None
     hardware = analysis.hardware
@@ -215,22 +227,57 @@ async def fill_forecasts(
             result.unavailable = str(error)
             continue
         key = forecast_key(result, problem, hardware, backend)
-        stored = cache.get(key)
-        if stored:
-            result.forecast = Forecast.from_json(stored["forecast"]).with_threshold(settings.confidence_threshold)
-            result.computed_at = stored["at"]
-            result.from_cache = True
+        if _show_cached(result, cache, key, settings.confidence_threshold):
             continue
         request = build_request(result, problem, hardware, settings.confidence_threshold)
-        try:
-            result.forecast = await client.forecast(request)
-        except ForecasterUnavailable as error:
-            result.unavailable = str(error)
+        if stand_in is not None:
+            computed += await _stand_in_forecast(result, request, stand_in, problem, hardware, cache, client)
             continue
-        result.computed_at = time.time()
+        try:
+            forecast = await client.forecast(request)
+        except ForecasterUnavailable as error:
+            if result.stands_in_for is not None and result.forecast is not None:
+                result.stand_in_failure = str(error)
+            else:
+                result.unavailable, result.stands_in_for = str(error), None
+            continue
+        _show_computed(result, cache, key, forecast)
         computed += 1
-        cache.put(key, {"forecast": result.forecast.to_json(), "at": result.computed_at})
     return computed
+
+
+async def _stand_in_forecast(
+    result: KernelResult, request: ForecastRequest, stand_in: str, problem: dict[str, Any] | None, hardware: GpuSpec, cache: ResultCache, client: ForecasterClient
+) -> int:
+    """Show the stand-in's forecast (cached, or within its short deadline) until the configured
+    backend answers; 1 when computed. A stand-in that cannot answer shows nothing new."""
+    try:
+        key = forecast_key(result, problem, hardware, await client.backend_info(stand_in))
+        computed = not _show_cached(result, cache, key, request.threshold)
+        if computed:
+            _show_computed(result, cache, key, await client.forecast(request, stand_in, STAND_IN_TIMEOUT_S))
+    except ForecasterUnavailable as error:
+        logger.info("%s could not stand in for %s: %s", stand_in, client.backend, error)
+        computed = False
+    result.stands_in_for = client.backend
+    return int(computed)
+
+
+def _show_cached(result: KernelResult, cache: ResultCache, key: str, threshold: float) -> bool:
+    stored = cache.get(key)
+    if stored:
+        _show(result, Forecast.from_json(stored["forecast"]).with_threshold(threshold), stored["at"], from_cache=True)
+    return bool(stored)
+
+
+def _show_computed(result: KernelResult, cache: ResultCache, key: str, forecast: Forecast) -> None:
+    _show(result, forecast, time.time(), from_cache=False)
+    cache.put(key, {"forecast": forecast.to_json(), "at": result.computed_at})
+
+
+def _show(result: KernelResult, forecast: Forecast, at: float, from_cache: bool) -> None:
+    result.forecast, result.computed_at, result.from_cache = forecast, at, from_cache
+    result.unavailable = result.stands_in_for = result.stand_in_failure = None
 
 
 def _json(facts: KernelFacts | None) -> dict[str, Any] | None:

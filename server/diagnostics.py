@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from kernelcast.server.analysis import FileAnalysis
+from kernelcast.server.analysis import FileAnalysis, KernelResult
 from kernelcast.server.positions import to_range
 from kernelcast.server.state import KernelcastServer
 from kernelcast.server.verdicts import verdict
@@ -35,7 +35,7 @@ def build_diagnostics(ls: KernelcastServer, analysis: FileAnalysis) -> list[type
                 severity=types.DiagnosticSeverity.Information if shown.notable else types.DiagnosticSeverity.Hint,
                 source=SOURCE,
                 code=shown.code,
-                data={"kernel": result.kernel.name},
+                data=_data(result, shown.code),
             )
         )
         for problem in result.facts.hint_problems() if result.facts else []:
@@ -49,6 +49,14 @@ def build_diagnostics(ls: KernelcastServer, analysis: FileAnalysis) -> list[type
                 )
             )
     return diagnostics
+
+
+def _data(result: KernelResult, code: str) -> dict[str, str]:
+    """The kernel, and for a forecast the backend that made it (the embedded one while an LLM works)."""
+    data = {"kernel": result.kernel.name}
+    if code in ("forecast", "uncertain") and result.forecast is not None:
+        data["backend"] = str(result.forecast.provenance.get("backend", ""))
+    return data
 
 
 def publish(ls: KernelcastServer, analysis: FileAnalysis) -> None:

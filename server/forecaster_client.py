@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 10.0
+# The embedded forecaster answers in milliseconds; standing in for a slow backend, it must show
+# its forecast at once or not at all, whatever kernelcast.forecaster.timeoutMs allows the LLM.
+STAND_IN = "embedded"
+STAND_IN_TIMEOUT_S = 5.0
 HEALTH_TIMEOUT_S = 1.0
 # After a failed start, the same answer comes at once for this long: a service that cannot
 # start must not cost a process start (1-2 s) on every keystroke.
@@ -53,8 +57,8 @@ class ForecasterClient:
         self._url: str | None = None
         self._start_failure: tuple[float, str] | None = None  # (retry after, why it failed)
         self._token = read_or_create_token(state_dir)
-        self._backend_info: BackendInfo | None = None
-        self._backend_info_at = 0.0
+        self._served: dict[str, BackendInfo] | None = None
+        self._served_at = 0.0
         self._connect_lock = asyncio.Lock()
         self.timeout_s = timeout_s  # an LLM on a CPU may need minutes: kernelcast.forecaster.timeoutMs
         self._http = httpx.AsyncClient(timeout=timeout_s)
@@ -82,7 +86,7 @@ class ForecasterClient:
         async with self._connect_lock:
             if self._url:
                 return self._url
-            self._backend_info = None
+            self._served = None
             if self.configured_url:
                 if not await self._healthy(self.configured_url):
                     raise ForecasterUnavailable(f"forecaster unavailable: no answer from {self.configured_url}")
@@ -139,24 +143,41 @@ class ForecasterClient:
                 time.sleep(0.05)
             raise ForecasterUnavailable(f"forecaster unavailable: the service did not start within {START_TIMEOUT_S:.0f} s")
 
-    async def backend_info(self) -> BackendInfo:
-        """Name, model and calibration version of the backend in use: part of every cache key."""
-        if self._backend_info is not None and time.monotonic() - self._backend_info_at < BACKEND_INFO_TTL_S:
-            return self._backend_info
-        payload = await self._call("GET", "/v1/backends")
-        for entry in payload.get("backends", []):
-            if entry.get("name") == self.backend:
-                self._backend_info = BackendInfo(
-                    entry["name"], entry.get("model_id", ""), entry.get("version", ""), entry.get("calibration_version", "")
-                )
-                self._backend_info_at = time.monotonic()
-                return self._backend_info
-        served = ", ".join(entry.get("name", "?") for entry in payload.get("backends", []))
-        raise ForecasterUnavailable(f"forecaster backend {self.backend!r} is not served (served: {served})")
+    async def served(self) -> dict[str, BackendInfo]:
+        """Every backend the service serves, by name; the calibration versions are part of every cache key."""
+        if self._served is not None and time.monotonic() - self._served_at < BACKEND_INFO_TTL_S:
+            return self._served
+        payload = await self._call("GET", "/v1/backends?probe=false")
+        self._served = {
+            entry["name"]: BackendInfo(entry["name"], entry.get("model_id", ""), entry.get("version", ""), entry.get("calibration_version", ""))
+            for entry in payload.get("backends", [])
+            if entry.get("name")
+        }
+        self._served_at = time.monotonic()
+        return self._served
 
-    async def forecast(self, request: ForecastRequest) -> Forecast:
-        request.backend = self.backend
-        payload = await self._call("POST", "/v1/forecast", request.to_json())
+    async def backend_info(self, name: str | None = None) -> BackendInfo:
+        """Name, model and calibration version of `name` (default: the configured backend)."""
+        name = name or self.backend
+        served = await self.served()
+        if name not in served:
+            raise ForecasterUnavailable(f"forecaster backend {name!r} is not served (served: {', '.join(served)})")
+        return served[name]
+
+    async def stand_in(self) -> str | None:
+        """The fast backend shown while the configured one works: embedded, when it is served
+        and the configured backend is another (an LLM, or `combined` waiting for its slowest member)."""
+        if self.backend == STAND_IN:
+            return None
+        try:
+            return STAND_IN if STAND_IN in await self.served() else None
+        except ForecasterUnavailable:
+            return None  # the configured backend's own request reports it
+
+    async def forecast(self, request: ForecastRequest, backend: str | None = None, timeout_s: float | None = None) -> Forecast:
+        """A forecast from `backend` (default: the configured one) within `timeout_s` (default: timeoutMs)."""
+        request.backend = backend or self.backend
+        payload = await self._call("POST", "/v1/forecast", request.to_json(), timeout_s)
         return Forecast.from_json(payload)
 
     async def learn(self, request: ForecastRequest, measured_speedup: float) -> dict[str, Any]:
@@ -169,17 +190,19 @@ class ForecasterClient:
         try:
             return await self._call("POST", "/v1/learn", body)
         finally:
-            self._backend_info = None
+            self._served = None
 
-    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+    async def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
         """One request; on a dead service, reconnect (restarting it) and try once more."""
+        wait_s = timeout_s or self.timeout_s
         for attempt in range(2):
             url = await self._connect()
             try:
-                response = await self._http.request(method, f"{url}{path}", json=body, headers=self._headers)
+                response = await self._http.request(method, f"{url}{path}", json=body, headers=self._headers, timeout=wait_s)
             except httpx.TimeoutException as error:
                 self._url = None  # a hung service: the next call checks its health, then replaces it
-                raise ForecasterUnavailable(f"forecaster unavailable: no answer within {self.timeout_s:.0f} s") from error
+                setting = "" if timeout_s else " (kernelcast.forecaster.timeoutMs)"
+                raise ForecasterUnavailable(f"forecaster unavailable: no answer within {wait_s:g} s{setting}") from error
             except httpx.TransportError:
                 self._url = None
                 if attempt == 0:

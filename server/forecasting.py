@@ -1,7 +1,9 @@
 """The per-file task: analyse, answer from cache at once, forecast the rest, publish.
 
-Results for a text that changed meanwhile are dropped; forecasts taking longer
-than 300 ms report `$/progress`.
+A slow configured backend (an LLM, or `combined` waiting for one) is asked once, on the
+final inputs (compiler facts included); until it answers, the embedded forecaster's
+forecast is shown, marked as waiting. Results for a text that changed meanwhile are
+dropped; forecasts taking longer than 300 ms report `$/progress`.
 """
 
 from __future__ import annotations
@@ -51,27 +53,34 @@ async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
     if analysis.disabled_reason is not None:
         _publish(ls, analysis)
         return
-    if not settings.compiler_facts:
-        await _forecast_and_publish(ls, analysis, is_current)
-        return
-    # First what the caches know (instant on reopen), then compile what they do not.
-    await asyncio.to_thread(fill_facts, analysis, ls.cache, False, is_current)
-    await _forecast_and_publish(ls, analysis, is_current)
-    if not is_current():
-        return
-    compiled = await asyncio.get_running_loop().run_in_executor(_COMPILES, fill_facts, analysis, ls.cache, True, is_current)
-    if compiled:
+    stand_in = await ls.client.stand_in() if _needs_forecasts(analysis) else None
+    if settings.compiler_facts:
+        # First what the caches know (instant on reopen), then compile what they do not.
+        await asyncio.to_thread(fill_facts, analysis, ls.cache, False, is_current)
+    await _forecast_and_publish(ls, analysis, is_current, stand_in)
+    if settings.compiler_facts and is_current():
+        compiled = await asyncio.get_running_loop().run_in_executor(_COMPILES, fill_facts, analysis, ls.cache, True, is_current)
+        if compiled:
+            await _forecast_and_publish(ls, analysis, is_current, stand_in)
+    if any(result.stands_in_for for result in analysis.results) and is_current():
         await _forecast_and_publish(ls, analysis, is_current)
 
 
-async def _forecast_and_publish(ls: KernelcastServer, analysis: FileAnalysis, is_current: Callable[[], bool]) -> None:
+def _needs_forecasts(analysis: FileAnalysis) -> bool:
+    return any(r.reference and not r.unchanged for r in analysis.results)
+
+
+async def _forecast_and_publish(
+    ls: KernelcastServer, analysis: FileAnalysis, is_current: Callable[[], bool], stand_in: str | None = None
+) -> None:
     path = ls.path_of(analysis.uri)
-    if any(r.reference and not r.unchanged for r in analysis.results):
+    if _needs_forecasts(analysis):
         async with _progress_if_slow(ls, f"forecasting {path.name}"):
-            await fill_forecasts(analysis, path, ls.workspace_root(), ls.settings, ls.cache, ls.client, is_current)
+            await fill_forecasts(analysis, path, ls.workspace_root(), ls.settings, ls.cache, ls.client, is_current, stand_in)
     if not is_current():
         return
-    ls.last_error = next((r.unavailable for r in analysis.results if r.unavailable), None)
+    problems = (r.unavailable or r.stand_in_failure for r in analysis.results)
+    ls.last_error = next((problem for problem in problems if problem), None)
     _publish(ls, analysis)
 
 

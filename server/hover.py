@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from lsprotocol import types
 
@@ -42,6 +43,8 @@ def render(result: KernelResult, analysis: FileAnalysis) -> str:
         lines.append(f"Measured: reference {m.t_reference_ms:.4g} ms, candidate {m.t_candidate_ms:.4g} ms, 95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}×")
     if result.forecast is not None:
         lines += ["", *_forecast_lines(result.forecast)]
+    if result.stands_in_for is not None:
+        lines += ["", _stand_in_line(result)]
     lines += ["", *_facts_lines(result)]
     if result.launch is not None and analysis.hardware is not None:
         lines += ["", _floor_line(result, analysis.hardware)]
@@ -72,9 +75,30 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"Backend: {provenance.get('backend', '?')} ({provenance.get('model_id', '?')} v{provenance.get('backend_version', '?')}), "
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
+    lines += _pool_lines(provenance.get("details") or {})
     if provenance.get("local_learning"):
         count = provenance.get("local_measurements")
         lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]
+    return lines
+
+
+def _stand_in_line(result: KernelResult) -> str:
+    """Why the forecast shown is not the configured backend's."""
+    if result.forecast is None:
+        return f"Waiting for {result.stands_in_for}…"
+    shown = result.forecast.provenance.get("backend", "?")
+    if result.stand_in_failure is not None:
+        return f"Shown: the {shown} forecast, because {result.stands_in_for} did not answer: {result.stand_in_failure}"
+    return f"Provisional: the {shown} forecast, until {result.stands_in_for} answers"
+
+
+def _pool_lines(details: dict[str, Any]) -> list[str]:
+    """Which members a `combined` forecast pooled, and which failed and were left out."""
+    if "contributors" not in details:
+        return []
+    pooled = ", ".join(f"{c.get('backend', '?')} (w={c.get('weight', 1):g})" for c in details["contributors"])
+    lines = ["", f"Pooled ({details.get('pool', '?')}) from {pooled}  "]
+    lines += [f"Left out: {f.get('backend', '?')}: {f.get('error', '?')}  " for f in details.get("failed", [])]
     return lines
 
 

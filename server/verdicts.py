@@ -34,7 +34,18 @@ def verdict(result: KernelResult) -> Verdict | None:
     forecast = result.forecast
     if forecast is None:
         return None
+    message = forecast.message() + _stand_in_words(result)
     if forecast.defer:
-        return Verdict(forecast.inlay_label(), forecast.message(), False, "uncertain")
+        return Verdict(forecast.inlay_label(), message, False, "uncertain")
     notable = abs(math.log2(forecast.speedup)) >= NOTABLE_LOG2
-    return Verdict(forecast.inlay_label(), forecast.message(), notable, "forecast")
+    return Verdict(forecast.inlay_label(), message, notable, "forecast")
+
+
+def _stand_in_words(result: KernelResult) -> str:
+    """` (embedded; waiting for llama-cpp)` after a forecast shown in place of the configured backend's."""
+    if result.stands_in_for is None or result.forecast is None:
+        return ""
+    shown = result.forecast.provenance.get("backend", "?")
+    if result.stand_in_failure is not None:
+        return f" ({shown}; {result.stands_in_for} did not answer)"
+    return f" ({shown}; waiting for {result.stands_in_for})"

@@ -6,8 +6,10 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -82,6 +84,32 @@ def test_forecast_backends_and_bad_requests(service) -> None:
     wrong_language["candidate"]["language"] = "fortran"
     bad = httpx.post(f"{state['url']}/v1/forecast", json=wrong_language, headers=headers)
     assert bad.status_code == 400 and "language" in bad.json()["error"]
+
+
+def test_listing_answers_at_once_while_an_llm_server_hangs(tmp_path: Path) -> None:
+    """The LSP lists backends without probing them; a probing listing runs off the event loop."""
+    silent = socket.create_server(("127.0.0.1", 0))  # takes connections, never answers
+    state_dir = tmp_path / "service"
+    state_dir.mkdir(mode=0o700)
+    llm_url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+    process = _start(state_dir, "--backend", "embedded", "--backend", "openai", "--llm-url", llm_url)
+    try:
+        url, headers = _wait_for_state(state_dir, process.pid)["url"], {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
+        probing = threading.Thread(target=lambda: httpx.get(f"{url}/v1/backends", headers=headers, timeout=60))
+        probing.start()
+        time.sleep(0.5)  # the probe of the silent server is under way
+        started = time.monotonic()
+        listing = httpx.get(f"{url}/v1/backends?probe=false", headers=headers, timeout=10).json()["backends"]
+        assert time.monotonic() - started < 5  # the probe alone takes 20 s
+        assert [b["name"] for b in listing] == ["embedded", "openai", "combined"] and "available" not in listing[0]
+        answer = httpx.post(f"{url}/v1/forecast", json={**_request().to_json(), "backend": "embedded"}, headers=headers, timeout=10)
+        assert answer.json()["provenance"]["backend"] == "embedded"
+        silent.close()  # resets the probe's connection
+        probing.join(timeout=30)
+    finally:
+        silent.close()
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def test_refuses_to_bind_beyond_loopback(tmp_path: Path) -> None:
