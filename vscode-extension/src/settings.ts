@@ -10,12 +10,15 @@ export const SERVER_SETTING_DEFAULTS: Readonly<Record<string, SettingValue>> = {
   'diagnostics.enable': true,
   'hover.enable': true,
   'codeActions.enable': true,
+  'compilerFacts.enable': true,
   confidenceThreshold: 0.8,
   exclude: [],
   'forecaster.url': '',
   'forecaster.backend': 'embedded',
+  'forecaster.timeoutMs': 10000,
   targetGpu: '',
   debounceMs: 400,
+  'measure.kernelTimeoutMs': 10000,
   allowReferencesOutsideWorkspace: false,
   cacheDir: '',
 };
@@ -32,6 +35,13 @@ export const SECTION = 'kernelcast';
 export const RESTART_KEYS: readonly string[] = ['python', 'cacheDir', 'forecaster.url'];
 
 export const CONFIDENCE_RANGE = { min: 0.5, max: 1 } as const;
+
+/** Settings in whole milliseconds, with the range the server accepts (server/settings.py). */
+export const MILLISECOND_RANGES: Readonly<Record<string, { min: number; max: number }>> = {
+  debounceMs: { min: 0, max: 60000 },
+  'forecaster.timeoutMs': { min: 1000, max: 600000 },
+  'measure.kernelTimeoutMs': { min: 100, max: 600000 },
+};
 
 /** Reads one key relative to the `kernelcast` section; undefined when unset. */
 export type SettingReader = (key: string) => unknown;
@@ -59,8 +69,9 @@ function sanitize(key: string, value: unknown, fallback: SettingValue): SettingV
   if (key === 'confidenceThreshold') {
     return Math.min(CONFIDENCE_RANGE.max, Math.max(CONFIDENCE_RANGE.min, value as number));
   }
-  if (key === 'debounceMs') {
-    return Math.max(0, Math.round(value as number));
+  const milliseconds = MILLISECOND_RANGES[key];
+  if (milliseconds) {
+    return Math.min(milliseconds.max, Math.max(milliseconds.min, Math.round(value as number)));
   }
   return value as SettingValue;
 }

@@ -72,7 +72,7 @@ test('a running server gets the settings, drives the status item and receives co
   assert.deepEqual(launchedCommandLines(), ['-m kernelcast lsp']);
   assert.equal(recorded.contextKeys.get('kernelcast.serverRunning'), true);
   const initialize = serverMessages().find((message) => message.method === 'initialize');
-  assert.deepEqual(initialize.params.initializationOptions.forecaster, { url: '', backend: 'embedded' });
+  assert.deepEqual(initialize.params.initializationOptions.forecaster, { url: '', backend: 'embedded', timeoutMs: 10000 });
   assert.equal(initialize.params.initializationOptions.targetGpu, 'H200');
   assert.equal(initialize.params.initializationOptions.confidenceThreshold, 1);
   const configurationAnswer = await until(() => serverMessages().find((message) => Array.isArray(message.result)), 'the configuration answer');

@@ -18,11 +18,13 @@ test('defaults become the nested object the server reads', () => {
     diagnostics: { enable: true },
     hover: { enable: true },
     codeActions: { enable: true },
+    compilerFacts: { enable: true },
     confidenceThreshold: 0.8,
     exclude: [],
-    forecaster: { url: '', backend: 'embedded' },
+    forecaster: { url: '', backend: 'embedded', timeoutMs: 10000 },
     targetGpu: '',
     debounceMs: 400,
+    measure: { kernelTimeoutMs: 10000 },
     allowReferencesOutsideWorkspace: false,
     cacheDir: '',
   });
@@ -33,7 +35,7 @@ test('user values pass through under their nested keys', () => {
     reader({ 'inlayHints.enable': false, 'forecaster.url': 'http://gpu-box:8000', targetGpu: 'B200', exclude: ['**/vendor/**'] }),
   );
   assert.equal(settings.inlayHints.enable, false);
-  assert.deepEqual(settings.forecaster, { url: 'http://gpu-box:8000', backend: 'embedded' });
+  assert.deepEqual(settings.forecaster, { url: 'http://gpu-box:8000', backend: 'embedded', timeoutMs: 10000 });
   assert.equal(settings.targetGpu, 'B200');
   assert.deepEqual(settings.exclude, ['**/vendor/**']);
 });
@@ -51,6 +53,9 @@ test('numbers are kept in their documented range', () => {
   assert.equal(buildServerSettings(reader({ confidenceThreshold: 3 })).confidenceThreshold, 1);
   assert.equal(buildServerSettings(reader({ debounceMs: -5 })).debounceMs, 0);
   assert.equal(buildServerSettings(reader({ debounceMs: 250.6 })).debounceMs, 251);
+  assert.equal(buildServerSettings(reader({ 'forecaster.timeoutMs': 120000.4 })).forecaster.timeoutMs, 120000);
+  assert.equal(buildServerSettings(reader({ 'forecaster.timeoutMs': 10 })).forecaster.timeoutMs, 1000);
+  assert.equal(buildServerSettings(reader({ 'measure.kernelTimeoutMs': 1e9 })).measure.kernelTimeoutMs, 600000);
   assert.deepEqual(buildServerSettings(reader({ exclude: ['a/**', 3] })).exclude, ['a/**']);
 });
 
