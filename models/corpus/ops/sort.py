@@ -310,7 +310,7 @@ __device__ __forceinline__ void insert_top(float* top, float v) {
 __device__ __forceinline__ void pop_top(float* top) {
     #pragma unroll
     for (int a = 0; a < K - 1; ++a) top[a] = top[a + 1];
-    top[K - 1] = -INFINITY;
+    top[K - 1] = __int_as_float(0xff800000);
 }
 """
 
@@ -331,7 +331,7 @@ def _topk_block_lists(top_k: int, threads: int) -> str:
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float top[K];
     #pragma unroll
-    for (int a = 0; a < K; ++a) top[a] = -INFINITY;
+    for (int a = 0; a < K; ++a) top[a] = __int_as_float(0xff800000);
     for (int j = threadIdx.x; j < n; j += THREADS) insert_top(top, row[j]);
     for (int r = 0; r < K; ++r) {{
         float v = top[0];
@@ -343,7 +343,7 @@ def _topk_block_lists(top_k: int, threads: int) -> str:
         }}
         __syncthreads();
         if (warp == 0) {{
-            v = lane < WARPS ? warp_v[lane] : -INFINITY;
+            v = lane < WARPS ? warp_v[lane] : __int_as_float(0xff800000);
             t = lane < WARPS ? warp_i[lane] : THREADS;
             argmax_warp(v, t);
             if (lane == 0) {{
@@ -370,7 +370,7 @@ def _topk_warp_lists(top_k: int, warps: int) -> str:
     const float* values = x + row * n;
     float top[K];
     #pragma unroll
-    for (int a = 0; a < K; ++a) top[a] = -INFINITY;
+    for (int a = 0; a < K; ++a) top[a] = __int_as_float(0xff800000);
     for (int j = lane; j < n; j += 32) insert_top(top, values[j]);
     for (int r = 0; r < K; ++r) {{
         float v = top[0];
@@ -393,10 +393,10 @@ def _topk_passes() -> str:
     __shared__ int last_i;
     const float* row = x + (long long)blockIdx.x * n;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    float pv = INFINITY;
+    float pv = __int_as_float(0x7f800000);
     int pi = -1;
     for (int r = 0; r < k; ++r) {{
-        float bv = -INFINITY;
+        float bv = __int_as_float(0xff800000);
         int bi = 0x7fffffff;
         for (int j = threadIdx.x; j < n; j += blockDim.x) {{
             float v = row[j];
@@ -413,7 +413,7 @@ def _topk_passes() -> str:
         }}
         __syncthreads();
         if (warp == 0) {{
-            bv = lane < warps ? warp_v[lane] : -INFINITY;
+            bv = lane < warps ? warp_v[lane] : __int_as_float(0xff800000);
             bi = lane < warps ? warp_i[lane] : 0x7fffffff;
             argmax_warp(bv, bi);
             if (lane == 0) {{
