@@ -58,7 +58,11 @@ def run_command(args: argparse.Namespace) -> int:
         print(json.dumps(counts))
         return 0
     if command == "to-run":
-        print(f"{dataset.to_run(args.data or dataset.DEFAULT_DATASET, args.run_dir)} records → {args.run_dir}")
+        try:
+            print(f"{dataset.to_run(args.data or dataset.DEFAULT_DATASET, args.run_dir)} records → {args.run_dir}")
+        except FileExistsError as error:
+            print(f"kernelcast corpus to-run: {error}", file=sys.stderr)
+            return 2
         return 0
     try:
         records = dataset.load(args.data or dataset.DEFAULT_DATASET)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from kernelcast.models.corpus.generate import REFERENCE_FAMILY, describe, describe_reference, entries, reference_id
+from kernelcast.models.corpus.runner import median_intervals
 
 DATA_DIR = Path(__file__).parent / "data"
 DEFAULT_DATASET = DATA_DIR / "h100.jsonl.gz"
@@ -97,9 +98,12 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
             else:
                 stale += 1  # the generator no longer makes this kernel
                 continue
+            runtime = raw.get("runtime")
+            if runtime and runtime.get("round_medians_ms"):  # intervals by today's formula
+                runtime = {**runtime, **median_intervals(runtime["round_medians_ms"])}
             record = {
                 "id": key, "kernel_id": kernel_id, **described, "gpu": environment,
-                "correct": raw["correct"], "failure": raw.get("failure"), "runtime": raw.get("runtime"),
+                "correct": raw["correct"], "failure": raw.get("failure"), "runtime": runtime,
                 "clocks": raw.get("clocks"), "seeds": raw.get("seeds"), "facts": facts.get(kernel_id),
             }
             validate_record(record)
@@ -110,6 +114,9 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
 
 def to_run(path: Path, run_dir: Path) -> int:
     """Write a dataset back as a run folder, so `corpus run` resumes it and `assemble` rebuilds it."""
+    existing = run_dir / "records.jsonl"
+    if existing.exists() and existing.stat().st_size:
+        raise FileExistsError(f"{existing} already holds measurements; `corpus run --out {run_dir}` resumes it, or choose an empty folder")
     records = load(path)
     run_dir.mkdir(parents=True, exist_ok=True)
     described = ("op", "bound", "family", "language", "params", "code")
