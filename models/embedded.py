@@ -1,142 +1,136 @@
-"""The embedded forecaster: a physics-shaped prior that needs no download and no GPU.
+"""The embedded forecaster: each side's log time from its work, corrected by a learned residual.
 
-It models each side's own time as a product of cost factors read from the code and
-compiler facts (FORECAST.md "A direction that should generalize"), so swapping the
-sides flips the forecast. Each factor is a rough, public rule of thumb, so every
-factor that differs between the sides also widens the predictive spread: the model
-is only confident when the two kernels differ in a few well-understood ways, and it
-defers to measurement otherwise. It is replaced by the learned model (issue 5)
-behind the same Backend interface.
+FORECAST.md's direction: log2 t̂ = α·(roofline floor of the side) + r(side, context), where
+r is a small MLP ensemble trained on measured pairs (models/training) and the floor comes
+from models/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
+construction: swap the sides and s flips. Its spread is learned per side (how unsure the
+model is about each side's time) plus the ensemble's disagreement, then calibrated on
+held-out operations by the shared calibration layer. Pure numpy: no download, no GPU,
+a few milliseconds a pair.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from kernelcast.forecast import ForecastRequest, KernelSide, normal_bin_probabilities
-from kernelcast.models import backends
-from kernelcast.models.code_features import CodeFeatures, extract
+import numpy as np
 
-# Spread of log2 S that remains even when the sides differ in nothing we can read:
-# kernels that look alike still differ by ~30% on a GPU (layout, compiler choices).
-BASE_SPREAD = 0.45
-# Each differing factor adds this share of its own size to the spread (in quadrature).
-FACTOR_SPREAD_SHARE = 0.8
-# Fixed cost of one launch relative to a kernel's work when problem sizes are unknown.
-LAUNCH_SHARE_UNKNOWN_SIZE = 0.15
-LAUNCH_OVERHEAD_US = 4.0
+from kernelcast.forecast import ForecastRequest, normal_bin_probabilities
+from kernelcast.models import backends
+from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+
+WEIGHTS_PATH = Path(__file__).parent / "weights" / "embedded.npz"
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    # x·sigmoid(x) through tanh: exp(−x) overflows for the far-out rows of an unseen kernel.
+    return x * 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
 
 
 @dataclass(frozen=True)
-class Factor:
-    name: str
-    log2_time: float  # contribution to log2 of this side's time
-    why: str
+class Prediction:
+    """Per pair: mean and sd of s = log2 S, and each side's predicted log2 time (ensemble mean)."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+    log2_time: np.ndarray  # (N, 2): reference, candidate; only their difference is trained
 
 
-def _code_factors(features: CodeFeatures) -> list[Factor]:
-    factors: list[Factor] = []
-    if features.library_matmul:
-        factors.append(Factor("library matmul/conv", -1.0, "cuBLAS/cuDNN run near peak"))
-    elif features.tensor_cores:
-        factors.append(Factor("tensor cores", -1.0, "mma units do matrix work several times faster"))
-    if features.shared_memory and features.loops:
-        factors.append(Factor("shared-memory tiling", -0.6, "re-used data served from on-chip memory"))
-    if features.vector_loads:
-        factors.append(Factor("vector loads", -0.2, "fewer, wider memory transactions"))
-    if features.strided_index:
-        factors.append(Factor("strided index", 0.6, "uncoalesced global accesses waste bandwidth"))
-    if features.atomics:
-        factors.append(Factor("atomics", 0.3, "serialised updates on contended addresses"))
-    if features.warp_shuffles:
-        factors.append(Factor("warp shuffles", -0.15, "register-level reductions avoid shared memory"))
-    if features.half_precision:
-        factors.append(Factor("half precision", -0.3, "half the bytes per element"))
-    if features.unrolled:
-        factors.append(Factor("unrolled loops", -0.1, "more independent memory requests in flight"))
-    return factors
+class TimeModel:
+    """An ensemble of per-side MLPs, stored as stacked arrays (member first) in one .npz."""
 
+    def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        if tuple(meta.get("features", ())) != FEATURE_NAMES:
+            raise ValueError("weights were trained on other features; retrain with models/training/train.py")
+        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items()}
+        self.meta = meta
 
-def _fact_factors(facts: dict[str, Any] | None) -> list[Factor]:
-    factors: list[Factor] = []
-    if not facts:
-        return factors
-    spills = (facts.get("spill_store_bytes") or 0) + (facts.get("spill_load_bytes") or 0)
-    if spills:
-        factors.append(Factor("register spills", min(1.0, 0.2 + spills / 2048), "spilled registers go through local memory"))
-    occupancy = facts.get("occupancy") or {}
-    fraction = occupancy.get("fraction") if isinstance(occupancy, dict) else None
-    if isinstance(fraction, (int, float)) and fraction < 0.25:
-        factors.append(Factor("low occupancy", 0.4, "too few warps to hide memory latency"))
-    return factors
+    @classmethod
+    def load(cls, path: Path = WEIGHTS_PATH) -> "TimeModel":
+        with np.load(path) as data:
+            arrays = {name: data[name] for name in data.files if name != "meta"}
+            meta = json.loads(str(data["meta"]))
+        return cls(arrays, meta)
 
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {name: value.astype(np.float32) for name, value in self.arrays.items()}
+        with open(path, "wb") as stream:
+            np.savez_compressed(stream, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
 
-def _side_factors(side: KernelSide) -> tuple[list[Factor], CodeFeatures]:
-    features = extract(side.code, side.language)
-    facts = side.facts if isinstance(side.facts, dict) else None
-    return _code_factors(features) + _fact_factors(facts), features
+    @property
+    def model_id(self) -> str:
+        digest = hashlib.sha256()
+        for name in sorted(self.arrays):
+            digest.update(self.arrays[name].astype(np.float32).tobytes())
+        return f"time-mlp-{digest.hexdigest()[:10]}"
 
+    def side_outputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(members, N) log2 time and sd of each row of features (N, F)."""
+        a = self.arrays
+        z = (rows - a["mu"]) / a["sd"]
+        h = _silu(np.einsum("nf,mfh->mnh", z, a["w1"]) + a["b1"][:, None, :])
+        h = _silu(np.einsum("mnh,mhk->mnk", h, a["w2"]) + a["b2"][:, None, :])
+        out = np.einsum("mnk,mko->mno", h, a["w3"]) + a["b3"][:, None, :]
+        log2_time = a["alpha"][:, None] * rows[None, :, FLOOR_INDEX] + out[..., 0]
+        return log2_time, _softplus(out[..., 1])
 
-def _launch_log2_time(features: CodeFeatures, problem: dict[str, Any] | None) -> float:
-    """Launch overhead as a share of the side's time: large for small problems."""
-    elements = _problem_elements(problem)
-    if elements is None:
-        share = LAUNCH_SHARE_UNKNOWN_SIZE
-    else:
-        # ~3 TB/s moves a few hundred bytes per element in a handful of microseconds at 1e6.
-        work_us = max(elements * 8 / 3.0e6, 1.0)
-        share = LAUNCH_OVERHEAD_US / work_us
-    return math.log2(1.0 + share * (features.launches - 1))
+    def pair_term(self, features: np.ndarray) -> np.ndarray:
+        """(members, N) antisymmetric pair-level correction h(ref, cand) − h(cand, ref)."""
+        a = self.arrays
+        z = (features - a["mu"]) / a["sd"]
 
+        def h(x: np.ndarray) -> np.ndarray:
+            x = _silu(np.einsum("nf,mfh->mnh", x, a["p1"]) + a["pb1"][:, None, :])
+            x = _silu(np.einsum("mnh,mhk->mnk", x, a["p2"]) + a["pb2"][:, None, :])
+            return (np.einsum("mnk,mko->mno", x, a["p3"]) + a["pb3"][:, None, :])[..., 0]
 
-def _problem_elements(problem: dict[str, Any] | None) -> float | None:
-    if not problem:
-        return None
-    sizes = [float(v) for v in problem.values() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
-    if not sizes:
-        return None
-    return max(sizes)
+        return h(z.reshape(len(z), -1)) - h(z[:, ::-1].reshape(len(z), -1))
+
+    def predict(self, features: np.ndarray) -> Prediction:
+        """features: (N, 2, F) rows of (reference, candidate) from features.pair_features."""
+        n = len(features)
+        log2_time, side_sd = self.side_outputs(features.reshape(2 * n, -1))
+        log2_time, side_sd = log2_time.reshape(-1, n, 2), side_sd.reshape(-1, n, 2)
+        means = log2_time[..., 0] - log2_time[..., 1]
+        if "p1" in self.arrays:
+            means = means + self.pair_term(features)
+        variances = self.arrays["sigma0"][:, None] ** 2 + (side_sd**2).sum(axis=-1)
+        mean = means.mean(axis=0)
+        sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
+        return Prediction(mean, sd, log2_time.mean(axis=0))
 
 
 class EmbeddedBackend:
     name = "embedded"
-    model_id = "prior-factors"
-    version = "1"
+    version = "2"
+
+    def __init__(self, path: Path = WEIGHTS_PATH) -> None:
+        self.model = TimeModel.load(path)
+        self.model_id = self.model.model_id
 
     def status(self) -> backends.BackendStatus:
-        return backends.BackendStatus(True, "built in: no download, no GPU")
+        return backends.BackendStatus(True, f"built in: {self.model_id}, no download, no GPU")
 
     def predict(self, request: ForecastRequest) -> backends.RawPrediction:
-        ref_factors, ref_features = _side_factors(request.reference)
-        cand_factors, cand_features = _side_factors(request.candidate)
-        ref_time = sum(f.log2_time for f in ref_factors) + _launch_log2_time(ref_features, request.problem)
-        cand_time = sum(f.log2_time for f in cand_factors) + _launch_log2_time(cand_features, request.problem)
-        mean = ref_time - cand_time
-
-        ref_by_name = {f.name: f.log2_time for f in ref_factors}
-        cand_by_name = {f.name: f.log2_time for f in cand_factors}
-        differing = {
-            name: cand_by_name.get(name, 0.0) - ref_by_name.get(name, 0.0)
-            for name in set(ref_by_name) | set(cand_by_name)
-            if abs(cand_by_name.get(name, 0.0) - ref_by_name.get(name, 0.0)) > 1e-9
-        }
-        launches_differ = ref_features.launches != cand_features.launches
-        spread = math.sqrt(
-            BASE_SPREAD**2
-            + sum((FACTOR_SPREAD_SHARE * delta) ** 2 for delta in differing.values())
-            + (0.3 if launches_differ else 0.0) ** 2
-            + (0.35 if request.reference.language != request.candidate.language else 0.0) ** 2
-        )
+        prediction = self.model.predict(pair_features(request)[None])
+        mean, sd = float(prediction.mean[0]), float(prediction.sd[0])
+        reference, candidate = (float(v) for v in prediction.log2_time[0])
         return backends.RawPrediction(
-            probabilities=normal_bin_probabilities(mean, spread),
+            probabilities=normal_bin_probabilities(mean, sd),
             details={
                 "mean_log2": round(mean, 4),
-                "spread_log2": round(spread, 4),
-                "differing_factors": sorted(differing),
-                "reference_factors": [f.name for f in ref_factors],
-                "candidate_factors": [f.name for f in cand_factors],
+                "spread_log2": round(sd, 4),
+                "reference_log2_time": round(reference, 3),
+                "candidate_log2_time": round(candidate, 3),
             },
         )
 

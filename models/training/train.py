@@ -1,0 +1,363 @@
+"""Train the embedded forecaster, judge it on held-out operations, calibrate it, write weights and a report.
+
+    python -m kernelcast.models.training.train --pairs corpus_pairs.jsonl --cuda-l1 h100,a100,l40,h20,3090 \\
+        --out models/weights/embedded.npz --report models/training/report
+
+Judging (FORECAST.md, issue 5): operations are split into folds (group split, never
+random pairs); each fold's pairs are forecast by a model that never saw its operations
+and, for GPUs outside --train-gpus, never saw that GPU either. The calibration of a
+fold's forecasts is fitted on the other folds' held-out forecasts (cross-fitted), so the
+reported calibration is held-out too. Then the shipped model is fitted on every pair and
+the shipped calibration on all held-out forecasts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from kernelcast.forecast import KernelSide, normal_bin_probabilities
+from kernelcast.models import calibration, features
+from kernelcast.models.embedded import TimeModel
+from kernelcast.models.evaluation import evaluate
+from kernelcast.models.features import pair_features
+from kernelcast.models.training import cuda_l1
+from kernelcast.models.training.learner import Settings, train
+from kernelcast.pairs import LabelledPair, read_pairs
+
+BACKEND = "embedded"
+# A copy of a pair as an editor sends it (see `as_editor_sends`) counts this much of its original.
+AUGMENTED_WEIGHT = 0.5
+# Copies: compiler facts without the corpus's launch list (a compiler, but no launch pragma
+# inside the kernel's text), and no facts at all (no compiler installed).
+VARIANTS = ("facts without launches", "without facts")
+CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
+# Headline metrics of the report, with issue 5's targets (None: reported, no target).
+TARGETS: dict[str, float | None] = {
+    "direction_accuracy": 0.85, "bin_accuracy": 0.50, "within_one_bin": 0.85, "direction_ece": 0.05,
+    "accuracy_at_threshold": 0.95, "coverage_at_threshold": 0.50, "top10_recovery_mean": 0.95, "nll": None, "crps": None,
+}
+LOWER_IS_BETTER = {"direction_ece", "nll", "crps"}
+
+
+@dataclass
+class Dataset:
+    """Pairs as arrays: features (N, 2, F) and what the split and the report need."""
+
+    features: np.ndarray
+    log2_speedup: np.ndarray
+    speedup: np.ndarray
+    op: np.ndarray
+    source: np.ndarray  # "corpus" or "cuda-l1"
+    gpu: np.ndarray  # hardware key
+    gpu_class: np.ndarray
+    kind: np.ndarray
+    language: np.ndarray
+    group: np.ndarray
+    variant: np.ndarray  # "" for a measured pair, else the VARIANTS copy it is: judged apart from the originals
+
+    def __len__(self) -> int:
+        return len(self.speedup)
+
+    def subset(self, mask: np.ndarray) -> "Dataset":
+        return Dataset(**{name: value[mask] for name, value in self.__dict__.items()})
+
+
+def _source(pair: LabelledPair) -> str:
+    return "cuda-l1" if pair.source.startswith("cuda-l1") else "corpus"
+
+
+def as_editor_sends(pair: LabelledPair, variant: str) -> LabelledPair:
+    """The pair as the editor sends it: facts without the launch list, or no facts at all.
+
+    Training on these copies keeps forecasts sane where the LSP knows less than the
+    corpus (no launch list, no nvcc, a PyTorch side) instead of leaving that input region
+    to chance.
+    """
+    request = pair.request
+
+    # Every other copy also loses the problem sizes (without facts) or the SASS mix (facts
+    # without launches: no nvdisasm/cuobjdump on the user's machine).
+    halve = int(hashlib.sha256(pair.id.encode()).hexdigest(), 16) % 2 == 0
+    dropped = ("launches", "kernels", "sass") if halve else ("launches", "kernels")
+
+    def side(kernel: KernelSide) -> KernelSide:
+        if variant == "without facts" or not kernel.facts:
+            return replace(kernel, facts=None)
+        return replace(kernel, facts={key: value for key, value in kernel.facts.items() if key not in dropped})
+
+    drop_sizes = variant == "without facts" and halve
+    stripped = replace(request, reference=side(request.reference), candidate=side(request.candidate),
+                       problem=None if drop_sizes else request.problem)
+    return replace(pair, id=f"{pair.id}/{variant}", request=stripped)
+
+
+def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = None) -> Dataset:
+    return Dataset(
+        features=np.stack([pair_features(pair.request) for pair in pairs]),
+        log2_speedup=np.array([pair.log2_speedup for pair in pairs]),
+        speedup=np.array([pair.speedup for pair in pairs]),
+        op=np.array([f"{_source(pair)}:{pair.op}" for pair in pairs]),
+        source=np.array([_source(pair) for pair in pairs]),
+        gpu=np.array([str(pair.request.hardware.get("key") or "unknown") for pair in pairs]),
+        gpu_class=np.array([calibration.gpu_class(pair.request.hardware.get("compute_capability")) for pair in pairs]),
+        kind=np.array([pair.kind for pair in pairs]),
+        language=np.array([pair.language for pair in pairs]),
+        group=np.array([pair.group for pair in pairs]),
+        variant=np.array(variants if variants is not None else [""] * len(pairs)),
+    )
+
+
+def _cached(cache: Path | None, name: str, build: Callable[[], Dataset]) -> Dataset:
+    """`build()`, kept in `cache` under `name` and the digest of the code that builds rows
+    (features.py, the CUDA-L1 converter, this module's copies), so changed code never reuses stale rows."""
+    if cache is None:
+        return build()
+    digest = hashlib.sha256(b"".join(Path(module.__file__).read_bytes() for module in (features, cuda_l1, sys.modules[__name__]))).hexdigest()[:12]
+    path = cache / f"{name}-{digest}.npz"
+    if path.exists():
+        with np.load(path) as stored:
+            return Dataset(**{field: stored[field] for field in stored.files})
+    dataset = build()
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **dataset.__dict__)
+    return dataset
+
+
+def _pairs_file(path: Path) -> Dataset:
+    pairs = list(read_pairs(path))
+    with_facts = [pair for pair in pairs if pair.request.reference.facts or pair.request.candidate.facts]
+    copies = [as_editor_sends(pair, variant) for variant in VARIANTS for pair in with_facts]
+    return featurize(pairs + copies, [""] * len(pairs) + [variant for variant in VARIANTS for _ in with_facts])
+
+
+def load(pair_files: Sequence[Path], cuda_l1_gpus: Sequence[str], cache: Path | None) -> Dataset:
+    """Every pair as features, one cached block per source (a CUDA-L1 GPU is found by name alone)."""
+    blocks = [
+        _cached(cache, f"pairs-{hashlib.sha256(f'{p.resolve()}:{p.stat().st_mtime_ns}'.encode()).hexdigest()[:12]}", lambda p=p: _pairs_file(p))
+        for p in pair_files
+    ]
+    blocks += [_cached(cache, f"cuda-l1-{gpu}", lambda gpu=gpu: featurize(cuda_l1.load_pairs(gpu))) for gpu in cuda_l1_gpus]
+    return Dataset(**{name: np.concatenate([getattr(block, name) for block in blocks]) for name in Dataset.__dataclass_fields__})
+
+
+def pair_weights(data: Dataset, cuda_l1_weight: float) -> np.ndarray:
+    """Each operation counts about equally (1/√pairs), CUDA-L1 scaled by its own weight."""
+    _, inverse, counts = np.unique(data.op, return_inverse=True, return_counts=True)
+    weights = 1.0 / np.sqrt(counts[inverse])
+    weights = np.where(data.variant != "", AUGMENTED_WEIGHT * weights, weights)
+    return np.where(data.source == "cuda-l1", cuda_l1_weight * weights, weights)
+
+
+def family(op: str) -> str:
+    """Operations named alike (row_sum, row_max, row_mean; gemm, gemm_bias_relu) share a fold:
+    holding out one while its near-twin trains would flatter the held-out numbers."""
+    source, _, name = op.partition(":")
+    return f"{source}:{name.split('_')[0]}"
+
+
+def folds_of(ops: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Fold index per pair; operation families shuffled with `seed`, then dealt round-robin per source."""
+    fold = np.zeros(len(ops), dtype=int)
+    rng = np.random.default_rng(seed)
+    families = np.array([family(op) for op in ops])
+    sources = np.array([op.split(":", 1)[0] for op in ops])
+    for source in sorted(set(sources)):
+        unique = np.array(sorted(set(families[sources == source])))
+        rng.shuffle(unique)
+        for index, name in enumerate(unique):
+            fold[families == name] = index % folds
+    return fold
+
+
+def probabilities(model: TimeModel, features: np.ndarray) -> np.ndarray:
+    prediction = model.predict(features)
+    return np.array([normal_bin_probabilities(m, s) for m, s in zip(prediction.mean, prediction.sd)])
+
+
+def held_out(
+    data: Dataset, folds: int, train_gpus: set[str], settings: Settings, seed: int, cuda_l1_weight: float, log: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw held-out probabilities of every pair, and its fold."""
+    fold = folds_of(data.op, folds, seed)
+    raw = np.zeros((len(data), 8))
+    weights = pair_weights(data, cuda_l1_weight)
+    trainable = np.isin(data.gpu, list(train_gpus))
+    for k in range(folds):
+        started = time.perf_counter()
+        chosen = (fold != k) & trainable
+        model = train(data.features[chosen], data.log2_speedup[chosen], weights[chosen], settings, seed + k, {}, data.op[chosen])
+        raw[fold == k] = probabilities(model, data.features[fold == k])
+        print(f"fold {k + 1}/{folds}: trained on {chosen.sum()} pairs in {time.perf_counter() - started:.0f} s", file=log)
+    return raw, fold
+
+
+def cross_fitted(raw: np.ndarray, data: Dataset, fold: np.ndarray, fit_mask: np.ndarray, kind: str) -> np.ndarray:
+    """Each fold calibrated by a map fitted on the other folds' held-out pairs of its GPU class."""
+    calibrated = raw.copy()
+    for k in np.unique(fold):
+        for gpu in np.unique(data.gpu_class):
+            target = (fold == k) & (data.gpu_class == gpu)
+            source = (fold != k) & (data.gpu_class == gpu) & fit_mask
+            if target.any() and source.sum() >= calibration.MIN_PAIRS_FOR_TEMPERATURE:
+                calibrated[target] = calibration.fit(raw[source], data.speedup[source], kind).apply_rows(raw[target])
+    return calibrated
+
+
+def _report_sets(data: Dataset, train_gpus: set[str]) -> dict[str, np.ndarray]:
+    corpus = data.source == "corpus"
+    sets = {"corpus (H100)": corpus & (data.variant == ""), **{f"corpus (H100), {v}": corpus & (data.variant == v) for v in VARIANTS}}
+    for gpu in sorted(set(data.gpu[data.source == "cuda-l1"])):
+        seen = "GPU seen in training" if gpu in train_gpus else "GPU not seen in training"
+        sets[f"CUDA-L1 {gpu} ({seen})"] = (data.source == "cuda-l1") & (data.gpu == gpu)
+    return {name: mask for name, mask in sets.items() if mask.any()}
+
+
+def _evaluate(p: np.ndarray, data: Dataset, mask: np.ndarray) -> dict[str, Any]:
+    return evaluate(p[mask], data.speedup[mask], list(data.kind[mask]), list(data.language[mask]), list(data.group[mask]))
+
+
+def _headline(result: dict[str, Any]) -> dict[str, Any]:
+    overall = result["overall"]
+    row = {"n": overall["n"], "n_direction": overall["n_direction"], **{key: overall.get(key) for key in TARGETS}}
+    edit = result.get("by_kind", {}).get("edit")
+    row["edit_direction_accuracy"] = edit["direction_accuracy"] if edit else None
+    return row
+
+
+def _table(title: str, rows: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
+    """Markdown rows of headline metrics, each cell against its target (✓/✗)."""
+    columns = [*TARGETS, "edit_direction_accuracy"]
+    targets = {**TARGETS, "edit_direction_accuracy": 0.90}
+    lines = [
+        f"| {title} | calibration | N | " + " | ".join(columns) + " |",
+        "|---|---|---|" + "---|" * len(columns),
+        "| target | | | " + " | ".join(
+            "" if targets[c] is None else ("≤" if c in LOWER_IS_BETTER else "≥") + f"{targets[c]:.2f}" for c in columns
+        ) + " |",
+    ]
+    for name, kind, row in rows:
+        cells = []
+        for column in columns:
+            value, target = row.get(column), targets[column]
+            if value is None:
+                cells.append("–")
+                continue
+            met = "" if target is None else (" ✓" if (value <= target if column in LOWER_IS_BETTER else value >= target) else " ✗")
+            cells.append(f"{value:.3f}{met}")
+        lines.append(f"| {name} | {kind} | {row['n']} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """Every report set under each calibration, then the corpus split by kind, language and operation."""
+    chosen = report["calibration"]["chosen"]
+    lines = _table("set", [(name, kind, row) for name, by_kind in report["sets"].items() for kind, row in by_kind.items()])
+    corpus = report["full"].get(f"corpus (H100) / {chosen}")
+    if corpus:
+        splits = [(f"{split.removeprefix('by_')}: {label}", chosen, _headline({"overall": result}))
+                  for split in ("by_kind", "by_language") for label, result in corpus.get(split, {}).items()]
+        lines += _table("corpus (H100) split", splits)
+        lines += _table("corpus (H100) operation", [(op, chosen, row) for op, row in report["by_op"].get("corpus (H100)", {}).items()])
+    return "\n".join(lines)
+
+
+def judge(data: Dataset, train_gpus: set[str], settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
+    """Held-out metrics of every report set under each calibration, and the shipped calibration maps."""
+    raw, fold = held_out(data, args.folds, train_gpus, settings, args.seed, args.cuda_l1_weight, sys.stderr)
+    return score_held_out(raw, fold, data, train_gpus, args)
+
+
+def score_held_out(
+    raw: np.ndarray, fold: np.ndarray, data: Dataset, train_gpus: set[str], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
+    """Calibrate held-out forecasts (cross-fitted), score every report set, fit the shipped maps.
+
+    Apart from training so that a calibration change can be judged again from `held_out.npz`.
+    """
+    fit_mask = np.isin(data.gpu, list(train_gpus)) & (data.variant == "")
+    versions = {"raw": raw, **{kind: cross_fitted(raw, data, fold, fit_mask, kind) for kind in CALIBRATION_KINDS}}
+    # The shipped map: the kind with the lower held-out direction ECE on the pairs it is fitted from.
+    ece = {kind: _evaluate(versions[kind], data, fit_mask)["overall"]["direction_ece"] for kind in CALIBRATION_KINDS}
+    chosen = min(ece, key=ece.get)
+    report: dict[str, Any] = {"folds": args.folds, "seed": args.seed, "train_gpus": sorted(train_gpus), "sets": {}, "full": {}, "by_op": {}}
+    for name, mask in _report_sets(data, train_gpus).items():
+        report["sets"][name] = {}
+        for kind, p in versions.items():
+            result = _evaluate(p, data, mask)
+            report["sets"][name][kind] = _headline(result)
+            report["full"][f"{name} / {kind}"] = result
+        report["by_op"][name] = {op: _headline(_evaluate(versions[chosen], data, mask & (data.op == op))) for op in np.unique(data.op[mask])}
+    maps = {
+        f"{BACKEND}/{gpu}": calibration.fit(raw[mask], data.speedup[mask], chosen)
+        for gpu in np.unique(data.gpu_class)
+        if (mask := (data.gpu_class == gpu) & (data.variant == "")).sum() >= calibration.MIN_PAIRS_FOR_TEMPERATURE
+    }
+    report["calibration"] = {"chosen": chosen, "held_out_direction_ece": ece, "maps": {k: v.to_json() for k, v in maps.items()}}
+    if args.report:
+        args.report.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(args.report / "held_out.npz", raw=raw, calibrated=versions[chosen], fold=fold, **data.__dict__)
+    return report, maps
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelcast.models.training.train", description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=Path, action="append", default=[], help="a LabelledPair JSONL file (repeatable)")
+    parser.add_argument("--cuda-l1", default="", help="CUDA-L1 GPUs to add, e.g. h100,a100,l40,h20,3090")
+    parser.add_argument("--cuda-l1-weight", type=float, default=0.5, help="weight of a CUDA-L1 pair relative to a corpus pair")
+    parser.add_argument("--train-gpus", default="H100-SXM", help="hardware keys the held-out folds train on (others: unseen GPU)")
+    parser.add_argument("--out", type=Path, help="weights file to write (.npz); without it the run only judges")
+    parser.add_argument("--calibration-out", type=Path, default=calibration.SHIPPED_PATH)
+    parser.add_argument("--report", type=Path, help="folder for report.json and report.md")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=Settings.epochs)
+    parser.add_argument("--members", type=int, default=Settings.members)
+    parser.add_argument("--hidden", type=int, default=Settings.hidden)
+    parser.add_argument("--pair-hidden", type=int, default=Settings.pair_hidden, help="width of the pair-level correction (0: none)")
+    parser.add_argument("--op-bootstrap", action="store_true", help="members bootstrap whole operations, not pairs")
+    parser.add_argument("--device", default=Settings.device, help="torch device to train on (cpu reproduces shipped weights)")
+    parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
+    parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
+    args = parser.parse_args(argv)
+    gpus = [gpu for gpu in args.cuda_l1.split(",") if gpu]
+    if not args.pairs and not gpus:
+        parser.error("give --pairs FILE and/or --cuda-l1 GPUS")
+    if args.out is None and args.no_eval:
+        parser.error("--no-eval without --out does nothing")
+    settings = replace(Settings(), epochs=args.epochs, members=args.members, hidden=args.hidden, pair_hidden=args.pair_hidden,
+                       op_bootstrap=args.op_bootstrap, device=args.device)
+    log = sys.stderr
+    started = time.perf_counter()
+    data = load(args.pairs, gpus, args.feature_cache)
+    print(f"{len(data)} pairs, {len(set(data.op))} operations, featurized in {time.perf_counter() - started:.0f} s", file=log)
+    train_gpus = set(args.train_gpus.split(","))
+    inputs = {"pairs": [str(p) for p in args.pairs], "cuda_l1": gpus, "cuda_l1_weight": args.cuda_l1_weight, "n_pairs": len(data)}
+
+    if not args.no_eval:
+        report, maps = judge(data, train_gpus, settings, args)
+        report["inputs"] = inputs
+        calibration.write_shipped(maps, args.calibration_out)
+        if args.report:
+            (args.report / "report.json").write_text(json.dumps(report, indent=1, default=float))
+            (args.report / "report.md").write_text(markdown(report))
+        print(markdown(report), file=log)
+
+    if args.out is None:
+        return 0
+    model = train(data.features, data.log2_speedup, pair_weights(data, args.cuda_l1_weight), settings, args.seed, {"inputs": inputs}, data.op)
+    model.save(args.out)
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB, {model.model_id}) in {time.perf_counter() - started:.0f} s", file=log)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
