@@ -13,7 +13,7 @@ user's own in a small JSON in kernelcast's state folder. Until a map exists for 
 forecasts made under different calibrations never mix.
 
 API for learning from the user's measurements (the server's side of issue 5):
-- `update_local(observations, backend, gpu, path=None) -> LocalCorrection`: refit the
+- `update_local(observations, backend, gpu, path=None, table=None) -> LocalCorrection`: refit the
   local bias (and, with enough measurements, the temperature on top of the shipped map)
   of one (backend, GPU class) from every (raw probabilities, measured S) pair measured
   so far, and persist it. Pass all observations each time: the fit is a pure function of
@@ -107,8 +107,15 @@ class IsotonicCdf:
     fitted_on: int
 
     def apply_rows(self, rows: np.ndarray) -> np.ndarray:
-        cdf = np.cumsum(rows, axis=1)[:, : NUM_BINS - 1]
-        return _from_cdf(np.interp(cdf, self.knots_x, self.knots_y))
+        # Mapped from both ends (P(below) from the left, P(above) from the right) and averaged:
+        # equal to g(F) for a symmetric g, and exactly mirrored for a swapped pair even where
+        # rounding leaves F at 0 on one side and 1 − ε on the other.
+        below = np.cumsum(rows, axis=1)[:, : NUM_BINS - 1]
+        above = np.cumsum(rows[:, ::-1], axis=1)[:, NUM_BINS - 2 :: -1]
+        return _from_cdf((self._g(below) + 1.0 - self._g(above)) / 2.0)
+
+    def _g(self, cdf: np.ndarray) -> np.ndarray:
+        return np.interp(cdf, self.knots_x, self.knots_y)
 
     @property
     def id(self) -> str:
@@ -168,14 +175,20 @@ def _pav(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_isotonic(probabilities: Any, speedups: Any) -> IsotonicCdf:
-    """g with P(s < edge) ≈ g(F(edge)), pooled over the 7 edges; anchored at (0, 0) and (1, 1)."""
+    """g with P(s < edge) ≈ g(F(edge)), pooled over the 7 edges; anchored at (0, 0) and (1, 1).
+
+    Fitted on every pair and its mirror (sides swapped: bins reversed, true bin mirrored), so
+    g(1 − u) = 1 − g(u): calibrating a swapped pair gives the swapped forecast, as it must.
+    """
     rows, bins = _as_rows(probabilities), _true_bins(speedups)
+    pairs = len(bins)
+    rows, bins = np.concatenate([rows, rows[:, ::-1]]), np.concatenate([bins, NUM_BINS - 1 - bins])
     cdf = np.cumsum(rows, axis=1)[:, : NUM_BINS - 1]
     below = (bins[:, None] <= np.arange(NUM_BINS - 1)[None, :]).astype(float)
     knots_x, knots_y = _pav(cdf.ravel(), below.ravel())
     knots_x = np.concatenate([[0.0], knots_x, [1.0]])
     knots_y = np.concatenate([[0.0], np.clip(knots_y, 0.0, 1.0), [1.0]])
-    return IsotonicCdf(tuple(np.round(knots_x, 6)), tuple(np.round(knots_y, 6)), len(bins))
+    return IsotonicCdf(tuple(np.round(knots_x, 6)), tuple(np.round(knots_y, 6)), pairs)
 
 
 def fit(probabilities: Any, speedups: Any, kind: str = "temperature") -> CalibrationMap:
@@ -332,11 +345,17 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def update_local(
-    observations: Sequence[tuple[Sequence[float], float]], backend: str, gpu: str, path: Path | None = None
+    observations: Sequence[tuple[Sequence[float], float]],
+    backend: str,
+    gpu: str,
+    path: Path | None = None,
+    table: CalibrationTable | None = None,
 ) -> LocalCorrection:
     """Refit and persist the local correction of (backend, GPU class) from all its measured pairs.
 
     `observations`: (the backend's *raw* 8 bin probabilities for a pair, measured S).
+    `table`: the calibration in use, whose shipped map the local temperature sits on
+    (default: the shipped one).
     """
     if not observations:
         raise ValueError("no measured pairs to learn from")
@@ -345,7 +364,8 @@ def update_local(
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         data = {}
-    correction = fit_local(observations, CalibrationTable().shipped_map(backend, gpu))
+    shipped = (table if table is not None else CalibrationTable(local=path)).shipped_map(backend, gpu)
+    correction = fit_local(observations, shipped)
     data[_key(backend, gpu)] = correction.to_json()
     _write_json(path, data)
     return correction

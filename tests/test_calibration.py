@@ -55,6 +55,16 @@ def test_isotonic_cdf_map_fixes_direction_confidence_and_keeps_distributions() -
     assert _direction_ece(probabilities, speedups) > 0.1 and _direction_ece(calibrated, speedups) < 0.03
 
 
+def test_isotonic_map_calibrates_a_swapped_pair_into_the_swapped_forecast() -> None:
+    # Fitted on one-sided data (the forecaster leans "faster"), the map must still commute
+    # with swapping the sides, or the editor would show both kernels faster than each other.
+    probabilities, speedups = _gaussian_forecaster(3000, true_sd=0.8, claimed_sd=0.4, bias=0.7)
+    fitted = calibration.fit_isotonic(probabilities, speedups)
+    assert fitted.fitted_on == 3000
+    rows = probabilities[:50]
+    assert np.allclose(fitted.apply_rows(rows[:, ::-1]), fitted.apply_rows(rows)[:, ::-1], atol=1e-6)
+
+
 def test_shift_moves_the_median_by_the_bias_and_zero_is_the_identity() -> None:
     rows = np.array([normal_bin_probabilities(0.2, 0.5)])
     assert np.allclose(calibration.shift(rows, 0.0), rows)
@@ -87,7 +97,7 @@ def test_local_learning_finds_the_bias_of_this_gpu_persists_it_and_resets(tmp_pa
     before = table.version
     # The backend says s ≈ 0 (median 0); this GPU measures s = 0.6 every time.
     observations = [(normal_bin_probabilities(0.0, 0.4), 2.0**0.6)] * 15
-    correction = calibration.update_local(observations, "embedded", "sm9x", local)
+    correction = calibration.update_local(observations, "embedded", "sm9x", local, table)
     assert correction.bias_log2 == pytest.approx(0.6 * 15 / (15 + calibration.BIAS_PRIOR_PAIRS), abs=1e-3)
     assert correction.temperature is None  # too few pairs for a temperature
     assert json.loads(local.read_text())["embedded/sm9x"]["fitted_on"] == 15
@@ -102,7 +112,9 @@ def test_local_learning_finds_the_bias_of_this_gpu_persists_it_and_resets(tmp_pa
 
 def test_local_temperature_with_enough_pairs_widens_an_over_confident_backend(tmp_path: Path) -> None:
     probabilities, speedups = _gaussian_forecaster(200, true_sd=1.0, claimed_sd=0.4)
-    correction = calibration.update_local(list(zip(probabilities, speedups)), "embedded", "sm9x", tmp_path / "local.json")
+    local = tmp_path / "local.json"
+    no_shipped_map = calibration.CalibrationTable(tmp_path / "none.json", local=local)
+    correction = calibration.update_local(list(zip(probabilities, speedups)), "embedded", "sm9x", local, no_shipped_map)
     assert abs(correction.bias_log2) < 0.15 and correction.temperature is not None and correction.temperature > 3.0
 
 
