@@ -25,6 +25,8 @@ CLIP_LOG2 = 3.5
 
 @dataclass(frozen=True)
 class Settings:
+    """How to train; the defaults made the shipped weights (stored in their meta)."""
+
     members: int = 5
     hidden: int = 128
     epochs: int = 40
