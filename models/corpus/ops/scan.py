@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, SM_COUNT, TRITON_HEADER, divisible, pack_struct, unsupported
+from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible, pack_struct
+from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

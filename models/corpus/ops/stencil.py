@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import TRITON_HEADER, divisible, pack_struct, unsupported
+from kernelcast.models.corpus.ops.memkit import divisible, pack_struct
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
