@@ -37,8 +37,9 @@ def check_close(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str,
     if expected.shape != actual.shape:
         return f"wrong results: {name} has shape {tuple(actual.shape)}, reference {tuple(expected.shape)}"
     tolerance = tolerance_for(dtype) if tolerance is None else tolerance
-    expected64 = expected.astype(np.float64, copy=False)
-    actual64 = actual.astype(np.float64, copy=False)
+    # At least 1-d: a loss function's 0-d output would make the error a scalar below.
+    expected64 = np.atleast_1d(expected.astype(np.float64, copy=False))
+    actual64 = np.atleast_1d(actual.astype(np.float64, copy=False))
     unwritten = np.isnan(actual64) & ~np.isnan(expected64)
     if unwritten.any():
         first = _index_text(np.flatnonzero(unwritten)[0], expected.shape)

@@ -41,6 +41,14 @@ def test_multi_dimensional_index_and_output_name() -> None:
     assert timing.check_close("b", expected, actual, "f64") == "wrong results: max abs err 2.0e+00 at index (2, 5) (tolerance 1e-04) in b"
 
 
+def test_a_scalar_output_like_a_loss_is_compared() -> None:
+    # A KernelBench loss returns a 0-d tensor; comparing it raised TypeError (CUDA-L1 L1/T94, T100).
+    expected = np.array(0.5, dtype=np.float32)
+    assert timing.check_close("out", expected, np.array(0.50001, dtype=np.float32), "f32") is None
+    assert timing.check_close("out", expected, np.array(0.7, dtype=np.float32), "f32") == "wrong results: max abs err 2.0e-01 at index 0 (tolerance 1e-04)"
+    assert "NaN" in timing.check_close("out", expected, np.array(np.nan, dtype=np.float32), "f32")
+
+
 def test_poisoned_elements_left_unwritten_are_caught() -> None:
     expected = np.arange(10, dtype=np.float32)
     actual = expected.copy()
