@@ -135,11 +135,6 @@ def map_from_json(data: dict[str, Any]) -> CalibrationMap:
     return IsotonicCdf(tuple(map(float, data["x"])), tuple(map(float, data["y"])), int(data.get("fitted_on", 0)))
 
 
-def mean_nll(probabilities: Any, speedups: Any) -> float:
-    rows, bins = _as_rows(probabilities), _true_bins(speedups)
-    return float(-np.log(np.maximum(rows[np.arange(len(bins)), bins], 1e-12)).mean())
-
-
 def fit_temperature(probabilities: Any, speedups: Any) -> Temperature:
     """The T that minimises the held-out NLL of the true bins (golden-section search on log T)."""
     rows, bins = _as_rows(probabilities), _true_bins(speedups)

@@ -6,7 +6,6 @@ The torch-free parts (features, shipped weights) are in test_embedded_model.py."
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,15 +13,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training needs torch: pip install 'kernelcast[train]'")
 
-from kernelcast.forecast import ForecastRequest, KernelSide
-from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend, TimeModel
-from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX, pair_features, read_code
-from kernelcast.models.training import cuda_l1, train as train_cli
+from kernelcast.models.embedded import TimeModel
+from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX
+from kernelcast.models.training import train as train_cli
 from kernelcast.models.training.learner import Settings, _Ensemble, _standardisation, export, train
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
-HARDWARE = SPECS["H100-SXM"].to_json()
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernelcast.models.corpus.generate import REFERENCE_FAMILY, Entry, entries, record_key, reference_id
-from kernelcast.models.corpus.spec import ZERO, Launch, Op, Scalar, Sizes, TensorSpec, size_label
+from kernelcast.models.corpus.spec import ZERO, Launch, Op, Sizes, TensorSpec
 
 SEEDS = (11, 22)  # check before timing, re-check after
 GROUP_TIMEOUT_S = 120.0  # no message from the child for this long: it hangs
@@ -188,7 +188,6 @@ class Group:
 
     def callable_for(self, entry: Entry) -> Callable[[], None]:
         """The variant's launches at this size, bound to this group's tensors."""
-        torch = self.torch
         scratch = {name: self.empty(spec) for name, spec in entry.variant.scratch(self.sizes).items()}
         steps: list[Callable[[], None]] = []
         for launch in entry.launches(self.sizes):
