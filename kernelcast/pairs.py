@@ -114,7 +114,8 @@ def read_pairs(path: Path) -> Iterator[LabelledPair]:
 
 
 def write_pairs(path: Path, pairs: Iterable[LabelledPair]) -> int:
-    """Writes JSONL; returns how many pairs were written."""
+    """Writes JSONL, creating the folder as `--out` users expect; returns how many pairs were written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with open(path, "w", encoding="utf-8") as stream:
         for pair in pairs:
