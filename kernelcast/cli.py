@@ -101,7 +101,7 @@ def _forecast(args: argparse.Namespace) -> int:
             row.update(reference=result.reference.description, unchanged=True)
         else:
             problem = problem_sizes(result, analysis.path, analysis.path.parent)
-            forecast = forecaster.forecast(build_request(result, problem, analysis.hardware, args.threshold))
+            forecast = forecaster.forecast(build_request(analysis, result, problem, args.threshold))
             row.update(reference=result.reference.description, message=forecast.message(), forecast=forecast.to_json())
         rows.append(row)
     if args.json:

@@ -62,6 +62,10 @@ MEMORY_SHARE = 0.9
 CUDA_KEYS = ("grid", "block", "smem", "args", "kernel")
 
 
+# Triton launch keywords; every other option of a Triton pragma is a constexpr.
+TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
 class LaunchSpecError(ValueError):
     """A launch pragma that cannot be used; `column` points into the pragma text (0-based)."""
 
@@ -319,6 +323,17 @@ class LaunchSpec:
     def problem_sizes(self) -> dict[str, int]:
         """Named ints (N, M, K, batch_size…) for roofline and forecast inputs."""
         return dict(self.sizes)
+
+    def as_launch(self) -> dict[str, Any]:
+        """The launch as corpus facts list it (grid, block, shared bytes, Triton options and
+        constexprs) plus the bytes its arrays hold: what the forecaster's features read."""
+        num_warps = self.options.get("num_warps")
+        return {
+            "kernel": self.kernel, "grid": list(self.grid), "block": list(self.block or (32 * (num_warps or 4),)),
+            "shared_bytes": self.smem, "num_warps": num_warps, "num_stages": self.options.get("num_stages"),
+            "constexprs": {name: value for name, value in self.options.items() if name not in TRITON_LAUNCH_OPTIONS} or None,
+            "bytes": sum(arg.nbytes for arg in self.args),
+        }
 
     def bytes_needed(self) -> int:
         """Device bytes for one measurement: each side owns a full set of arrays."""

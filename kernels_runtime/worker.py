@@ -30,11 +30,10 @@ import numpy as np
 
 from kernelcast import paths
 from kernelcast.kernels_runtime import timing
-from kernelcast.kernels_runtime.launch_spec import FLOAT_DTYPES, LaunchSpec, LaunchSpecError
+from kernelcast.kernels_runtime.launch_spec import FLOAT_DTYPES, TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError
 
 # Seed for the re-check after timing: fresh inputs the correctness seeds did not see.
 RECHECK_SEED = 44
-TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 INT_POISON = 0x5A
 # Each array of a launch sits between two guard zones filled with GUARD_BYTE: a kernel that
 # writes a little past an array (no fault: the memory is ours) is caught instead of timed.

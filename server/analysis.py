@@ -21,7 +21,7 @@ from kernelcast.kernels_runtime.discovery import DiscoveredKernel, Discovery, di
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
-from kernelcast.kernels_runtime.launch_spec import LaunchSpec, LaunchSpecError, find_launch_spec
+from kernelcast.kernels_runtime.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
 from kernelcast.kernels_runtime.project_config import load_project_config
 from kernelcast.kernels_runtime.references import NoReference, Reference, resolve_reference
 from kernelcast.server.cache import ResultCache, content_key
@@ -82,18 +82,18 @@ class FileAnalysis:
         return min(matches, key=lambda r: r.kernel.body.end_line - r.kernel.body.start_line, default=None)
 
 
-def forecast_key(result: KernelResult, problem: dict[str, Any] | None, hardware: GpuSpec, backend: Any) -> str:
-    assert result.reference is not None
-    kernel, reference = result.kernel, result.reference
+def forecast_key(request: ForecastRequest, backend: Any) -> str:
+    """Everything the forecaster sees (code with its macros, facts with the launch, sizes, GPU) and which backend answers."""
+    sides = (request.candidate, request.reference)
     return content_key(
         "forecast",
         {
-            "candidate": normalise_code(kernel.code, kernel.language),
-            "reference": normalise_code(reference.code, reference.language),
-            "languages": [kernel.language, reference.language],
-            "facts": [f.to_json() if f else None for f in (result.facts, result.reference_facts)],
-            "problem": problem or {},
-            "hardware": hardware.fingerprint(),
+            "candidate": normalise_code(request.candidate.code, request.candidate.language),
+            "reference": normalise_code(request.reference.code, request.reference.language),
+            "languages": [side.language for side in sides],
+            "facts": [side.facts for side in sides],
+            "problem": request.problem or {},
+            "hardware": request.hardware.get("fingerprint"),
             "backend": [backend.name, backend.model_id, backend.version, backend.calibration_version],
         },
     )
@@ -166,17 +166,43 @@ def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None)
     return sizes or None
 
 
-def build_request(result: KernelResult, problem: dict[str, Any] | None, hardware: GpuSpec, threshold: float) -> ForecastRequest:
-    """The forecaster's input for one kernel and its reference, facts included when known."""
-    assert result.reference is not None
+def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[str, Any] | None, threshold: float) -> ForecastRequest:
+    """The forecaster's input for one kernel and its reference, each shown as the corpus the
+    embedded model learnt from shows kernels: with its file's preprocessor lines (the macros
+    its indexes and tiles use) and, in its facts, the launch its pragma describes."""
+    assert result.reference is not None and analysis.hardware is not None
     reference, kernel = result.reference, result.kernel
+    reference_file = _reference_source(reference, analysis)
     return ForecastRequest(
-        reference=KernelSide(reference.code, reference.language, reference.name, _json(result.reference_facts)),
-        candidate=KernelSide(kernel.code, kernel.language, kernel.name, _json(result.facts)),
-        hardware={**hardware.to_json(), "fingerprint": hardware.fingerprint()},
+        reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, _launch_in(reference_file, reference)),
+        candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, result.launch),
+        hardware={**analysis.hardware.to_json(), "fingerprint": analysis.hardware.fingerprint()},
         problem=problem,
         threshold=threshold,
     )
+
+
+_PREPROCESSOR_LINE = re.compile(r"^\s*#\s*(?:include|define)\b[^\n]*(?<!\\)$", re.M)
+
+
+def _side(code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None) -> KernelSide:
+    if language == "cuda":
+        preamble = [line for line in _PREPROCESSOR_LINE.findall(file_text) if line not in code]
+        code = "\n".join([*preamble, code])
+    facts_json = _json(facts) or {}
+    if launch is not None and launch.kind == "kernel":
+        facts_json["launches"] = [launch.as_launch()]
+    return KernelSide(code, language, name, facts_json or None)
+
+
+def _launch_in(file_text: str, reference: Reference) -> LaunchSpec | None:
+    """The reference's own launch pragma, when its file has one that parses."""
+    if reference.name is None or reference.language not in FACT_LANGUAGES:
+        return None
+    try:
+        return find_launch_spec(file_text, reference.name, reference.language)
+    except LaunchSpecError:
+        return None
 
 
 def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -226,12 +252,12 @@ async def fill_forecasts(
         except ForecasterUnavailable as error:
             result.unavailable = str(error)
             continue
-        key = forecast_key(result, problem, hardware, backend)
+        request = build_request(analysis, result, problem, settings.confidence_threshold)
+        key = forecast_key(request, backend)
         if _show_cached(result, cache, key, settings.confidence_threshold):
             continue
-        request = build_request(result, problem, hardware, settings.confidence_threshold)
         if stand_in is not None:
-            computed += await _stand_in_forecast(result, request, stand_in, problem, hardware, cache, client)
+            computed += await _stand_in_forecast(result, request, stand_in, cache, client)
             continue
         try:
             forecast = await client.forecast(request)
@@ -246,13 +272,11 @@ async def fill_forecasts(
     return computed
 
 
-async def _stand_in_forecast(
-    result: KernelResult, request: ForecastRequest, stand_in: str, problem: dict[str, Any] | None, hardware: GpuSpec, cache: ResultCache, client: ForecasterClient
-) -> int:
+async def _stand_in_forecast(result: KernelResult, request: ForecastRequest, stand_in: str, cache: ResultCache, client: ForecasterClient) -> int:
     """Show the stand-in's forecast (cached, or within its short deadline) until the configured
     backend answers; 1 when computed. A stand-in that cannot answer shows nothing new."""
     try:
-        key = forecast_key(result, problem, hardware, await client.backend_info(stand_in))
+        key = forecast_key(request, await client.backend_info(stand_in))
         computed = not _show_cached(result, cache, key, request.threshold)
         if computed:
             _show_computed(result, cache, key, await client.forecast(request, stand_in, STAND_IN_TIMEOUT_S))
@@ -285,7 +309,6 @@ def _json(facts: KernelFacts | None) -> dict[str, Any] | None:
 
 
 FACT_LANGUAGES = ("cuda", "triton")
-TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 def _facts_source(kernel_code: str, file_text: str | None) -> str:

@@ -93,7 +93,7 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     ls.show_message(f"{result.kernel.name}: {outcome.message()}")
     assert analysis.hardware is not None
     if _measured_on(outcome, analysis.hardware):
-        _learn_in_background(ls, build_request(result, problem, analysis.hardware, ls.settings.confidence_threshold), outcome.speedup)
+        _learn_in_background(ls, build_request(analysis, result, problem, ls.settings.confidence_threshold), outcome.speedup)
     else:
         logger.info("not learning from %s: measured on %s, forecasts are for %s", result.kernel.name, outcome.gpu, analysis.hardware.key)
     return {"ok": True, "measurement": outcome.to_json()}
