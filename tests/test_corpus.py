@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kernelcast.forecast import bin_of_speedup
-from kernelcast.models.corpus import dataset, runner
+from kernelcast.kernels_runtime import timing
+from kernelcast.models.corpus import dataset
 from kernelcast.models.corpus.generate import describe, describe_reference, entries, reference_id
 from kernelcast.models.corpus.ops import all_ops
 from kernelcast.models.corpus.pair_builder import build_pairs
@@ -144,7 +145,7 @@ def test_stats_and_reproducibility_count_what_they_say() -> None:
 
 def test_the_reported_interval_adds_run_to_run_drift_to_what_the_rounds_say() -> None:
     steady = median_intervals([0.1, 0.1, 0.1])  # rounds agree: only the drift is left
-    drift = 1.96 * math.hypot(runner.RUN_TO_RUN_REL_SD, runner.RUN_TO_RUN_JITTER_MS / 0.1)
+    drift = 1.96 * math.hypot(timing.RUN_TO_RUN_REL_SD, timing.RUN_TO_RUN_JITTER_MS / 0.1)
     assert steady["ci95_within_run_ms"] == pytest.approx([0.1, 0.1])
     assert steady["ci95_ms"] == pytest.approx([0.1 * math.exp(-drift), 0.1 * math.exp(drift)])
     noisy = median_intervals([0.001, 0.0011, 0.00105])
@@ -152,7 +153,7 @@ def test_the_reported_interval_adds_run_to_run_drift_to_what_the_rounds_say() ->
     within_low, within_high = noisy["ci95_within_run_ms"]
     assert low < within_low < within_high < high
     # a 1 µs kernel: the 0.24 µs jitter dominates the relative drift
-    assert math.log(high / low) / 2 > 1.96 * runner.RUN_TO_RUN_JITTER_MS / 0.00105 * 0.99
+    assert math.log(high / low) / 2 > 1.96 * timing.RUN_TO_RUN_JITTER_MS / 0.00105 * 0.99
     assert median_intervals([0.1])["ci95_ms"] is None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import threading
 import time
 from pathlib import Path
@@ -88,6 +90,19 @@ def test_interval_is_exp_of_t_interval_on_log_ratios() -> None:
     assert speedup == pytest.approx(np.exp(logs.mean()))
     assert (low, high) == pytest.approx((np.exp(logs.mean() - half), np.exp(logs.mean() + half)))
     assert low > 1.0
+
+
+def test_drift_the_rounds_cannot_see_widens_the_interval_in_quadrature() -> None:
+    """A vs A on two buffers read 1.0009 (rounds-only CI ±0.08%) on the H100: the run-to-run
+    drift of both medians belongs in the interval a user compares a re-measurement with."""
+    ratios = [1.0009, 1.0010, 1.0008, 1.0009, 1.0011, 1.0008]
+    _, low_rounds, high_rounds = timing.ratio_interval(ratios)
+    assert low_rounds > 1.0
+    drift = math.hypot(timing.run_to_run_sd(0.0614), timing.run_to_run_sd(0.0613))
+    speedup, low, high = timing.ratio_interval(ratios, drift)
+    within = math.log(high_rounds / speedup)
+    assert math.log(high / speedup) == pytest.approx(math.hypot(within, 1.96 * drift))
+    assert low < 1.0 < high and timing.run_to_run_sd(0.001) > 5 * timing.run_to_run_sd(1.0)
 
 
 def test_t_quantiles() -> None:

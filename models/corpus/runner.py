@@ -282,28 +282,20 @@ def round_samples(torch: Any, run: Callable[[], None], flush: Any, first: bool) 
     return timing.sample_until_stable(torch, run, flush, rule, estimate, lambda: None)
 
 
-# A kernel's median moves between runs (another device call, another machine of the same
-# kind) by more than its rounds within one run show: a relative part and a timer/launch
-# jitter. Fitted by maximum likelihood on the first re-measured 2% sample (95 kernels, a
-# later device call); checked on the second (142 kernels, a later session): 91.5% inside.
-RUN_TO_RUN_REL_SD = 0.0037
-RUN_TO_RUN_JITTER_MS = 0.00024
-
-
 def median_intervals(round_medians_ms: list[float]) -> dict[str, list[float] | None]:
     """95% intervals of a kernel's median from its round medians.
 
     `ci95_within_run_ms` is what the rounds alone say; `ci95_ms`, the one the dataset reports,
     adds the run-to-run drift, so that a re-measurement in another run lands inside it.
     """
-    from kernelcast.kernels_runtime.timing import t_quantile_975
+    from kernelcast.kernels_runtime.timing import run_to_run_sd, t_quantile_975
 
     if len(round_medians_ms) < 2:
         return {"ci95_within_run_ms": None, "ci95_ms": None}
     logs = [math.log(m) for m in round_medians_ms]
     center = math.exp(statistics.fmean(logs))
     within = t_quantile_975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    drift_sd = math.hypot(RUN_TO_RUN_REL_SD, RUN_TO_RUN_JITTER_MS / center)
+    drift_sd = run_to_run_sd(center)
     total = math.hypot(within, 1.96 * drift_sd)
     return {
         "ci95_within_run_ms": [center * math.exp(-within), center * math.exp(within)],
