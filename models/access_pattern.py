@@ -54,6 +54,9 @@ BANK_BYTES = 4
 MAX_DEFINITION_DEPTH = 24
 MAX_NESTING = 64
 MAX_EXPANDED_TOKENS = 200_000
+# Functions read per text: a kernel file has a handful; a generated one with hundreds is
+# summarised by its first kernels at a bounded cost per keystroke (~0.2 ms a function).
+MAX_FUNCTIONS = 32
 MAX_SHIFT = 63
 
 TYPE_BYTES: dict[str, int] = {
@@ -1377,7 +1380,9 @@ def _accesses(code: str, language: str) -> list[_Access]:
     for start, stop in constants:
         constant_reader.statement(start, stop)
     pragmas = launch_specs(code, "cuda")
-    for function in functions:
+    # Kernels first (stable: in file order), then helpers; past MAX_FUNCTIONS the rest of a
+    # generated file adds little to the shares and would cost every keystroke.
+    for function in sorted(functions, key=lambda function: not function.kernel)[:MAX_FUNCTIONS]:
         block_x = _block_x(constant_reader, function, pragmas)
         scope = _Scope({**constant_scope.blocks[0], **_parameters(tokens, *function.parameters, sizes)})
         reader = _Reader(tokens, partner, types, sizes, scope, block_x, accesses)

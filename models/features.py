@@ -2,7 +2,8 @@
 
 Each side becomes a vector that describes what the code *does* (launches, memory ops and
 their widths, shared memory, syncs, atomics, tensor cores, precision, library calls) and
-how the compiler and launch shape it (registers, occupancy, spills, SASS mix, grid), next
+how far apart neighbouring threads' accesses are (models/access_pattern.py), how the
+compiler and launch shape it (registers, occupancy, spills, SASS mix, grid), next
 to a context that both sides share (problem sizes, work, the GPU). A roofline floor per
 side (launch overhead + max(bytes / bandwidth, FLOPs / the side's peak)) anchors its log
 time; the learned model only corrects it. Nothing here says which side is "the rewrite":
@@ -25,6 +26,7 @@ import numpy as np
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
+from kernelcast.models.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES, PRAGMA_MARKER, LaunchSpecError, parse_launch_pragma
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
@@ -149,7 +151,7 @@ FACT_NAMES = (
 PHYSICS_NAMES = ("floor_log2_us", "launch_log2_us", "memory_log2_us", "compute_log2_us", "passes", "tensor_core_peak", "library")
 SIDE_NAMES: tuple[str, ...] = (
     *(f"lang_{name}" for name in _LANGUAGES), *(f"code_{name}" for name in CODE_PATTERNS),
-    *(f"torch_{kind}" for kind in TORCH_OPS), *LAUNCH_NAMES, *FACT_NAMES, *PHYSICS_NAMES
+    *(f"torch_{kind}" for kind in TORCH_OPS), *ACCESS_NAMES, *LAUNCH_NAMES, *FACT_NAMES, *PHYSICS_NAMES
 )
 CONTEXT_NAMES: tuple[str, ...] = (
     "problem_known", "size_product", "threads_log2", "dtype_bytes", "matmul_like", "bytes_log2", "flops_log2",
@@ -239,9 +241,7 @@ def _launches_of(side: KernelSide) -> tuple[list[dict[str, Any]], str]:
                 spec = parse_launch_pragma(line, "triton" if side.language == "triton" else "cuda")
             except LaunchSpecError:
                 continue
-            found.append({"grid": list(spec.grid), "block": list(spec.block or (32 * spec.options.get("num_warps", 4),)),
-                          "shared_bytes": spec.smem, "num_warps": spec.options.get("num_warps"),
-                          "num_stages": spec.options.get("num_stages"), "bytes": sum(arg.nbytes for arg in spec.args)})
+            found.append(spec.as_launch())
     return found, "pragma" if found else "code"
 
 
@@ -418,6 +418,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
             *(float(side.language == name) for name in _LANGUAGES),
             *(_log2p(side_counts[name]) for name in CODE_PATTERNS),
             *(_log2p(side_counts[f"torch_{kind}"]) for kind in TORCH_OPS),
+            *access_summary(side.code, side.language),
             *launch_part,
             *_fact_vector(facts),
             *_physics(side, side_counts, facts, 2.0 ** launch_part[0], work, hardware),

@@ -9,6 +9,7 @@ import pytest
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.models.access_pattern import access_summary
 from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend, TimeModel
 from kernelcast.models.features import FEATURE_NAMES, pair_features, read_code
 from kernelcast.models.training import cuda_l1
@@ -71,7 +72,32 @@ def test_shipped_weights_load_small_and_fast() -> None:
     started = time.process_time()
     for _ in range(20):
         read_code.cache_clear()
+        access_summary.cache_clear()
         raw = backend.predict(request)
     assert (time.process_time() - started) / 20 < 0.020
     assert sum(raw.probabilities) == pytest.approx(1.0)
 
+
+
+GELU = """// kernelcast: launch grid=(cdiv(N, 1024),) block=(256,) args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)
+extern "C" __global__ void gelu(const float* __restrict__ x, float* __restrict__ y, int n) {
+    long long base = (long long)blockIdx.x * blockDim.x * 4;
+    #pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        long long j = base + INDEX;
+        if (j < n) { float v = x[j]; y[j] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))); }
+    }
+}
+"""
+
+
+def test_the_shipped_model_sees_that_neighbouring_threads_should_touch_neighbouring_elements() -> None:
+    """Four elements per thread, read blocked (k·blockDim + tid) or strided (tid·4 + k): the same
+    tokens, yet 1.3–2.1× apart on the H100 (the corpus's gelu at 2^26 fp32 elements)."""
+    strided = KernelSide(GELU.replace("INDEX", "threadIdx.x * 4 + k"), "cuda")
+    blocked = KernelSide(GELU.replace("INDEX", "k * blockDim.x + threadIdx.x"), "cuda")
+    request = ForecastRequest(strided, blocked, HARDWARE, {"N": 1 << 24, "dtype": "f32"})
+    rows = pair_features(request)
+    uncoalesced = FEATURE_NAMES.index("global_uncoalesced_share")
+    assert rows[0, uncoalesced] == 1.0 and rows[1, uncoalesced] == 0.0
+    assert EmbeddedBackend().model.predict(rows[None]).mean[0] > 0.3  # the blocked candidate: > 1.23× faster

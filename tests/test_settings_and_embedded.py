@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from lsp_support import EXAMPLES
+
 from kernelcast.forecast import Forecast, ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS, lookup
 from kernelcast.models.embedded import EmbeddedBackend
+from kernelcast.server.analysis import analyse_text, build_request, forecast_key, problem_sizes
 from kernelcast.server.settings import Settings, parse_settings
 
 import pytest
@@ -73,3 +78,24 @@ def test_embedded_is_not_confident_about_small_unknown_changes() -> None:
     renamed = NAIVE.replace("int x", "int col").replace("x *", "col *").replace("+ x]", "+ col]")
     forecast = _forecast(NAIVE, renamed)
     assert forecast.defer and 0.5 <= forecast.confidence < 0.6
+
+
+def test_the_forecaster_sees_each_side_with_its_launch_pragma_and_macros() -> None:
+    """The corpus shows the model whole sources and launch lists; the editor's kernel text alone
+    would hide `#define TILE 16` and the pragma's grid, and the forecast would miss them."""
+    hardware = SPECS["H100-SXM"]
+    path = EXAMPLES / "matmul_tiled.cu"
+
+    def request_for(text: str) -> ForecastRequest:
+        analysis = analyse_text(path.as_uri(), 1, text, path, EXAMPLES, Settings(), hardware)
+        result = analysis.results[0]
+        return build_request(analysis, result, problem_sizes(result, path, EXAMPLES), 0.8)
+
+    request = request_for(path.read_text())
+    for side in (request.candidate, request.reference):
+        (launch,) = side.facts["launches"]
+        assert launch["grid"] == [128, 128] and launch["block"] == [16, 16] and launch["bytes"] == 3 * 2048 * 2048 * 4
+    assert request.candidate.code.startswith("#define TILE 16\n") and "#define" not in request.reference.code
+    backend = SimpleNamespace(name="embedded", model_id="m", version="2", calibration_version="c")
+    wider = request_for(path.read_text().replace("#define TILE 16", "#define TILE 32"))
+    assert forecast_key(wider, backend) != forecast_key(request, backend)

@@ -78,6 +78,34 @@ def test_folds_hold_out_whole_operation_families() -> None:
     assert np.array_equal(fold, train_cli.folds_of(ops, 3, seed=1)) and len(set(fold)) == 3
 
 
+def _dataset(n: int = 240) -> train_cli.Dataset:
+    """Synthetic pairs of four operations, half of them edit pairs, shaped like featurized corpus pairs."""
+    features, s = _synthetic(n)
+    ops = np.array([f"corpus:op{i % 4}" for i in range(n)])
+    return train_cli.Dataset(
+        features=features, log2_speedup=s, speedup=2.0**s, op=ops, source=np.full(n, "corpus"), gpu=np.full(n, "H100-SXM"),
+        gpu_class=np.full(n, "hopper"), kind=np.where(np.arange(n) // 4 % 2 == 0, "edit", "cross"), language=np.full(n, "cuda"),
+        group=ops, variant=np.full(n, ""),
+    )
+
+
+def test_edit_pairs_weigh_more_than_cross_pairs_of_their_operation() -> None:
+    data = _dataset()
+    weights = train_cli.pair_weights(data, cuda_l1_weight=0.5)
+    same_op = data.op == "corpus:op0"
+    edit, cross = weights[same_op & (data.kind == "edit")], weights[same_op & (data.kind == "cross")]
+    assert np.allclose(edit, train_cli.EDIT_WEIGHT * cross[0]) and np.allclose(cross, cross[0])
+
+
+def test_folds_trained_in_parallel_processes_forecast_as_sequential_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _dataset()
+    sequential, fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL, 0, 0.5, None, jobs=1)
+    parallel, same_fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL, 0, 0.5, None, jobs=2)
+    assert np.array_equal(fold, same_fold) and set(fold) == {0, 1}
+    assert np.allclose(sequential, parallel, atol=1e-12) and np.allclose(sequential.sum(axis=1), 1.0)
+    assert capsys.readouterr().out.count("fold ") == 4
+
+
 def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -> None:
     args = ["--pairs", str(PAIRS), "--out", str(tmp_path / "w.npz"), "--calibration-out", str(tmp_path / "c.json"),
             "--report", str(tmp_path / "report"), "--folds", "2", "--epochs", "2", "--members", "2"]

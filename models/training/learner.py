@@ -28,7 +28,7 @@ class Settings:
     """How to train; the defaults made the shipped weights (stored in their meta)."""
 
     members: int = 5
-    hidden: int = 128
+    hidden: int = 256
     epochs: int = 40
     batch: int = 256
     learning_rate: float = 2e-3
@@ -36,7 +36,7 @@ class Settings:
     dropout: float = 0.1
     # Width of the pair-level correction (0: none): an antisymmetric term h(ref, cand) − h(cand, ref)
     # for what depends on the two sides together (the same family with another tile, say).
-    pair_hidden: int = 32
+    pair_hidden: int = 128
     # Each member trains on a bootstrap of whole operations rather than of pairs, so the
     # members disagree most where an unseen operation would surprise them.
     op_bootstrap: bool = False

@@ -14,8 +14,10 @@ the shipped calibration on all held-out forecasts.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
+import multiprocessing
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -36,9 +38,14 @@ from kernelcast.pairs import LabelledPair, read_pairs
 BACKEND = "embedded"
 # A copy of a pair as an editor sends it (see `as_editor_sends`) counts this much of its original.
 AUGMENTED_WEIGHT = 0.5
+# An edit pair (one knob changed) counts this many times a cross or reference pair: the editor
+# is mostly asked about one edit, and on held-out operations weights of 3–8 gained 2–4 points
+# of edit-pair direction accuracy at no cost elsewhere (models/training/README.md).
+EDIT_WEIGHT = 5.0
 # Copies: compiler facts without the corpus's launch list (a compiler, but no launch pragma
-# inside the kernel's text), and no facts at all (no compiler installed).
-VARIANTS = ("facts without launches", "without facts")
+# for the kernel), compiler facts and a launch but no SASS mix (a pragma, and nvcc without
+# nvdisasm/cuobjdump: pip's nvcc), and no facts at all (no compiler installed).
+VARIANTS = ("facts without launches", "facts without SASS", "without facts")
 CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
 # Headline metrics of the report, with issue 5's targets (None: reported, no target).
 TARGETS: dict[str, float | None] = {
@@ -76,7 +83,7 @@ def _source(pair: LabelledPair) -> str:
 
 
 def as_editor_sends(pair: LabelledPair, variant: str) -> LabelledPair:
-    """The pair as the editor sends it: facts without the launch list, or no facts at all.
+    """The pair as the editor sends it: facts without the launch list, without the SASS mix, or no facts at all.
 
     Training on these copies keeps forecasts sane where the LSP knows less than the
     corpus (no launch list, no nvcc, a PyTorch side) instead of leaving that input region
@@ -87,7 +94,8 @@ def as_editor_sends(pair: LabelledPair, variant: str) -> LabelledPair:
     # Every other copy also loses the problem sizes (without facts) or the SASS mix (facts
     # without launches: no nvdisasm/cuobjdump on the user's machine).
     halve = int(hashlib.sha256(pair.id.encode()).hexdigest(), 16) % 2 == 0
-    dropped = ("launches", "kernels", "sass") if halve else ("launches", "kernels")
+    dropped = {"facts without launches": ("launches", "kernels", "sass") if halve else ("launches", "kernels"),
+               "facts without SASS": ("sass",)}.get(variant, ())
 
     def side(kernel: KernelSide) -> KernelSide:
         if variant == "without facts" or not kernel.facts:
@@ -139,20 +147,21 @@ def _pairs_file(path: Path) -> Dataset:
     return featurize(pairs + copies, [""] * len(pairs) + [variant for variant in VARIANTS for _ in with_facts])
 
 
-def load(pair_files: Sequence[Path], cuda_l1_gpus: Sequence[str], cache: Path | None) -> Dataset:
+def load(pair_files: Sequence[Path], cuda_l1_gpus: Sequence[str], cache: Path | None, cuda_l1_dir: Path = cuda_l1.DEFAULT_DIR) -> Dataset:
     """Every pair as features, one cached block per source (a CUDA-L1 GPU is found by name alone)."""
     blocks = [
         _cached(cache, f"pairs-{hashlib.sha256(f'{p.resolve()}:{p.stat().st_mtime_ns}'.encode()).hexdigest()[:12]}", lambda p=p: _pairs_file(p))
         for p in pair_files
     ]
-    blocks += [_cached(cache, f"cuda-l1-{gpu}", lambda gpu=gpu: featurize(cuda_l1.load_pairs(gpu))) for gpu in cuda_l1_gpus]
+    blocks += [_cached(cache, f"cuda-l1-{gpu}", lambda gpu=gpu: featurize(cuda_l1.load_pairs(gpu, cuda_l1_dir))) for gpu in cuda_l1_gpus]
     return Dataset(**{name: np.concatenate([getattr(block, name) for block in blocks]) for name in Dataset.__dataclass_fields__})
 
 
 def pair_weights(data: Dataset, cuda_l1_weight: float) -> np.ndarray:
-    """Each operation counts about equally (1/√pairs), CUDA-L1 scaled by its own weight."""
+    """Each operation counts about equally (1/√pairs), edit pairs EDIT_WEIGHT times more, CUDA-L1 scaled by its own weight."""
     _, inverse, counts = np.unique(data.op, return_inverse=True, return_counts=True)
     weights = 1.0 / np.sqrt(counts[inverse])
+    weights = np.where(data.kind == "edit", EDIT_WEIGHT * weights, weights)
     weights = np.where(data.variant != "", AUGMENTED_WEIGHT * weights, weights)
     return np.where(data.source == "cuda-l1", cuda_l1_weight * weights, weights)
 
@@ -183,20 +192,40 @@ def probabilities(model: TimeModel, features: np.ndarray) -> np.ndarray:
     return np.array([normal_bin_probabilities(m, s) for m, s in zip(prediction.mean, prediction.sd)])
 
 
+def _fold_forecast(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[np.ndarray, float]:
+    """One fold: train on the other folds' rows, forecast the held-out ones (a process of its own with --jobs)."""
+    started = time.perf_counter()
+    features, log2_speedups, weights, groups = train_rows
+    model = train(features, log2_speedups, weights, settings, seed, {}, groups)
+    return probabilities(model, held_features), time.perf_counter() - started
+
+
 def held_out(
-    data: Dataset, folds: int, train_gpus: set[str], settings: Settings, seed: int, cuda_l1_weight: float, log: Any
+    data: Dataset, folds: int, train_gpus: set[str], settings: Settings, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Raw held-out probabilities of every pair, and its fold."""
+    """Raw held-out probabilities of every pair, and its fold; `jobs` folds train at once in separate processes."""
     fold = folds_of(data.op, folds, seed)
     raw = np.zeros((len(data), 8))
     weights = pair_weights(data, cuda_l1_weight)
     trainable = np.isin(data.gpu, list(train_gpus))
-    for k in range(folds):
-        started = time.perf_counter()
+
+    def task(k: int) -> tuple[tuple[np.ndarray, ...], np.ndarray, Settings, int]:
         chosen = (fold != k) & trainable
-        model = train(data.features[chosen], data.log2_speedup[chosen], weights[chosen], settings, seed + k, {}, data.op[chosen])
-        raw[fold == k] = probabilities(model, data.features[fold == k])
-        print(f"fold {k + 1}/{folds}: trained on {chosen.sum()} pairs in {time.perf_counter() - started:.0f} s", file=log)
+        return (data.features[chosen], data.log2_speedup[chosen], weights[chosen], data.op[chosen]), data.features[fold == k], settings, seed + k
+
+    def done(k: int, result: tuple[np.ndarray, float]) -> None:
+        raw[fold == k], seconds = result
+        print(f"fold {k + 1}/{folds}: trained on {((fold != k) & trainable).sum()} pairs in {seconds:.0f} s", file=log)
+
+    if jobs <= 1:
+        for k in range(folds):
+            done(k, _fold_forecast(*task(k)))
+        return raw, fold
+    # spawn, not fork: a forked child cannot use a GPU its parent touched.
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_fold_forecast, *task(k)): k for k in range(folds)}
+        for future in concurrent.futures.as_completed(futures):
+            done(futures[future], future.result())
     return raw, fold
 
 
@@ -272,7 +301,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 def judge(data: Dataset, train_gpus: set[str], settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
     """Held-out metrics of every report set under each calibration, and the shipped calibration maps."""
-    raw, fold = held_out(data, args.folds, train_gpus, settings, args.seed, args.cuda_l1_weight, sys.stderr)
+    raw, fold = held_out(data, args.folds, train_gpus, settings, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
     return score_held_out(raw, fold, data, train_gpus, args)
 
 
@@ -312,12 +341,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelcast.models.training.train", description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=Path, action="append", default=[], help="a LabelledPair JSONL file (repeatable)")
     parser.add_argument("--cuda-l1", default="", help="CUDA-L1 GPUs to add, e.g. h100,a100,l40,h20,3090")
-    parser.add_argument("--cuda-l1-weight", type=float, default=0.5, help="weight of a CUDA-L1 pair relative to a corpus pair")
+    parser.add_argument("--cuda-l1-dir", type=Path, default=cuda_l1.DEFAULT_DIR, help="folder of CUDA-L1's <gpu>.jsonl files")
+    parser.add_argument("--cuda-l1-weight", type=float, default=0.25, help="weight of a CUDA-L1 pair relative to a corpus pair")
     parser.add_argument("--train-gpus", default="H100-SXM", help="hardware keys the held-out folds train on (others: unseen GPU)")
     parser.add_argument("--out", type=Path, help="weights file to write (.npz); without it the run only judges")
     parser.add_argument("--calibration-out", type=Path, default=calibration.SHIPPED_PATH)
     parser.add_argument("--report", type=Path, help="folder for report.json and report.md")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=1, help="held-out folds trained at once, each in its own process")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=Settings.epochs)
     parser.add_argument("--members", type=int, default=Settings.members)
@@ -337,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        op_bootstrap=args.op_bootstrap, device=args.device)
     log = sys.stderr
     started = time.perf_counter()
-    data = load(args.pairs, gpus, args.feature_cache)
+    data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir)
     print(f"{len(data)} pairs, {len(set(data.op))} operations, featurized in {time.perf_counter() - started:.0f} s", file=log)
     train_gpus = set(args.train_gpus.split(","))
     inputs = {"pairs": [str(p) for p in args.pairs], "cuda_l1": gpus, "cuda_l1_weight": args.cuda_l1_weight, "n_pairs": len(data)}
