@@ -182,7 +182,9 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     )
 
 
-_PREPROCESSOR_LINE = re.compile(r"^\s*#\s*(?:include|define)\b[^\n]*(?<!\\)$", re.M)
+# `#include`/`#define` with nothing between `#` and the word: in a Python file holding CUDA
+# strings, "# define the model" is a comment. Continued (backslash) macros are left out.
+_PREPROCESSOR_LINE = re.compile(r"^[ \t]*#(?:include|define)\b[^\n]*(?<!\\)$", re.M)
 
 
 def _side(code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None) -> KernelSide:
