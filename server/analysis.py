@@ -69,6 +69,8 @@ class FileAnalysis:
     problems: list[str] = field(default_factory=list)
     disabled_reason: str | None = None  # `kernelcast: off`, excluded, …
     hardware: GpuSpec | None = None
+    # Reference files as read for this version of the text (`_reference_file`).
+    reference_files: dict[str, str] = field(default_factory=dict)  # by path
 
     @property
     def lines(self) -> list[str]:
@@ -172,7 +174,7 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     its indexes and tiles use) and, in its facts, the launch its pragma describes."""
     assert result.reference is not None and analysis.hardware is not None
     reference, kernel = result.reference, result.kernel
-    reference_file = _reference_source(reference, analysis)
+    reference_file = _reference_file(reference, analysis)
     return ForecastRequest(
         reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, _launch_in(reference_file, reference)),
         candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, result.launch),
@@ -372,7 +374,7 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
                 changed = changed or result.facts is not None
         reference = result.reference
         if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
-            found = _facts_for(_reference_source(reference, analysis), reference.language, reference.name, result.launch, analysis.hardware, cache, compile_missing)
+            found = _facts_for(_reference_file(reference, analysis), reference.language, reference.name, result.launch, analysis.hardware, cache, compile_missing)
             if found is not None:
                 result.reference_facts = _named(found, reference.name)
                 changed = changed or result.reference_facts is not None
@@ -390,6 +392,19 @@ def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:
         except (OSError, UnicodeDecodeError):
             pass
     return reference.code
+
+
+def _reference_file(reference: Reference, analysis: FileAnalysis) -> str:
+    """`_reference_source`, a file on disk read once per version of the text for facts and
+    forecasts (the measure action reads it afresh: a reference saved since must be what runs)."""
+    if reference.path is None or reference.origin not in ("pragma", "config", "kernelbench"):
+        return _reference_source(reference, analysis)
+    if reference.path in analysis.reference_files:
+        return analysis.reference_files[reference.path]
+    text = _reference_source(reference, analysis)
+    if text is not reference.code:  # read, not the fallback: the fallback differs per kernel
+        analysis.reference_files[reference.path] = text
+    return text
 
 
 def _named(found: FactsResult, name: str) -> KernelFacts | None:
