@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 from lsp_support import EXAMPLES
@@ -9,7 +10,7 @@ from lsp_support import EXAMPLES
 from kernelcast.forecast import Forecast, ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS, lookup
 from kernelcast.models.embedded import EmbeddedBackend
-from kernelcast.server.analysis import analyse_text, build_request, forecast_key, problem_sizes
+from kernelcast.server.analysis import analyse_text, build_request, forecast_key, measurement_sides, problem_sizes
 from kernelcast.server.settings import Settings, parse_settings
 
 import pytest
@@ -99,3 +100,16 @@ def test_the_forecaster_sees_each_side_with_its_launch_pragma_and_macros() -> No
     backend = SimpleNamespace(name="embedded", model_id="m", version="2", calibration_version="c")
     wider = request_for(path.read_text().replace("#define TILE 16", "#define TILE 32"))
     assert forecast_key(wider, backend) != forecast_key(request, backend)
+
+
+def test_a_reference_file_is_read_once_per_text_version_but_afresh_for_measuring(tmp_path: Path) -> None:
+    for name in ("matmul_naive.cu", "matmul_tiled.cu"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+    path = tmp_path / "matmul_tiled.cu"
+    analysis = analyse_text(path.as_uri(), 1, path.read_text(), path, tmp_path, Settings(), SPECS["H100-SXM"])
+    result = analysis.results[0]
+    before = build_request(analysis, result, None, 0.8)
+    (tmp_path / "matmul_naive.cu").write_text((EXAMPLES / "matmul_naive.cu").read_text().replace("block=(16, 16)", "block=(32, 8)"))
+    assert build_request(analysis, result, None, 0.8) == before  # this version's forecasts keep what they read
+    _, reference = measurement_sides(analysis, result)
+    assert "block=(32, 8)" in reference["code"]  # what runs is what is saved now
