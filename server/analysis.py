@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import re
 import time
@@ -189,9 +190,15 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
 _PREPROCESSOR_LINE = re.compile(r"^[ \t]*#(?:include|define)\b[^\n]*(?<!\\)$", re.M)
 
 
+@functools.lru_cache(maxsize=8)
+def _preprocessor_lines(file_text: str) -> tuple[str, ...]:
+    """Read once per text, not once per kernel: a file may hold thousands of kernels."""
+    return tuple(_PREPROCESSOR_LINE.findall(file_text))
+
+
 def _side(code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None) -> KernelSide:
     if language == "cuda":
-        preamble = [line for line in _PREPROCESSOR_LINE.findall(file_text) if line not in code]
+        preamble = [line for line in _preprocessor_lines(file_text) if line not in code]
         code = "\n".join([*preamble, code])
     facts_json = _json(facts) or {}
     if launch is not None and launch.kind == "kernel":
