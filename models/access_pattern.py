@@ -85,7 +85,7 @@ _STORE_CALLS = frozenset(("__stcg", "__stcs", "__stwb", "__stwt"))
 _CONTROL = frozenset(("if", "while", "switch"))
 _SKIPPED_WORDS = frozenset(("else", "do", "return", "break", "continue", "goto"))
 
-_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # features.py strips comments with it too
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[^\n]*")
 _DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
 _TOKEN = re.compile(
@@ -570,7 +570,7 @@ def _tokens(code: str, language: str) -> list[str]:
     """Tokens of the text after comments, directives and object/function-like macros."""
     if language != "cuda":  # CUDA in a one-line Python string spells its line breaks \n
         code = code.replace("\\n", "\n").replace("\\t", " ")
-    code = _C_COMMENT.sub(" ", code.replace("\\\n", " "))
+    code = C_COMMENT.sub(" ", code.replace("\\\n", " "))
     macros: dict[str, _Macro] = {}
     for directive in _DIRECTIVE.findall(code):
         found = _DEFINE.match(directive.strip())

@@ -26,7 +26,7 @@ import numpy as np
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
-from kernelcast.models.access_pattern import ACCESS_NAMES, access_summary
+from kernelcast.models.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
 from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES, PRAGMA_MARKER, LaunchSpecError, parse_launch_pragma
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
@@ -38,7 +38,6 @@ LIBRARY_EFFICIENCY = 0.7
 # Sizes beyond this many elements cannot be one tensor on any GPU we forecast for.
 MAX_ELEMENTS = 2.0**34
 
-_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # In Python text `//` is floor division unless it starts a line (a comment in a CUDA string).
 _C_COMMENT_IN_PYTHON = re.compile(r"(?m)^\s*//[^\n]*|/\*.*?\*/", re.S)
 _PY_COMMENT = re.compile(r"(?m)(?:^|\s)#(?!\s*(?:include|define|pragma|if|endif|else|ifdef|ifndef|undef)\b)[^\n]*")
@@ -168,7 +167,7 @@ def _log2p(value: float) -> float:
 def strip_comments(code: str, language: str) -> str:
     """Comments out, so a commented-out `__shared__` does not count; CUDA inside Python strings too."""
     if language == "cuda":
-        return _C_COMMENT.sub("", code)
+        return C_COMMENT.sub("", code)
     return _PY_COMMENT.sub("", _C_COMMENT_IN_PYTHON.sub("", code))
 
 
