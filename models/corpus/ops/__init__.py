@@ -20,6 +20,10 @@ MODULES = (
     "scan",
     "stencil",
     "sort",
+    "pointwise",
+    "layout",
+    "segment",
+    "matvec",
 )
 
 
