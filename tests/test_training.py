@@ -6,6 +6,7 @@ The torch-free parts (features, shipped weights) are in test_embedded_model.py."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from kernelcast.models.embedded import TimeModel
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX
 from kernelcast.models.training import train as train_cli
 from kernelcast.models.training.learner import Settings, _Ensemble, _standardisation, export, train
+from kernelcast.pairs import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
@@ -115,3 +117,24 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["sets"]["corpus (H100)"]["raw"]["n"] == 18
     assert "| corpus (H100) | raw | 18 |" in (tmp_path / "report" / "report.md").read_text()
+
+def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:
+    pair = next(iter(read_pairs(PAIRS)))
+    cuda = "extern \"C\" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n    y[(long long)r * n + c] = x[(size_t) c];\n}"
+    triton = "def k(x_ptr):\n    x = tl.load(x_ptr)  # __restrict__ is only a word here"
+    request = replace(pair.request, reference=replace(pair.request.reference, code=cuda, language="cuda"),
+                      candidate=replace(pair.request.candidate, code=triton, language="triton"))
+    copy = train_cli.respelled(replace(pair, request=request))
+    assert copy.request.reference.code == "extern \"C\" __global__ void k(const float* x, float* y, int n) {\n    y[r * n + c] = x[c];\n}"
+    assert copy.request.candidate.code == triton
+    assert copy.request.reference.facts == pair.request.reference.facts and copy.speedup == pair.speedup
+    assert copy.id.endswith("/respelled")
+
+
+def test_featurizing_in_processes_gives_the_same_rows_in_the_same_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    pairs = list(read_pairs(PAIRS))
+    labels = [f"copy {index % 3}" for index in range(len(pairs))]
+    monkeypatch.setattr(train_cli, "MIN_ROWS_PER_JOB", 4)  # 18 pairs: four chunks in two processes
+    alone, together = train_cli.featurize(pairs, labels), train_cli.featurize(pairs, labels, jobs=2)
+    for name in train_cli.Dataset.__dataclass_fields__:
+        assert np.array_equal(getattr(alone, name), getattr(together, name)), name

@@ -18,6 +18,7 @@ import concurrent.futures
 import hashlib
 import json
 import multiprocessing
+import re
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -42,10 +43,18 @@ AUGMENTED_WEIGHT = 0.5
 # is mostly asked about one edit, and on held-out operations weights of 3–8 gained 2–4 points
 # of edit-pair direction accuracy at no cost elsewhere (models/training/README.md).
 EDIT_WEIGHT = 5.0
+# Featurizing in processes pays only for chunks this large (spawning one costs ~2 s).
+MIN_ROWS_PER_JOB = 2000
 # Copies: compiler facts without the corpus's launch list (a compiler, but no launch pragma
 # for the kernel), compiler facts and a launch but no SASS mix (a pragma, and nvcc without
 # nvdisasm/cuobjdump: pip's nvcc), and no facts at all (no compiler installed).
 VARIANTS = ("facts without launches", "facts without SASS", "without facts")
+# A copy of each CUDA pair in the spellings users write and the generator never does: no
+# `__restrict__`, no `(long long)` index casts (so `x[row * n + col]` reads as users write it).
+# Without it those constant inputs were extrapolated on: the README's SGEMM read as slower.
+RESPELLED = "respelled"
+COPIES = (*VARIANTS, RESPELLED)
+_GENERATOR_SPELLINGS = re.compile(r"[ \t]*\b__restrict__\b|\(\s*(?:long long|int64_t|size_t)\s*\)\s*")
 CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
 # Headline metrics of the report, with issue 5's targets (None: reported, no target).
 TARGETS: dict[str, float | None] = {
@@ -108,7 +117,26 @@ def as_editor_sends(pair: LabelledPair, variant: str) -> LabelledPair:
     return replace(pair, id=f"{pair.id}/{variant}", request=stripped)
 
 
-def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = None) -> Dataset:
+def respelled(pair: LabelledPair) -> LabelledPair:
+    """The pair with both CUDA sides in user spellings (see RESPELLED); facts and launches kept."""
+    request = pair.request
+
+    def side(kernel: KernelSide) -> KernelSide:
+        return replace(kernel, code=_GENERATOR_SPELLINGS.sub("", kernel.code)) if kernel.language == "cuda" else kernel
+
+    return replace(pair, id=f"{pair.id}/{RESPELLED}", request=replace(request, reference=side(request.reference), candidate=side(request.candidate)))
+
+
+def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = None, jobs: int = 1) -> Dataset:
+    """Pairs as rows; `jobs` > 1 featurizes contiguous chunks in that many processes (the
+    features are pure Python, ~2 ms a pair: 300k rows take ~10 min in one process)."""
+    variants = list(variants) if variants is not None else [""] * len(pairs)
+    if jobs > 1 and len(pairs) >= 2 * MIN_ROWS_PER_JOB:
+        bounds = np.linspace(0, len(pairs), min(jobs * 4, len(pairs) // MIN_ROWS_PER_JOB) + 1).astype(int)
+        chunks = [(list(pairs[a:b]), variants[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(featurize, *zip(*chunks)))
+        return Dataset(**{name: np.concatenate([getattr(part, name) for part in parts]) for name in Dataset.__dataclass_fields__})
     return Dataset(
         features=np.stack([pair_features(pair.request) for pair in pairs]),
         log2_speedup=np.array([pair.log2_speedup for pair in pairs]),
@@ -120,7 +148,7 @@ def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = No
         kind=np.array([pair.kind for pair in pairs]),
         language=np.array([pair.language for pair in pairs]),
         group=np.array([pair.group for pair in pairs]),
-        variant=np.array(variants if variants is not None else [""] * len(pairs)),
+        variant=np.array(variants, dtype=str),
     )
 
 
@@ -140,20 +168,25 @@ def _cached(cache: Path | None, name: str, build: Callable[[], Dataset]) -> Data
     return dataset
 
 
-def _pairs_file(path: Path) -> Dataset:
+def _pairs_file(path: Path, jobs: int) -> Dataset:
     pairs = list(read_pairs(path))
     with_facts = [pair for pair in pairs if pair.request.reference.facts or pair.request.candidate.facts]
     copies = [as_editor_sends(pair, variant) for variant in VARIANTS for pair in with_facts]
-    return featurize(pairs + copies, [""] * len(pairs) + [variant for variant in VARIANTS for _ in with_facts])
+    cuda = [pair for pair in pairs if "cuda" in (pair.request.reference.language, pair.request.candidate.language)]
+    copies += [respelled(pair) for pair in cuda]
+    labels = [variant for variant in VARIANTS for _ in with_facts] + [RESPELLED] * len(cuda)
+    return featurize(pairs + copies, [""] * len(pairs) + labels, jobs)
 
 
-def load(pair_files: Sequence[Path], cuda_l1_gpus: Sequence[str], cache: Path | None, cuda_l1_dir: Path = cuda_l1.DEFAULT_DIR) -> Dataset:
-    """Every pair as features, one cached block per source (a CUDA-L1 GPU is found by name alone)."""
+def load(
+    pair_files: Sequence[Path], cuda_l1_gpus: Sequence[str], cache: Path | None, cuda_l1_dir: Path = cuda_l1.DEFAULT_DIR, jobs: int = 1
+) -> Dataset:
+    """Every pair as features, one cached block per source (a CUDA-L1 GPU is found by name alone), in `jobs` processes."""
     blocks = [
-        _cached(cache, f"pairs-{hashlib.sha256(f'{p.resolve()}:{p.stat().st_mtime_ns}'.encode()).hexdigest()[:12]}", lambda p=p: _pairs_file(p))
+        _cached(cache, f"pairs-{hashlib.sha256(f'{p.resolve()}:{p.stat().st_mtime_ns}'.encode()).hexdigest()[:12]}", lambda p=p: _pairs_file(p, jobs))
         for p in pair_files
     ]
-    blocks += [_cached(cache, f"cuda-l1-{gpu}", lambda gpu=gpu: featurize(cuda_l1.load_pairs(gpu, cuda_l1_dir))) for gpu in cuda_l1_gpus]
+    blocks += [_cached(cache, f"cuda-l1-{gpu}", lambda gpu=gpu: featurize(cuda_l1.load_pairs(gpu, cuda_l1_dir), None, jobs)) for gpu in cuda_l1_gpus]
     return Dataset(**{name: np.concatenate([getattr(block, name) for block in blocks]) for name in Dataset.__dataclass_fields__})
 
 
@@ -243,7 +276,7 @@ def cross_fitted(raw: np.ndarray, data: Dataset, fold: np.ndarray, fit_mask: np.
 
 def _report_sets(data: Dataset, train_gpus: set[str]) -> dict[str, np.ndarray]:
     corpus = data.source == "corpus"
-    sets = {"corpus (H100)": corpus & (data.variant == ""), **{f"corpus (H100), {v}": corpus & (data.variant == v) for v in VARIANTS}}
+    sets = {"corpus (H100)": corpus & (data.variant == ""), **{f"corpus (H100), {v}": corpus & (data.variant == v) for v in COPIES}}
     for gpu in sorted(set(data.gpu[data.source == "cuda-l1"])):
         seen = "GPU seen in training" if gpu in train_gpus else "GPU not seen in training"
         sets[f"CUDA-L1 {gpu} ({seen})"] = (data.source == "cuda-l1") & (data.gpu == gpu)
@@ -348,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calibration-out", type=Path, default=calibration.SHIPPED_PATH)
     parser.add_argument("--report", type=Path, help="folder for report.json and report.md")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=1, help="held-out folds trained at once, each in its own process")
+    parser.add_argument("--jobs", type=int, default=1, help="processes: for featurizing, and held-out folds trained at once")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=Settings.epochs)
     parser.add_argument("--members", type=int, default=Settings.members)
@@ -368,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        op_bootstrap=args.op_bootstrap, device=args.device)
     log = sys.stderr
     started = time.perf_counter()
-    data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir)
+    data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir, args.jobs)
     print(f"{len(data)} pairs, {len(set(data.op))} operations, featurized in {time.perf_counter() - started:.0f} s", file=log)
     train_gpus = set(args.train_gpus.split(","))
     inputs = {"pairs": [str(p) for p in args.pairs], "cuda_l1": gpus, "cuda_l1_weight": args.cuda_l1_weight, "n_pairs": len(data)}
