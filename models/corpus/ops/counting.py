@@ -319,7 +319,7 @@ def _index_elementwise(dtype: str, restrict: bool, wide_index: bool) -> str:
 
 def _copy_row(dtype: str, vector: int, ldg: bool, out_row: str, lane: str, stride: str) -> str:
     """Statements copying table row idx[out_row] to out row `out_row`, lanes striding packs."""
-    ctype, vtype = CUDA_TYPES[dtype], _copy_type(dtype, vector)
+    vtype = _copy_type(dtype, vector)
     packs = "d" if vector == 1 else f"d / {vector}"
     load = "__ldg(src + c)" if ldg else "src[c]"
     cast = (lambda pointer, const: pointer) if vector == 1 else (
