@@ -24,6 +24,10 @@ MODULES = (
     "layout",
     "segment",
     "matvec",
+    "counting",
+    "colreduce",
+    "compaction",
+    "decode",
 )
 
 
