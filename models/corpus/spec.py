@@ -175,6 +175,11 @@ def cuda_load_as_float(dtype: str, expr: str) -> str:
     return {"f32": expr, "f16": f"__half2float({expr})", "bf16": f"__bfloat162float({expr})"}[dtype]
 
 
+def cuda_pointer(ctype: str, name: str, restrict: bool, const: bool = True) -> str:
+    """A kernel's pointer parameter, `__restrict__` or not: a variation axis of its own."""
+    return f"{'const ' if const else ''}{ctype}* {'__restrict__ ' if restrict else ''}{name}"
+
+
 def cuda_store_from_float(dtype: str, expr: str) -> str:
     return {"f32": expr, "f16": f"__float2half({expr})", "bf16": f"__float2bfloat16({expr})"}[dtype]
 
@@ -186,3 +191,11 @@ def product(axes: Mapping[str, Sequence[Any]]) -> Iterable[dict[str, Any]]:
     for name in names:
         combos = [{**combo, name: value} for combo in combos for value in axes[name]]
     return combos
+
+
+def around(base: dict[str, Any], **alternatives: Sequence[Any]) -> list[dict[str, Any]]:
+    """`base` and every setting that changes exactly one of its axes: a star of edit pairs."""
+    settings = [dict(base)]
+    for name, values in alternatives.items():
+        settings += [{**base, name: value} for value in values if value != base[name]]
+    return settings

@@ -61,24 +61,14 @@ from kernelcast.models.corpus.spec import (
     Sizes,
     TensorSpec,
     Variant,
+    around,
     block1,
     cdiv,
     cuda_load_as_float,
+    cuda_pointer,
     grid1,
     i32,
 )
-
-
-def _around(base: dict[str, Any], **alternatives: list[Any]) -> list[dict[str, Any]]:
-    """`base` and every setting that changes exactly one of its axes: a star of edit pairs."""
-    settings = [dict(base)]
-    for name, values in alternatives.items():
-        settings += [{**base, name: value} for value in values if value != base[name]]
-    return settings
-
-
-def _pointer(ctype: str, name: str, restrict: bool, const: bool = True) -> str:
-    return f"{'const ' if const else ''}{ctype}* {'__restrict__ ' if restrict else ''}{name}"
 
 
 # --- column_sum -----------------------------------------------------------------------------------
@@ -107,7 +97,7 @@ def _walks_all_rows(dtype: str, *checks: Check) -> Check:
 def _thread_per_column(dtype: str, unroll: int, vector: int, restrict: bool) -> str:
     """Consecutive threads on consecutive columns (or groups of `vector` columns): coalesced."""
     ctype = CUDA_TYPES[dtype]
-    signature = f'extern "C" __global__ void column_sum({_pointer(ctype, "x", restrict)}, {_pointer("float", "y", restrict, const=False)}, int rows, int cols)'
+    signature = f'extern "C" __global__ void column_sum({cuda_pointer(ctype, "x", restrict)}, {cuda_pointer("float", "y", restrict, const=False)}, int rows, int cols)'
     if vector == 1 and unroll == 1:
         return f"""{CUDA_HEADER}
 {signature} {{
@@ -181,7 +171,7 @@ def _warp_per_column(dtype: str, warps: int, restrict: bool) -> str:
 #define WARPS {warps}
 
 // one warp per column: lane i reads rows i, i + 32, ... so one load touches 32 rows (uncoalesced)
-extern "C" __global__ void column_sum({_pointer(CUDA_TYPES[dtype], "x", restrict)}, {_pointer("float", "y", restrict, const=False)}, int rows, int cols) {{
+extern "C" __global__ void column_sum({cuda_pointer(CUDA_TYPES[dtype], "x", restrict)}, {cuda_pointer("float", "y", restrict, const=False)}, int rows, int cols) {{
     int col = blockIdx.x * WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (col >= cols) return;
@@ -230,13 +220,13 @@ def _split_rows(dtype: str, chunk: int, finish: str, restrict: bool) -> str:
     """A thread per column over CHUNK rows; the chunk's sum goes to y atomically or to its scratch row."""
     ctype = CUDA_TYPES[dtype]
     if finish == "atomic":
-        out, store = _pointer("float", "y", restrict, const=False), "atomicAdd(&y[col], sum);"
+        out, store = cuda_pointer("float", "y", restrict, const=False), "atomicAdd(&y[col], sum);"
         second = ""
     else:
-        out, store = _pointer("float", "partial", restrict, const=False), "partial[blockIdx.y * cols + col] = sum;"
+        out, store = cuda_pointer("float", "partial", restrict, const=False), "partial[blockIdx.y * cols + col] = sum;"
         second = f"""
 // second launch: a thread per column adds its chunks' partials
-extern "C" __global__ void column_sum_finish({_pointer("float", "partial", restrict)}, {_pointer("float", "y", restrict, const=False)}, int chunks, int cols) {{
+extern "C" __global__ void column_sum_finish({cuda_pointer("float", "partial", restrict)}, {cuda_pointer("float", "y", restrict, const=False)}, int chunks, int cols) {{
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= cols) return;
     float sum = 0.0f;
@@ -248,7 +238,7 @@ extern "C" __global__ void column_sum_finish({_pointer("float", "partial", restr
 #define CHUNK {chunk}
 
 // grid (column blocks, row chunks): each thread sums one column over CHUNK rows
-extern "C" __global__ void column_sum({_pointer(ctype, "x", restrict)}, {out}, int rows, int cols) {{
+extern "C" __global__ void column_sum({cuda_pointer(ctype, "x", restrict)}, {out}, int rows, int cols) {{
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     int begin = blockIdx.y * CHUNK;
     int end = min(rows, begin + CHUNK);
@@ -309,17 +299,17 @@ def _column_cuda_variants(dtype: str) -> Iterable[Variant]:
     wide = vector_width(dtype)  # 16-byte loads
     thread_base = {"block": 256, "unroll": 1, "vector": 1, "restrict": False}
     if full:
-        thread_settings = _around(thread_base, block=[128], unroll=[4, 8], vector=[2, 4], restrict=[True]) + [
+        thread_settings = around(thread_base, block=[128], unroll=[4, 8], vector=[2, 4], restrict=[True]) + [
             {**thread_base, "unroll": 4, "vector": 4}, {**thread_base, "unroll": 4, "vector": 4, "restrict": True}]
     else:
-        thread_settings = _around(thread_base, unroll=[4], vector=[2, wide], restrict=[True])
+        thread_settings = around(thread_base, unroll=[4], vector=[2, wide], restrict=[True])
     for p in thread_settings:
         yield Variant(
             "cuda-thread-per-column", "cuda", {"dtype": dtype, **p}, _thread_per_column(dtype, p["unroll"], p["vector"], p["restrict"]),
             lambda s, p=p: [Launch("column_sum", grid1(cdiv(s["cols"] // p["vector"], p["block"])), _column_args(s), block1(p["block"]))],
             unsupported=_walks_all_rows(dtype, divisible("cols", p["vector"])),
         )
-    for p in _around({"warps": 4, "restrict": False}, warps=[1, 8], restrict=[True]) if full else [{"warps": 4, "restrict": False}]:
+    for p in around({"warps": 4, "restrict": False}, warps=[1, 8], restrict=[True]) if full else [{"warps": 4, "restrict": False}]:
         yield Variant(
             "cuda-warp-per-column", "cuda", {"dtype": dtype, **p}, _warp_per_column(dtype, p["warps"], p["restrict"]),
             lambda s, p=p: [Launch("column_sum", grid1(cdiv(s["cols"], p["warps"])), _column_args(s), block1(32 * p["warps"]))],
@@ -334,10 +324,10 @@ def _column_cuda_variants(dtype: str) -> Iterable[Variant]:
             unsupported=unsupported(dtype) if p["split"] else _walks_all_rows(dtype),
         )
     split_base = {"finish": "atomic", "block": 256, "chunk": 256, "restrict": True}
-    split_settings = _around(split_base, finish=["scratch"], block=[32], chunk=[64, 1024, 4096], restrict=[False]) + [
+    split_settings = around(split_base, finish=["scratch"], block=[32], chunk=[64, 1024, 4096], restrict=[False]) + [
         {**split_base, "finish": "scratch", "chunk": 64}, {**split_base, "block": 32, "chunk": 1024}]
     if not full:
-        split_settings = _around(split_base, finish=["scratch"], block=[32], chunk=[1024])
+        split_settings = around(split_base, finish=["scratch"], block=[32], chunk=[1024])
     for p in split_settings:
         yield Variant(
             "cuda-split-rows", "cuda", {"dtype": dtype, **p}, _split_rows(dtype, p["chunk"], p["finish"], p["restrict"]), _split_launch(p),
@@ -384,10 +374,10 @@ def _column_triton_variants(dtype: str) -> Iterable[Variant]:
             unsupported=_walks_all_rows(dtype),
         )
     split_base = {"finish": "atomic", "BLOCK_R": 64, "BLOCK_C": 64, "TILES": 16, "num_warps": 4}
-    split_settings = _around(split_base, finish=["scratch"], BLOCK_C=[32, 128], TILES=[1, 64], num_warps=[8]) + [
+    split_settings = around(split_base, finish=["scratch"], BLOCK_C=[32, 128], TILES=[1, 64], num_warps=[8]) + [
         {**split_base, "finish": "scratch", "TILES": 64}]
     if not full:
-        split_settings = _around(split_base, finish=["scratch"], BLOCK_C=[32])
+        split_settings = around(split_base, finish=["scratch"], BLOCK_C=[32])
     for p in split_settings:
         yield Variant("triton-split-rows", "triton", {"dtype": dtype, **p}, _column_triton_split(p["finish"]), _triton_split_launch(p),
                       scratch=_split_scratch(p["TILES"] * p["BLOCK_R"], p["finish"]), unsupported=unsupported(dtype))
@@ -437,7 +427,7 @@ L2NORM_TOLERANCE = {"f32": 1e-4}
 
 
 def _l2_signature(dtype: str, name: str, out: str, restrict: bool = True, extra: str = "") -> str:
-    return f'extern "C" __global__ void {name}({_pointer(CUDA_TYPES[dtype], "x", restrict)}, {_pointer("float", out, restrict, const=False)}, int n{extra})'
+    return f'extern "C" __global__ void {name}({cuda_pointer(CUDA_TYPES[dtype], "x", restrict)}, {cuda_pointer("float", out, restrict, const=False)}, int n{extra})'
 
 
 def _square_into_sum(dtype: str, vector: int, index: str, pad: str) -> str:
@@ -626,8 +616,8 @@ def _l2_cuda_variants(dtype: str) -> Iterable[Variant]:
     full = dtype == "f32"
     wide = vector_width(dtype)
     single_base = {"block": 1024, "vector": wide, "unroll": 1, "reduction": "shuffle"}
-    single_settings = _around(single_base, block=[256, 512], vector=[1], unroll=[4], reduction=["smem"]) + [{**single_base, "block": 256, "vector": 1}] if full else (
-        _around(single_base, vector=[1]))
+    single_settings = around(single_base, block=[256, 512], vector=[1], unroll=[4], reduction=["smem"]) + [{**single_base, "block": 256, "vector": 1}] if full else (
+        around(single_base, vector=[1]))
     for p in single_settings:
         yield Variant(
             "cuda-single-block", "cuda", {"dtype": dtype, **p}, _single_block(dtype, p["block"], p["vector"], p["unroll"], p["reduction"]),
@@ -636,10 +626,10 @@ def _l2_cuda_variants(dtype: str) -> Iterable[Variant]:
         )
     atomic_base = {"block": 256, "items": 4, "loop": "one-pass", "vector": 1, "reduction": "shuffle", "restrict": False}
     if full:
-        atomic_settings = _around(atomic_base, block=[128, 512, 1024], items=[1, 16], loop=["grid-stride"], vector=[wide], reduction=["smem"], restrict=[True]) + [
+        atomic_settings = around(atomic_base, block=[128, 512, 1024], items=[1, 16], loop=["grid-stride"], vector=[wide], reduction=["smem"], restrict=[True]) + [
             {**atomic_base, "vector": wide, "restrict": True}, {**atomic_base, "loop": "grid-stride", "vector": wide}, {**atomic_base, "items": 1, "reduction": "smem"}]
     else:
-        atomic_settings = _around(atomic_base, loop=["grid-stride"], vector=[wide], restrict=[True])
+        atomic_settings = around(atomic_base, loop=["grid-stride"], vector=[wide], restrict=[True])
     for p in atomic_settings:
         yield Variant(
             "cuda-atomic", "cuda", {"dtype": dtype, **p}, _atomic(dtype, p["block"], p["items"], p["loop"], p["vector"], p["reduction"], p["restrict"]),

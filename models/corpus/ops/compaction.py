@@ -46,6 +46,7 @@ from kernelcast.models.corpus.spec import (
     block1,
     cdiv,
     cuda_load_as_float,
+    cuda_pointer,
     cuda_store_from_float,
     grid1,
     i32,
@@ -53,10 +54,6 @@ from kernelcast.models.corpus.spec import (
 )
 
 FULL = "0xffffffffu"
-
-
-def _pointer(ctype: str, name: str, restrict: bool, const: bool = True) -> str:
-    return f"{'const ' if const else ''}{ctype}* {'__restrict__ ' if restrict else ''}{name}"
 
 
 def _block_scan(style: str, ctype: str, combine: str, identity: str) -> str:
@@ -143,7 +140,7 @@ def _compact_prelude(dtype: str, block: int, items: int) -> str:
 
 def _compact_tile(scan: str, restrict: bool) -> str:
     """compact_tile: writes the kept elements of x[base, base + TILE) to y from `out` on, returns how many."""
-    signature = f"__device__ int compact_tile({_pointer('T', 'x', restrict)}, {_pointer('T', 'y', restrict, False)}, int n, int base, int out)"
+    signature = f"__device__ int compact_tile({cuda_pointer('T', 'x', restrict)}, {cuda_pointer('T', 'y', restrict, False)}, int n, int base, int out)"
     if scan == "ballot":
         return f"""
 // ITEMS steps of one element per thread (coalesced); a ballot per warp finds each kept element's slot
@@ -204,7 +201,7 @@ def _compact_tile(scan: str, restrict: bool) -> str:
 def _compact_serial(dtype: str, restrict: bool) -> str:
     return f"""{_compact_prelude(dtype, 1, 1)}
 // launched as <<<1, 1>>>
-extern "C" __global__ void compact_positive({_pointer('T', 'x', restrict)}, {_pointer('T', 'y', restrict, False)}, {_pointer('int', 'count', restrict, False)}, int n) {{
+extern "C" __global__ void compact_positive({cuda_pointer('T', 'x', restrict)}, {cuda_pointer('T', 'y', restrict, False)}, {cuda_pointer('int', 'count', restrict, False)}, int n) {{
     int kept = 0;
     for (int i = 0; i < n; ++i)
         if (KEEP(x[i])) y[kept++] = x[i];
@@ -228,9 +225,9 @@ extern "C" __global__ void compact_positive(const T* __restrict__ x, T* __restri
 def _compact_three_pass(dtype: str, scan: str, block: int, items: int, restrict: bool) -> str:
     """count_tiles, scan_tiles (one block), scatter_tiles; ballot tiles scan the counts with shuffles."""
     counts_scan = _block_scan("shuffle", "int", "a + b", "0") if scan == "ballot" else ""
-    x, y = _pointer("T", "x", restrict), _pointer("T", "y", restrict, False)
+    x, y = cuda_pointer("T", "x", restrict), cuda_pointer("T", "y", restrict, False)
     return f"""{_compact_prelude(dtype, block, items)}{_compact_tile(scan, restrict)}{counts_scan}
-extern "C" __global__ void count_tiles({x}, {_pointer('int', 'tile_counts', restrict, False)}, int n) {{
+extern "C" __global__ void count_tiles({x}, {cuda_pointer('int', 'tile_counts', restrict, False)}, int n) {{
     int base = blockIdx.x * TILE;
     int total = 0;
     for (int k = 0; k < ITEMS; ++k) {{
@@ -241,7 +238,7 @@ extern "C" __global__ void count_tiles({x}, {_pointer('int', 'tile_counts', rest
 }}
 
 // one block: exclusive offsets of the tiles, and the total into count
-extern "C" __global__ void scan_tiles({_pointer('int', 'tile_counts', restrict)}, {_pointer('int', 'tile_offsets', restrict, False)}, {_pointer('int', 'count', restrict, False)}, int tiles) {{
+extern "C" __global__ void scan_tiles({cuda_pointer('int', 'tile_counts', restrict)}, {cuda_pointer('int', 'tile_offsets', restrict, False)}, {cuda_pointer('int', 'count', restrict, False)}, int tiles) {{
     int carry = 0;
     for (int base = 0; base < tiles; base += BLOCK) {{
         int j = base + threadIdx.x;
@@ -254,7 +251,7 @@ extern "C" __global__ void scan_tiles({_pointer('int', 'tile_counts', restrict)}
     if (threadIdx.x == 0) count[0] = carry;
 }}
 
-extern "C" __global__ void scatter_tiles({x}, {y}, {_pointer('int', 'tile_offsets', restrict)}, {_pointer('int', 'count', restrict)}, int n) {{
+extern "C" __global__ void scatter_tiles({x}, {y}, {cuda_pointer('int', 'tile_offsets', restrict)}, {cuda_pointer('int', 'count', restrict)}, int n) {{
     int base = blockIdx.x * TILE;
     compact_tile(x, y, n, base, tile_offsets[blockIdx.x]);
     int kept = count[0];
@@ -445,7 +442,7 @@ def _cummax_prelude(dtype: str, defines: dict[str, int], vector: int) -> str:
 
 def _cummax_signature(dtype: str, restrict: bool = True) -> str:
     ctype = CUDA_TYPES[dtype]
-    return f'extern "C" __global__ void rowwise_cummax({_pointer(ctype, "x", restrict)}, {_pointer(ctype, "y", restrict, False)}, int rows, int cols)'
+    return f'extern "C" __global__ void rowwise_cummax({cuda_pointer(ctype, "x", restrict)}, {cuda_pointer(ctype, "y", restrict, False)}, int rows, int cols)'
 
 
 def _load_running(dtype: str, vector: int, src: str, index: str, end: str = "cols") -> str:

@@ -42,14 +42,11 @@ from kernelcast.models.corpus.spec import (
     Variant,
     block1,
     cdiv,
+    cuda_pointer,
     grid1,
     i32,
     product,
 )
-
-
-def _pointer(ctype: str, name: str, restrict: bool, const: bool = True) -> str:
-    return f"{'const ' if const else ''}{ctype}* {'__restrict__ ' if restrict else ''}{name}"
 
 
 # --- bincount ------------------------------------------------------------------------------------
@@ -88,7 +85,7 @@ __device__ __forceinline__ void add_one(int* hist, int v) {{
 
 def _bincount_signature(restrict: bool = True, with_bins: bool = False) -> str:
     bins = ", int bins" if with_bins else ""
-    return f'extern "C" __global__ void bincount({_pointer("int", "x", restrict)}, {_pointer("int", "counts", restrict, False)}, int n{bins})'
+    return f'extern "C" __global__ void bincount({cuda_pointer("int", "x", restrict)}, {cuda_pointer("int", "counts", restrict, False)}, int n{bins})'
 
 
 def _bincount_atomic(restrict: bool) -> str:
@@ -299,8 +296,8 @@ def _copy_type(dtype: str, vector: int) -> str:
 
 def _index_signature(dtype: str, restrict: bool = True) -> str:
     ctype = CUDA_TYPES[dtype]
-    return (f'extern "C" __global__ void index_select({_pointer(ctype, "table", restrict)}, {_pointer("long long", "idx", restrict)}, '
-            f'{_pointer(ctype, "out", restrict, False)}, int n, int d)')
+    return (f'extern "C" __global__ void index_select({cuda_pointer(ctype, "table", restrict)}, {cuda_pointer("long long", "idx", restrict)}, '
+            f'{cuda_pointer(ctype, "out", restrict, False)}, int n, int d)')
 
 
 def _index_elementwise(dtype: str, restrict: bool, wide_index: bool) -> str:

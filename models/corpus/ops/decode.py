@@ -50,22 +50,16 @@ from kernelcast.models.corpus.spec import (
     Sizes,
     TensorSpec,
     Variant,
+    around,
     block1,
     cdiv,
     cuda_load_as_float,
+    cuda_pointer,
     cuda_store_from_float,
     f32,
     grid1,
     i32,
 )
-
-
-def _around(base: dict[str, Any], **alternatives: list[Any]) -> list[dict[str, Any]]:
-    """`base` and every setting that changes exactly one of its axes: a star of edit pairs."""
-    settings = [dict(base)]
-    for name, values in alternatives.items():
-        settings += [{**base, name: value} for value in values if value != base[name]]
-    return settings
 
 
 # --- decode_attention -----------------------------------------------------------------------------
@@ -475,24 +469,24 @@ def decode_variants() -> Iterable[Variant]:
     for dtype in ("f16", "f32"):
         full = dtype == "f16"  # fp32 gets the stars' centres and the knobs that matter most
         three = {"block": 256, "scores": "shared", "score_by": "warp", "restrict": True}
-        settings = _around(three, block=[128, 512], scores=["global"], score_by=["thread"], restrict=[False]) + [
-            {**three, "scores": "global", "score_by": "thread"}] if full else _around(three, scores=["global"], score_by=["thread"])
+        settings = around(three, block=[128, 512], scores=["global"], score_by=["thread"], restrict=[False]) + [
+            {**three, "scores": "global", "score_by": "thread"}] if full else around(three, scores=["global"], score_by=["thread"])
         for p in settings:
             yield _three_pass_variant(dtype, p)
         online = {"warps": 4, "group": 8, "vector": "16B", "passes": 1, "restrict": True}
-        settings = _around(online, warps=[1, 8], group=[16, 32], vector=["scalar"], passes=[2], restrict=[False]) + [
-            {**online, "group": 32, "vector": "scalar"}] if full else _around(online, group=[32], vector=["scalar"], passes=[2])
+        settings = around(online, warps=[1, 8], group=[16, 32], vector=["scalar"], passes=[2], restrict=[False]) + [
+            {**online, "group": 32, "vector": "scalar"}] if full else around(online, group=[32], vector=["scalar"], passes=[2])
         for p in settings:
             yield _online_variant(dtype, p)
         split = {"splits": 16, "warps": 4, "group": 8, "vector": "16B"}
-        settings = _around(split, splits=[4, 8, 32, 64], warps=[8], vector=["scalar"]) if full else _around(split, splits=[4, 64])
+        settings = around(split, splits=[4, 8, 32, 64], warps=[8], vector=["scalar"]) if full else around(split, splits=[4, 64])
         for p in settings:
             yield _split_variant(dtype, p)
         loop = [(32, 2), (64, 4), (128, 4), (256, 8), (128, 8)] if full else [(64, 4), (256, 8)]
         for block_s, warps in loop:
             yield _triton_loop_variant(dtype, {"BLOCK_S": block_s, "num_warps": warps})
         split = {"splits": 16, "BLOCK_S": 64, "num_warps": 4}
-        settings = _around(split, splits=[4, 64], BLOCK_S=[128]) if full else _around(split, splits=[64])
+        settings = around(split, splits=[4, 64], BLOCK_S=[128]) if full else around(split, splits=[64])
         for p in settings:
             yield _triton_split_variant(dtype, p)
 
@@ -531,10 +525,6 @@ ADAMW_POINTERS = ADAMW_INPUTS + ADAMW_OUTPUTS
 PERSISTENT_THREADS_PER_SM = 2048  # a grid-stride kernel's grid fills every SM once
 
 
-def _pointer(name: str, restrict: bool, const: bool, element: str = "float") -> str:
-    return f"{'const ' if const else ''}{element}* {'__restrict__ ' if restrict else ''}{name}"
-
-
 def _adamw_device(fast_math: bool) -> str:
     divide = "__fdividef(m_new, denom)" if fast_math else "m_new / denom"
     return f"""{CUDA_HEADER}
@@ -569,7 +559,7 @@ def _bias_prologue(bias: str, fast_math: bool) -> str:
 
 
 def _adamw_signature(restrict: bool, bias: str) -> str:
-    pointers = ", ".join(_pointer(name, restrict, name in ADAMW_INPUTS) for name in ADAMW_POINTERS)
+    pointers = ", ".join(cuda_pointer("float", name, restrict, name in ADAMW_INPUTS) for name in ADAMW_POINTERS)
     return f'extern "C" __global__ void adamw_step({pointers}, int n, float lr, float beta1, float beta2, float eps, float weight_decay, {_bias_params(bias)})'
 
 
@@ -610,7 +600,7 @@ def _elementwise_code(p: dict[str, Any]) -> str:
 
 
 def _float4_code(p: dict[str, Any]) -> str:
-    views = "\n".join(f"    {_pointer(name + '4', p['restrict'], name in ADAMW_INPUTS, 'float4')} = "
+    views = "\n".join(f"    {cuda_pointer('float4', name + '4', p['restrict'], name in ADAMW_INPUTS)} = "
                       f"reinterpret_cast<{'const ' if name in ADAMW_INPUTS else ''}float4*>({name});" for name in ADAMW_POINTERS)
 
     def step(pad: str) -> str:
@@ -763,19 +753,19 @@ def _triton_adamw_variant(p: dict[str, Any]) -> Variant:
 
 def adamw_variants() -> Iterable[Variant]:
     base = {"block": 256, "items": 1, "layout": "strided", "loop": "one_pass", "fast_math": False, "bias": "host", "restrict": True}
-    settings = _around(base, block=[64, 128, 512, 1024], items=[2, 4, 8], loop=["grid_stride"], fast_math=[True], bias=["thread"], restrict=[False])
+    settings = around(base, block=[64, 128, 512, 1024], items=[2, 4, 8], loop=["grid_stride"], fast_math=[True], bias=["thread"], restrict=[False])
     settings += [{**base, "items": 4, "layout": "contiguous"}, {**base, "fast_math": True, "bias": "thread"},
                  {**base, "loop": "grid_stride", "block": 1024}]
     for p in settings:
         yield _elementwise_variant(p)
     vector = {"block": 256, "vecs": 1, "loop": "one_pass", "fast_math": False, "restrict": True}
-    for p in _around(vector, block=[128, 512], vecs=[2, 4], loop=["grid_stride"], fast_math=[True], restrict=[False]):
+    for p in around(vector, block=[128, 512], vecs=[2, 4], loop=["grid_stride"], fast_math=[True], restrict=[False]):
         yield _float4_variant(p)
     unfused = {"chain": "per_line", "block": 256, "restrict": True}
-    for p in _around(unfused, chain=["torch_like"], block=[1024], restrict=[False]) + [{**unfused, "chain": "torch_like", "block": 1024}]:
+    for p in around(unfused, chain=["torch_like"], block=[1024], restrict=[False]) + [{**unfused, "chain": "torch_like", "block": 1024}]:
         yield _unfused_variant(p)
     triton = {"BLOCK": 1024, "num_warps": 4, "precise": False}
-    for p in _around(triton, BLOCK=[256, 2048, 4096, 8192], num_warps=[1, 2, 8, 16], precise=[True]):
+    for p in around(triton, BLOCK=[256, 2048, 4096, 8192], num_warps=[1, 2, 8, 16], precise=[True]):
         yield _triton_adamw_variant(p)
 
 

@@ -41,25 +41,15 @@ from kernelcast.models.corpus.spec import (
     Sizes,
     TensorSpec,
     Variant,
+    around,
     block1,
     cdiv,
     cuda_load_as_float,
+    cuda_pointer,
     cuda_store_from_float,
     grid1,
     i32,
 )
-
-
-def _around(base: dict[str, Any], **alternatives: list[Any]) -> list[dict[str, Any]]:
-    """`base` and every setting that changes exactly one of its axes: a star of edit pairs."""
-    settings = [dict(base)]
-    for name, values in alternatives.items():
-        settings += [{**base, name: value} for value in values if value != base[name]]
-    return settings
-
-
-def _pointer(ctype: str, name: str, restrict: bool, const: bool = True) -> str:
-    return f"{'const ' if const else ''}{ctype}* {'__restrict__ ' if restrict else ''}{name}"
 
 
 # --- gemv ---------------------------------------------------------------------------------------
@@ -98,8 +88,8 @@ def _as_loads(dtype: str, vector: int, pointer: str) -> str:
 
 def _gemv_thread_per_row(dtype: str, block: int, x_shared: bool, restrict: bool) -> str:
     ctype = CUDA_TYPES[dtype]
-    signature = (f'extern "C" __global__ void gemv({_pointer(ctype, "A", restrict)}, {_pointer(ctype, "x", restrict)}, '
-                 f'{_pointer(ctype, "y", restrict, const=False)}, int M, int N)')
+    signature = (f'extern "C" __global__ void gemv({cuda_pointer(ctype, "A", restrict)}, {cuda_pointer(ctype, "x", restrict)}, '
+                 f'{cuda_pointer(ctype, "y", restrict, const=False)}, int M, int N)')
     store = cuda_store_from_float(dtype, "sum")
     if not x_shared:
         return f"""{CUDA_HEADER}
@@ -151,7 +141,7 @@ def _gemv_warp_per_row(dtype: str, warps: int, vector: int, x_shared: bool, rest
 #define WARPS {warps}
 
 // one warp per row, WARPS rows per block; lanes stride over the row, shuffles add up
-extern "C" __global__ void gemv({_pointer(ctype, "a", restrict)}, {_pointer(ctype, "x", restrict)}, {_pointer(ctype, "y", restrict, const=False)}, int rows, int cols) {{
+extern "C" __global__ void gemv({cuda_pointer(ctype, "a", restrict)}, {cuda_pointer(ctype, "x", restrict)}, {cuda_pointer(ctype, "y", restrict, const=False)}, int rows, int cols) {{
 {stage}    int row = blockIdx.x * WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= rows) return;
@@ -258,16 +248,16 @@ def _gemv_cuda_variants(dtype: str) -> Iterable[Variant]:
     full = dtype == "f32"
     width = GEMV_VECTOR_TYPES[dtype][1]
     thread_base = {"block": 128, "x_shared": False, "restrict": False}
-    thread_settings = (_around(thread_base, block=[256], x_shared=[True], restrict=[True])
+    thread_settings = (around(thread_base, block=[256], x_shared=[True], restrict=[True])
                        + [{"block": 256, "x_shared": True, "restrict": True}, {"block": 64, "x_shared": False, "restrict": True}]) if full else (
-                       _around(thread_base, x_shared=[True], restrict=[True]))
+                       around(thread_base, x_shared=[True], restrict=[True]))
     serial = unsupported(dtype, at_most("k", SERIAL_MAX_K, "one thread walking a longer row alone takes milliseconds"))
     for p in thread_settings:
         yield Variant("cuda-thread-per-row", "cuda", {"dtype": dtype, **p}, _gemv_thread_per_row(dtype, p["block"], p["x_shared"], p["restrict"]),
                       _gemv_rows_launch(p["block"], 1), unsupported=serial)
     warp_base = {"warps": 4, "vector": width, "x_shared": False, "restrict": True}
-    warp_settings = (_around(warp_base, warps=[1, 2, 8], vector=[1], x_shared=[True], restrict=[False]) + [{**warp_base, "warps": 8, "vector": 1}]) if full else (
-                     _around(warp_base, vector=[1], x_shared=[True]))
+    warp_settings = (around(warp_base, warps=[1, 2, 8], vector=[1], x_shared=[True], restrict=[False]) + [{**warp_base, "warps": 8, "vector": 1}]) if full else (
+                     around(warp_base, vector=[1], x_shared=[True]))
     for p in warp_settings:
         yield Variant(
             "cuda-warp-per-row", "cuda", {"dtype": dtype, **p}, _gemv_warp_per_row(dtype, p["warps"], p["vector"], p["x_shared"], p["restrict"]),
@@ -275,12 +265,12 @@ def _gemv_cuda_variants(dtype: str) -> Iterable[Variant]:
             unsupported=unsupported(dtype, divisible("k", p["vector"]), *([_fits_shared(dtype)] if p["x_shared"] else [])),
         )
     block_base = {"block": 256, "vector": width, "reduction": "shuffle"}
-    for p in _around(block_base, block=[128, 512, 1024], vector=[1], reduction=["smem"]) if full else _around(block_base, reduction=["smem"]):
+    for p in around(block_base, block=[128, 512, 1024], vector=[1], reduction=["smem"]) if full else around(block_base, reduction=["smem"]):
         yield Variant("cuda-block-per-row", "cuda", {"dtype": dtype, **p}, _gemv_block_per_row(dtype, p["block"], p["vector"], p["reduction"]),
                       _gemv_rows_launch(p["block"], p["block"]), unsupported=unsupported(dtype, divisible("k", p["vector"])))
     if not full:
         return
-    for p in _around({"warps": 4, "chunk": 2048, "vector": 4}, warps=[8], chunk=[512, 1024], vector=[1]):
+    for p in around({"warps": 4, "chunk": 2048, "vector": 4}, warps=[8], chunk=[512, 1024], vector=[1]):
         yield Variant(
             "cuda-split-k", "cuda", {"dtype": dtype, **p}, _gemv_split_k(p["warps"], p["chunk"], p["vector"]),
             lambda s, p=p: [Launch(ZERO, grid1(1), ("y",)),
@@ -367,7 +357,7 @@ def _maxpool_flat(dtype: str, restrict: bool, unroll: bool) -> str:
     _, stride, window_params, defines = _window_names(unroll)
     return f"""{CUDA_HEADER}{defines}
 // one thread per output; (plane, oh, ow) from the flat index by divisions
-extern "C" __global__ void maxpool2d({_pointer(ctype, "x", restrict)}, {_pointer(ctype, "y", restrict, const=False)}, int N, int C, int H, int W, int OH, int OW{window_params}) {{
+extern "C" __global__ void maxpool2d({cuda_pointer(ctype, "x", restrict)}, {cuda_pointer(ctype, "y", restrict, const=False)}, int N, int C, int H, int W, int OH, int OW{window_params}) {{
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= N * C * OH * OW) return;
     int ow = idx % OW;
@@ -384,7 +374,7 @@ def _maxpool_grid3d(dtype: str, restrict: bool, unroll: bool) -> str:
     _, stride, window_params, defines = _window_names(unroll)
     return f"""{CUDA_HEADER}{defines}
 // one thread per output: x along ow, y along oh, z over the n * c planes
-extern "C" __global__ void maxpool2d({_pointer(ctype, "x", restrict)}, {_pointer(ctype, "y", restrict, const=False)}, int H, int W, int OH, int OW{window_params}) {{
+extern "C" __global__ void maxpool2d({cuda_pointer(ctype, "x", restrict)}, {cuda_pointer(ctype, "y", restrict, const=False)}, int H, int W, int OH, int OW{window_params}) {{
     int ow = blockIdx.x * blockDim.x + threadIdx.x;
     int oh = blockIdx.y * blockDim.y + threadIdx.y;
     if (ow >= OW || oh >= OH) return;
@@ -543,20 +533,20 @@ def maxpool_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
         full = dtype == "f32"
         flat = {"block": 256, "restrict": True, "unroll": False}
-        flat_settings = (_around(flat, block=[128, 1024], restrict=[False], unroll=[True]) + [{**flat, "restrict": False, "unroll": True}]) if full else (
-                         _around(flat, restrict=[False], unroll=[True]))
+        flat_settings = (around(flat, block=[128, 1024], restrict=[False], unroll=[True]) + [{**flat, "restrict": False, "unroll": True}]) if full else (
+                         around(flat, restrict=[False], unroll=[True]))
         for p in flat_settings:
             yield Variant("cuda-flat", "cuda", {"dtype": dtype, **p}, _maxpool_flat(dtype, p["restrict"], p["unroll"]), _flat_launch(p["block"], p["unroll"]),
                           unsupported=unsupported(dtype, _window_fixed(p["unroll"])))
         grid = {"block_x": 32, "block_y": 8, "restrict": True, "unroll": False}
         shapes = [(16, 16), (8, 32), (64, 4), (128, 1)] if full else [(8, 32)]
-        settings = [*_around(grid, restrict=[False], unroll=[True]), *({**grid, "block_x": bx, "block_y": by} for bx, by in shapes)]
+        settings = [*around(grid, restrict=[False], unroll=[True]), *({**grid, "block_x": bx, "block_y": by} for bx, by in shapes)]
         if full:
             settings.append({**grid, "block_x": 16, "block_y": 16, "restrict": False})
         for p in settings:
             yield Variant("cuda-grid3d", "cuda", {"dtype": dtype, **p}, _maxpool_grid3d(dtype, p["restrict"], p["unroll"]),
                           _plane_grid_launch(p["block_x"], p["block_y"], p["unroll"]), unsupported=unsupported(dtype, _window_fixed(p["unroll"])))
-        for p in _around({"seg": 4, "block": 256}, seg=[1, 2, 8] if full else [1], block=[128] if full else []):
+        for p in around({"seg": 4, "block": 256}, seg=[1, 2, 8] if full else [1], block=[128] if full else []):
             yield Variant("cuda-row-segment", "cuda", {"dtype": dtype, **p}, _maxpool_row_segment(dtype, p["seg"]), _segment_launch(p["block"], p["seg"]),
                           unsupported=unsupported(dtype))
         for tile_x, tile_y in [(32, 8), (32, 4), (16, 16), (64, 4)] if full else [(32, 8), (16, 16)]:

@@ -41,14 +41,11 @@ from kernelcast.models.corpus.spec import (
     block1,
     cdiv,
     cuda_load_as_float,
+    cuda_pointer,
     grid1,
     i32,
     product,
 )
-
-
-def _pointer(ctype: str, name: str, restrict: bool, const: bool = True) -> str:
-    return f"{'const ' if const else ''}{ctype}* {'__restrict__ ' if restrict else ''}{name}"
 
 
 # --- segment_sum ---------------------------------------------------------------------------------
@@ -69,7 +66,7 @@ def _segments(sizes: Sizes) -> int:
 
 
 def _segment_signature(restrict: bool = True) -> str:
-    return f'extern "C" __global__ void segment_sum({_pointer("float", "x", restrict)}, {_pointer("float", "out", restrict, False)}, int rows, int d, int seg_len)'
+    return f'extern "C" __global__ void segment_sum({cuda_pointer("float", "x", restrict)}, {cuda_pointer("float", "out", restrict, False)}, int rows, int d, int seg_len)'
 
 
 def _segment_args(sizes: Sizes) -> tuple[Any, ...]:
@@ -394,7 +391,7 @@ def _argmax_scan(dtype: str, vector: int, src: str, start: str, stride: str, end
 
 
 def _argmax_signature(dtype: str, restrict: bool = True, name: str = "argmax_rows") -> str:
-    return f'extern "C" __global__ void {name}({_pointer(CUDA_TYPES[dtype], "x", restrict)}, {_pointer("long long", "out", restrict, False)}, int rows, int cols)'
+    return f'extern "C" __global__ void {name}({cuda_pointer(CUDA_TYPES[dtype], "x", restrict)}, {cuda_pointer("long long", "out", restrict, False)}, int rows, int cols)'
 
 
 def _argmax_thread(dtype: str, restrict: bool) -> str:
