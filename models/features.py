@@ -153,8 +153,7 @@ SIDE_NAMES: tuple[str, ...] = (
     *(f"torch_{kind}" for kind in TORCH_OPS), *ACCESS_NAMES, *LAUNCH_NAMES, *FACT_NAMES, *PHYSICS_NAMES
 )
 CONTEXT_NAMES: tuple[str, ...] = (
-    "problem_known", "size_product", "threads_log2", "dtype_bytes", "matmul_like", "bytes_log2", "flops_log2",
-    "bytes_over_l2", "hw_bandwidth", "hw_fp32", "hw_bf16", "hw_tf32", "hw_sms", "hw_cc", "hw_l2", "hw_threads_per_sm",
+    "problem_known", "threads_log2", "dtype_bytes", "matmul_like", "bytes_log2", "bytes_over_l2", "hw_bandwidth", "hw_fp32", "hw_bf16", "hw_tf32", "hw_sms", "hw_cc", "hw_l2", "hw_threads_per_sm",
 )
 FEATURE_NAMES: tuple[str, ...] = (*SIDE_NAMES, *CONTEXT_NAMES)
 FLOOR_INDEX = SIDE_NAMES.index("floor_log2_us")
@@ -220,7 +219,6 @@ class Work:
     """What the problem asks of any implementation: the same for both sides."""
 
     known: bool
-    sizes: tuple[float, ...]  # positive int sizes, largest first
     dtype_bytes: int
     matmul_like: bool
     bytes: float
@@ -274,7 +272,7 @@ def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, 
     facts = [side.facts if isinstance(side.facts, dict) else {} for side in (request.reference, request.candidate)]
     matmul_like = any(c["torch_heavy"] > 0 or _uses_tensor_cores(c, f) for c, f in zip(counts, facts))
     if not sizes and not pragma_bytes:
-        return Work(False, (), dtype_bytes, matmul_like, 0.0, 0.0)
+        return Work(False, dtype_bytes, matmul_like, 0.0, 0.0)
     if matmul_like and len(sizes) >= 3:
         m, n, k = sizes[:3]
         elements = m * k + k * n + m * n
@@ -283,7 +281,7 @@ def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, 
         elements = min(_product(sizes[:2]), MAX_ELEMENTS)
         flops = elements
     data = pragma_bytes or 2.0 * elements * dtype_bytes
-    return Work(True, sizes, dtype_bytes, matmul_like, data, flops)
+    return Work(True, dtype_bytes, matmul_like, data, flops)
 
 
 def _total_threads(launches: list[dict[str, Any]]) -> float:
@@ -384,12 +382,15 @@ def _context_vector(work: Work, hardware: Hardware, threads: float) -> list[floa
     """`threads`: the most threads either side launches, a second reading of the problem's scale.
 
     Single sizes are left out on purpose: their sorted values name the operation (and let a
-    model memorise it) more than they describe work on an operation it has not seen.
+    model memorise it) more than they describe work on an operation it has not seen. So are
+    their product and the FLOPs read from them: an editor's problem often names fewer sizes
+    than its tensors have (a square SGEMM as one N), which read 2^20 times smaller than the
+    same problem in the corpus, and the README's SGEMM edit was forecast the wrong way round.
+    Bytes (exact from a launch pragma's arrays) and threads carry the scale instead.
     """
     return [
-        float(work.known), _log2p(_product(work.sizes)), _log2p(threads),
-        math.log2(work.dtype_bytes), float(work.matmul_like),
-        _log2p(work.bytes), _log2p(work.flops), _log2p(work.bytes / (hardware.l2_mb * 2**20)),
+        float(work.known), _log2p(threads), math.log2(work.dtype_bytes), float(work.matmul_like),
+        _log2p(work.bytes), _log2p(work.bytes / (hardware.l2_mb * 2**20)),
         math.log2(hardware.bandwidth_gbs), math.log2(hardware.fp32_tflops), math.log2(hardware.bf16_tflops),
         math.log2(hardware.tf32_tflops), math.log2(hardware.sm_count), hardware.compute_capability,
         math.log2(hardware.l2_mb), hardware.threads_per_sm / 1024.0,

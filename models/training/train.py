@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=Settings.hidden)
     parser.add_argument("--pair-hidden", type=int, default=Settings.pair_hidden, help="width of the pair-level correction (0: none)")
     parser.add_argument("--op-bootstrap", action="store_true", help="members bootstrap whole operations, not pairs")
-    parser.add_argument("--device", default=Settings.device, help="torch device to train on (cpu reproduces shipped weights)")
+    parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
     args = parser.parse_args(argv)
