@@ -153,7 +153,8 @@ SIDE_NAMES: tuple[str, ...] = (
     *(f"torch_{kind}" for kind in TORCH_OPS), *ACCESS_NAMES, *LAUNCH_NAMES, *FACT_NAMES, *PHYSICS_NAMES
 )
 CONTEXT_NAMES: tuple[str, ...] = (
-    "problem_known", "threads_log2", "dtype_bytes", "matmul_like", "bytes_log2", "bytes_over_l2", "hw_bandwidth", "hw_fp32", "hw_bf16", "hw_tf32", "hw_sms", "hw_cc", "hw_l2", "hw_threads_per_sm",
+    "problem_known", "threads_log2", "dtype_bytes", "matmul_like", "bytes_log2", "bytes_over_l2",
+    "hw_bandwidth", "hw_fp32", "hw_bf16", "hw_tf32", "hw_sms", "hw_cc", "hw_l2", "hw_threads_per_sm",
 )
 FEATURE_NAMES: tuple[str, ...] = (*SIDE_NAMES, *CONTEXT_NAMES)
 FLOOR_INDEX = SIDE_NAMES.index("floor_log2_us")
