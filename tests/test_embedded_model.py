@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.access_pattern import access_summary
 from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend, TimeModel
 from kernelcast.models.features import FEATURE_NAMES, pair_features, read_code
 from kernelcast.models.training import cuda_l1
@@ -62,21 +60,13 @@ def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     assert forward.request.hardware["key"] == "L40" and forward.group != backward.group
 
 
-def test_shipped_weights_load_small_and_fast() -> None:
+def test_shipped_weights_are_small_and_forecast_a_300_kernel_file() -> None:
+    """Its speed (under 20 ms a pair) is measured by benchmarks/bench_embedded.py, not here."""
     assert WEIGHTS_PATH.stat().st_size < 20 * 2**20
-    backend = EmbeddedBackend()
     code = "\n".join(f"__global__ void k{i}(float* x) {{ __shared__ float t[32]; x[threadIdx.x] = t[{i}]; }}" for i in range(300))
     request = ForecastRequest(KernelSide(code, "cuda"), KernelSide(code.replace("t[", "t [", 1), "cuda"), HARDWARE, {"N": 4096})
-    backend.predict(request)
-    # CPU time of this process: other work on a shared machine must not fail the test.
-    started = time.process_time()
-    for _ in range(20):
-        read_code.cache_clear()
-        access_summary.cache_clear()
-        raw = backend.predict(request)
-    assert (time.process_time() - started) / 20 < 0.020
+    raw = EmbeddedBackend().predict(request)
     assert sum(raw.probabilities) == pytest.approx(1.0)
-
 
 
 GELU = """// kernelcast: launch grid=(cdiv(N, 1024),) block=(256,) args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)
