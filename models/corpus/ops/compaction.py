@@ -30,9 +30,10 @@ chunks with a carry; num_warps. Sizes: tiny, many short rows, medium, few long r
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import pack_struct
+from kernelcast.models.corpus.ops.memkit import one_launch, pack_struct
 from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_most, cuda_reductions, divisible, next_pow2, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
@@ -609,9 +610,8 @@ def _cummax_args(sizes: Sizes) -> tuple[Any, ...]:
     return ("x", "y", i32(sizes["rows"]), i32(sizes["cols"]))
 
 
-def _row_launch(blocks, threads: int):
-    """One launch of rowwise_cummax: `blocks(sizes)` blocks of `threads`."""
-    return lambda s: [Launch("rowwise_cummax", grid1(blocks(s)), _cummax_args(s), block1(threads))]
+# One launch of rowwise_cummax: _row_launch(blocks, threads) gives `blocks(sizes)` blocks of `threads`.
+_row_launch = partial(one_launch, "rowwise_cummax", _cummax_args)
 
 
 def _long_enough(chunk: int):

@@ -25,9 +25,10 @@ program) and a loop over column tiles keeping a running best per lane; BLOCK, nu
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import pack_struct
+from kernelcast.models.corpus.ops.memkit import one_launch, pack_struct
 from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_most, divisible, next_pow2, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
@@ -529,9 +530,8 @@ def _argmax_args(sizes: Sizes) -> tuple[Any, ...]:
     return ("x", "out", i32(sizes["rows"]), i32(sizes["cols"]))
 
 
-def _row_launch(blocks, threads: int):
-    """One launch of argmax_rows: `blocks(sizes)` blocks of `threads`."""
-    return lambda s: [Launch("argmax_rows", grid1(blocks(s)), _argmax_args(s), block1(threads))]
+# One launch of argmax_rows: _row_launch(blocks, threads) gives `blocks(sizes)` blocks of `threads`.
+_row_launch = partial(one_launch, "argmax_rows", _argmax_args)
 
 
 def _wide_enough(chunk: int):
