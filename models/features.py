@@ -357,8 +357,14 @@ def _fact_vector(facts: dict[str, Any]) -> list[float]:
     ]
 
 
-def _physics(side: KernelSide, counts: dict[str, float], facts: dict[str, Any], launches: float, work: Work, hardware: Hardware) -> list[float]:
-    """Roofline floor of this side in log2 µs, and its parts."""
+def _physics(
+    side: KernelSide, counts: dict[str, float], facts: dict[str, Any], found: list[dict[str, Any]], launches: float, work: Work, hardware: Hardware
+) -> list[float]:
+    """Roofline floor of this side in log2 µs, and its parts.
+
+    The traffic is this side's own when its launches name their arrays' bytes (a launch
+    pragma does): the two sides of a float → half edit move different bytes on one shape.
+    """
     library = side.language == "pytorch" and counts["torch_heavy"] > 0 and counts["inline_extension"] == 0
     tensor_cores = _uses_tensor_cores(counts, facts) or (library and work.dtype_bytes <= 2)
     if tensor_cores:
@@ -372,7 +378,8 @@ def _physics(side: KernelSide, counts: dict[str, float], facts: dict[str, Any], 
     else:
         passes = launches
         launch_us = launches * LAUNCH_US
-    memory_us = passes * work.bytes / (hardware.bandwidth_gbs * 1e3)
+    side_bytes = max((float(launch.get("bytes") or 0) for launch in found), default=0.0) or work.bytes
+    memory_us = passes * side_bytes / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)
     return [math.log2(floor), math.log2(launch_us), _log2p(memory_us), _log2p(compute_us), math.log2(passes),
@@ -422,7 +429,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
             *access_summary(side.code, side.language),
             *launch_part,
             *_fact_vector(facts),
-            *_physics(side, side_counts, facts, 2.0 ** launch_part[0], work, hardware),
+            *_physics(side, side_counts, facts, found, 2.0 ** launch_part[0], work, hardware),
             *context,
         ])
     return np.asarray(rows, dtype=np.float64)

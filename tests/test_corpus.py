@@ -91,6 +91,16 @@ def _synthetic_records() -> list[dict]:
     return records
 
 
+def test_launches_carry_the_bytes_of_the_arrays_they_name() -> None:
+    """As an editor's launch pragma does: the same kernel at half precision moves half the bytes."""
+    triton = next(entry for entry in entries(["rmsnorm"]) if entry.variant.language == "triton")
+    wide, narrow = ({**triton.op.sizes[3], "dtype": dtype} for dtype in ("f32", "f16"))
+    (launch,) = describe(triton, wide)["launches"]
+    arrays = {**triton.op.inputs(wide), **triton.op.outputs(wide)}
+    assert launch["bytes"] == sum(arrays[arg].nbytes() for arg in launch["args"] if isinstance(arg, str)) > 0
+    assert describe(triton, narrow)["launches"][0]["bytes"] * 2 == pytest.approx(launch["bytes"], rel=0.01)
+
+
 def test_pairs_validate_and_carry_the_measured_speedup(tmp_path: Path) -> None:
     records = _synthetic_records()
     by_id = {record["id"]: record for record in records}

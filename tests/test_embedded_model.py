@@ -47,6 +47,17 @@ def test_launch_pragma_and_corpus_launches_are_read() -> None:
     assert row["threads_per_block"] == pytest.approx(np.log2(1 + 256))
 
 
+def test_each_side_reads_its_own_bytes_from_its_launches() -> None:
+    """A float → half edit keeps the shape (one problem) but halves one side's traffic."""
+    def side(nbytes: int) -> KernelSide:
+        return KernelSide("__global__ void k() {}", "cuda", facts={"launches": [{"kernel": "k", "grid": [4096, 1, 1], "block": [256, 1, 1], "bytes": nbytes}]})
+
+    rows = pair_features(ForecastRequest(side(1 << 24), side(1 << 23), HARDWARE, {"n": 1 << 20}))
+    wide, narrow = (dict(zip(FEATURE_NAMES, row)) for row in rows)
+    assert wide["bytes_log2"] == narrow["bytes_log2"] == pytest.approx(np.log2(1 + (1 << 24)))  # the shared context
+    assert wide["memory_log2_us"] > narrow["memory_log2_us"] > 0
+
+
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
     row = {"level_id": 1, "task_id": 9, "ref_code": reference, "custom_code": "x = load_inline(name='k', cuda_sources='')",

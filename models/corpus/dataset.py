@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from kernelcast.models.corpus.generate import REFERENCE_FAMILY, describe, describe_reference, entries, reference_id
+from kernelcast.models.corpus.generate import REFERENCE_FAMILY, describe, describe_reference, entries, reference_id, with_array_bytes
 from kernelcast.models.corpus.runner import median_intervals
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -90,7 +90,10 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
                 continue
             kernel_id = raw["kernel_id"]
             if kernel_id in kernels and "launches" in raw:  # the run saved what it measured
-                described = {**kernels[kernel_id], "sizes": raw["sizes"], "launches": raw["launches"]}
+                launches = raw["launches"]
+                if kernel_id in by_id:
+                    launches = with_array_bytes(by_id[kernel_id], raw["sizes"], launches)
+                described = {**kernels[kernel_id], "sizes": raw["sizes"], "launches": launches}
             elif kernel_id == reference_id(raw["op"]) and raw["op"] in ops:
                 described = describe_reference(ops[raw["op"]], raw["sizes"])
             elif kernel_id in by_id:

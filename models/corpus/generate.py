@@ -79,8 +79,19 @@ def describe(entry: Entry, sizes: Sizes) -> dict[str, Any]:
         "params": dict(entry.variant.params),
         "code": entry.variant.code,
         "sizes": dict(sizes),
-        "launches": [launch.to_json() for launch in entry.launches(sizes)],
+        "launches": with_array_bytes(entry, sizes, [launch.to_json() for launch in entry.launches(sizes)]),
     }
+
+
+def with_array_bytes(entry: Entry, sizes: Sizes, launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each launch with the bytes of the arrays it names, as an editor's launch pragma gives
+    them (`LaunchSpec.as_launch`): the forecaster reads each side's own bytes from there, so a
+    precision edit (one shape, two dtypes) shows as half the traffic on one side."""
+    tensors = {**entry.op.inputs(sizes), **entry.op.outputs(sizes), **entry.variant.scratch(sizes)}
+    return [
+        {**launch, "bytes": sum(tensors[arg].nbytes() for arg in launch["args"] if isinstance(arg, str) and arg in tensors)}
+        for launch in launches
+    ]
 
 
 def describe_reference(op: Op, sizes: Sizes) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES
+
 # Named extents, plus "dtype" where the operation comes in several precisions.
 Sizes = Mapping[str, Any]
 
@@ -37,6 +39,9 @@ class TensorSpec:
         for extent in self.shape:
             count *= extent
         return count
+
+    def nbytes(self) -> int:
+        return self.numel() * DTYPE_BYTES[self.dtype]
 
 
 @dataclass(frozen=True)
