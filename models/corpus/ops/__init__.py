@@ -28,6 +28,12 @@ MODULES = (
     "colreduce",
     "compaction",
     "decode",
+    "atomics",
+    "channels",
+    "filtering",
+    "splitk",
+    "streaming",
+    "lookup",
 )
 
 

@@ -13,9 +13,6 @@ CUDA families, shared by both operations:
 - single block: one block walks the array tile by tile with a running count;
 - three passes: count each tile (__syncthreads_count), scan the tile counts in one block,
   then select each tile again and scatter from its offset (and pad past the count);
-- chained: one pass; each block takes a ticket (atomicAdd), counts its tile, waits for the
-  running count of the tile before it and publishes its own (a chain of L2 round trips,
-  slow for many tiles), then scatters; its -1 padding fills from the back of y.
 Tiles are selected two ways (`scan`): "shuffle", ITEMS consecutive elements per thread and
 a warp-shuffle block scan of per-thread counts; "ballot", ITEMS coalesced steps of one
 element per thread with __ballot_sync/__popc. Axes: block size, ITEMS, `__restrict__`;
@@ -38,7 +35,6 @@ from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, at_most, unsuppor
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
-    ZERO,
     Launch,
     Op,
     Sizes,
@@ -55,7 +51,6 @@ from kernelcast.models.corpus.spec import (
 SERIAL_MAX_N = 1 << 20  # one thread over more takes tens of milliseconds
 SINGLE_BLOCK_MAX_N = 1 << 24
 ONE_PROGRAM_MAX_N = 1 << 20  # a Triton program steps through BLOCK elements at a time
-MAX_CHAINED_TILES = 16384  # each link of the chain is an L2 round trip (~0.5 us)
 TRITON_SCAN_BLOCK = 1024  # tile counts the one-program scan takes per step
 SCANS = ("shuffle", "ballot")
 
@@ -300,41 +295,6 @@ extern "C" __global__ void scatter_blocks({x}, {y}, {cuda_pointer('int', 'block_
 """
 
 
-def _chained(rule: Rule, scan: str, block: int, items: int) -> str:
-    """One pass: state[0] hands out tiles in launch order, state[1 + t] = 1 + entries up to tile t's end."""
-    return f"""{_prelude(rule, block, items)}{_count_tile(rule, True)}{_select_tile(rule, scan, True)}
-extern "C" __global__ void {rule.name}(const T* __restrict__ x, int* __restrict__ y, int* __restrict__ count, int* state, int n, int tiles) {{
-    __shared__ int my_tile, offset;
-    if (threadIdx.x == 0) my_tile = atomicAdd(&state[0], 1);
-    __syncthreads();
-    int t = my_tile;
-    int base = t * TILE;
-    int here = count_tile(x, n, base);
-    if (threadIdx.x == 0) {{
-        // spin until the tile before publishes its running count
-        volatile int* running = state + 1;
-        int prefix = 0;
-        if (t > 0) {{
-            int seen;
-            while ((seen = running[t - 1]) == 0) {{}}
-            prefix = seen - 1;
-        }}
-        running[t] = prefix + here + 1;
-        offset = prefix;
-        if (t == tiles - 1) count[0] = prefix + here;
-    }}
-    __syncthreads();
-    int before = offset;
-    select_tile(x, y, n, base, before);
-    // the unselected elements of tile t own y[n - dropped_through_t, n - dropped_before_t)
-    int dropped_before = base - before;
-    int dropped_here = min(TILE, n - base) - here;
-    int start = n - dropped_before - dropped_here;
-    for (int j = threadIdx.x; j < dropped_here; j += BLOCK) y[start + j] = -1;
-}}
-"""
-
-
 # --- Triton ------------------------------------------------------------------------------------
 
 TRITON_NONZERO = """    v = tl.load(x_ptr + offs, mask=mask, other=0)
@@ -434,15 +394,8 @@ def _three_pass_launches(tile: int, block: int | None = None, num_warps: int | N
     return launches
 
 
-def _chained_launches(name: str, block: int, tile: int):
-    def launches(s: Sizes) -> list[Launch]:
-        tiles = cdiv(s["n"], tile)
-        return [Launch(ZERO, grid1(1), ("state",)), Launch(name, grid1(tiles), (*_args(s), "state", i32(tiles)), block1(block))]
-    return launches
-
-
 def _cuda_variants(rule_for: Callable[[dict[str, Any]], Rule], dtype: str | None, grids: dict[str, list[dict[str, list[Any]]]]) -> Iterable[Variant]:
-    """The four CUDA families over the axis grids of each; `rule_for(params)` is the operation's rule."""
+    """The three CUDA families over the axis grids of each; `rule_for(params)` is the operation's rule."""
     only = unsupported(dtype)
     for params in (params for grid in grids["cuda-serial"] for params in product(grid)):
         rule = rule_for(params)
@@ -462,13 +415,6 @@ def _cuda_variants(rule_for: Callable[[dict[str, Any]], Rule], dtype: str | None
         yield Variant(
             "cuda-three-pass", "cuda", params, _three_pass(rule_for(params), params["scan"], block, params["items"], params["restrict"]),
             _three_pass_launches(tile, block=block), scratch=_block_scratch(tile), unsupported=only,
-        )
-    for params in (params for grid in grids["cuda-chained"] for params in product(grid)):
-        rule, block, tile = rule_for(params), params["block"], params["block"] * params["items"]
-        yield Variant(
-            "cuda-chained", "cuda", params, _chained(rule, params["scan"], block, params["items"]), _chained_launches(rule.name, block, tile),
-            scratch=lambda s, tile=tile: {"state": TensorSpec((cdiv(s["n"], tile) + 1,), "i32")},
-            unsupported=unsupported(dtype, at_most("n", MAX_CHAINED_TILES * tile, "a longer chain of tiles is too slow")),
         )
 
 
@@ -517,7 +463,6 @@ def _nonzero_grids(dtype: str) -> dict[str, list[dict[str, list[Any]]]]:
             "cuda-single-block": [{"scan": ["shuffle"], "block": [1024], "items": [4]}],
             "cuda-three-pass": [{"scan": list(SCANS), "block": [512], "items": [4], "vector": [False], "restrict": [True]},
                                 {"scan": ["shuffle"], "block": [512], "items": [4], "vector": [True], "restrict": [True]}],
-            "cuda-chained": [{"scan": list(SCANS), "block": [512], "items": [4]}],
         }
     else:
         grids = {
@@ -528,7 +473,6 @@ def _nonzero_grids(dtype: str) -> dict[str, list[dict[str, list[Any]]]]:
                 {"scan": ["shuffle"], "block": [128, 512], "items": [4, 8], "vector": [True], "restrict": [True]},
                 {"scan": list(SCANS), "block": [512], "items": [1, 4], "vector": [False], "restrict": [False]},
             ],
-            "cuda-chained": [{"scan": list(SCANS), "block": [128, 512], "items": [4, 16]}],
         }
     return {family: [{"dtype": [dtype], **grid} for grid in family_grids] for family, family_grids in grids.items()}
 
@@ -571,7 +515,6 @@ UNIQUE_TILED_GRIDS = {
         {"scan": list(SCANS), "block": [128, 512], "items": [1, 4, 8], "restrict": [True]},
         {"scan": list(SCANS), "block": [512], "items": [4], "restrict": [False]},
     ],
-    "cuda-chained": [{"scan": list(SCANS), "block": [256], "items": [4, 16]}],
 }
 
 
