@@ -324,6 +324,11 @@ class LaunchSpec:
         """Named ints (N, M, K, batch_size…) for roofline and forecast inputs."""
         return dict(self.sizes)
 
+    def float_dtype(self) -> str | None:
+        """The dtype of the largest floating array: the precision a problem is named by."""
+        floats = [arg for arg in self.args if arg.is_array and arg.dtype in FLOAT_DTYPES]
+        return max(floats, key=lambda arg: arg.nbytes).dtype if floats else None
+
     def as_launch(self) -> dict[str, Any]:
         """The launch as corpus facts list it (grid, block, shared bytes, Triton options and
         constexprs) plus the bytes its arrays hold: what the forecaster's features read."""

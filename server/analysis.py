@@ -176,13 +176,25 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     assert result.reference is not None and analysis.hardware is not None
     reference, kernel = result.reference, result.kernel
     reference_file = _reference_file(reference, analysis)
+    reference_launch = _launch_in(reference_file, reference)
     return ForecastRequest(
-        reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, _launch_in(reference_file, reference)),
+        reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
         candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, result.launch),
         hardware={**analysis.hardware.to_json(), "fingerprint": analysis.hardware.fingerprint()},
-        problem=problem,
+        problem=_with_precision(problem, reference_launch, result.launch),
         threshold=threshold,
     )
+
+
+def _with_precision(problem: dict[str, Any] | None, *launches: LaunchSpec | None) -> dict[str, Any] | None:
+    """The problem with its precision, as the corpus names problems ("dtype": f16…), read from
+    the pragmas' largest floating arrays; an fp16 kernel read as fp32 would be forecast on
+    twice its elements. Left out when the sides differ: the corpus shows a precision edit
+    without one, each side's own bytes tell it apart."""
+    precisions = {launch.float_dtype() for launch in launches if launch is not None} - {None}
+    if len(precisions) != 1 or "dtype" in (problem or {}):
+        return problem
+    return {**(problem or {}), "dtype": precisions.pop()}
 
 
 # `#include`/`#define` with nothing between `#` and the word: in a Python file holding CUDA

@@ -38,6 +38,9 @@ def test_cuda_pragma_binds_sizes_grid_and_outputs() -> None:
     assert spec.args[2].value == 1 << 24
     assert spec.problem_sizes() == {"N": 1 << 24}
     assert spec.bytes_needed() == 2 * 2 * 4 * (1 << 24)
+    assert spec.float_dtype() == "f32"
+    mixed = parse_launch_pragma("// kernelcast: launch grid=(1) block=(256) args=(idx:i64[4*N], x:f16[N], y:f32[2]:out, N:i32=1024)", "cuda")
+    assert mixed.float_dtype() == "f16"  # the largest floating array, never the indices
 
 
 def test_triton_pragma_keys_are_names_and_launch_options() -> None:
