@@ -33,7 +33,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import one_launch, pack_struct
+from kernelcast.models.corpus.ops.memkit import one_launch, pack_struct, three_pass_launches, tile_count_scratch
 from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_most, cuda_reductions, divisible, next_pow2, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
@@ -125,7 +125,6 @@ COMPACT_SIZES = [
 SCAN_STYLES = ("hillis-steele", "shuffle", "ballot")
 SERIAL_MAX_N = 1 << 20  # one thread over more takes tens of milliseconds
 SINGLE_BLOCK_MAX_N = 1 << 24
-TRITON_SCAN_BLOCK = 1024  # tile counts scanned per step by the one-program scan
 
 
 def _compact_prelude(dtype: str, block: int, items: int) -> str:
@@ -317,26 +316,8 @@ def scatter_tiles(x_ptr, y_ptr, tile_counts_ptr, count_ptr, n, BLOCK: tl.constex
 """
 
 
-def _tile_scratch(tile: int):
-    return lambda s: {"tile_counts": TensorSpec((cdiv(s["n"], tile),), "i32"), "tile_offsets": TensorSpec((cdiv(s["n"], tile),), "i32")}
-
-
-def _three_pass_launches(tile: int, block: int | None = None, num_warps: int | None = None):
-    """count_tiles, scan_tiles (one block or program), scatter_tiles: CUDA blocks of `block`
-    threads, or Triton programs of `num_warps` (the scan steps over TRITON_SCAN_BLOCK counts)."""
-    def launch(kernel: str, grid: int, args: tuple[Any, ...], width: int) -> Launch:
-        if num_warps is None:
-            return Launch(kernel, grid1(grid), args, block1(block))
-        return Launch(kernel, grid1(grid), args, constexprs={"BLOCK": width}, num_warps=num_warps)
-
-    def launches(s: Sizes) -> list[Launch]:
-        tiles = cdiv(s["n"], tile)
-        return [
-            launch("count_tiles", tiles, ("x", "tile_counts", i32(s["n"])), tile),
-            launch("scan_tiles", 1, ("tile_counts", "tile_offsets", "count", i32(tiles)), TRITON_SCAN_BLOCK),
-            launch("scatter_tiles", tiles, ("x", "y", "tile_offsets", "count", i32(s["n"])), tile),
-        ]
-    return launches
+THREE_PASS_KERNELS = ("count_tiles", "scan_tiles", "scatter_tiles")
+TILE_COUNTS = ("tile_counts", "tile_offsets")
 
 
 def _single_launch(s: Sizes, block: int) -> list[Launch]:
@@ -367,14 +348,14 @@ def compact_variants() -> Iterable[Variant]:
                 block, tile = params["block"], params["block"] * params["items"]
                 yield Variant(
                     "cuda-three-pass", "cuda", params, _compact_three_pass(dtype, params["scan"], block, params["items"], params["restrict"]),
-                    _three_pass_launches(tile, block=block), scratch=_tile_scratch(tile), unsupported=unsupported(dtype),
+                    three_pass_launches(THREE_PASS_KERNELS, TILE_COUNTS, tile, block=block), scratch=tile_count_scratch(TILE_COUNTS, tile), unsupported=unsupported(dtype),
                 )
         for params in product({"dtype": [dtype], "BLOCK": [256, 1024, 4096] if full else [1024, 4096], "num_warps": [4, 8] if full else [4]}):
             tile = params["BLOCK"]
             yield Variant(
                 "triton-three-pass", "triton", params, COMPACT_TRITON_THREE_PASS,
-                _three_pass_launches(tile, num_warps=params["num_warps"]),
-                scratch=_tile_scratch(tile), unsupported=unsupported(dtype),
+                three_pass_launches(THREE_PASS_KERNELS, TILE_COUNTS, tile, num_warps=params["num_warps"]),
+                scratch=tile_count_scratch(TILE_COUNTS, tile), unsupported=unsupported(dtype),
             )
         for params in product({"dtype": [dtype], "BLOCK": [1024, 4096] if full else [4096], "num_warps": [4]}):
             yield _resum_variant(params)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from kernelcast.models.corpus.ops.memkit import one_launch
+from kernelcast.models.corpus.ops.memkit import one_launch, three_pass_launches, tile_count_scratch
 from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, at_most, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
@@ -40,8 +40,6 @@ from kernelcast.models.corpus.spec import (
     Sizes,
     TensorSpec,
     Variant,
-    block1,
-    cdiv,
     cuda_pointer,
     grid1,
     i32,
@@ -51,7 +49,6 @@ from kernelcast.models.corpus.spec import (
 SERIAL_MAX_N = 1 << 20  # one thread over more takes tens of milliseconds
 SINGLE_BLOCK_MAX_N = 1 << 24
 ONE_PROGRAM_MAX_N = 1 << 20  # a Triton program steps through BLOCK elements at a time
-TRITON_SCAN_BLOCK = 1024  # tile counts the one-program scan takes per step
 SCANS = ("shuffle", "ballot")
 
 
@@ -372,26 +369,8 @@ def _args(sizes: Sizes) -> tuple[Any, ...]:
     return ("x", "y", "count", i32(sizes["n"]))
 
 
-def _block_scratch(tile: int):
-    return lambda s: {"block_counts": TensorSpec((cdiv(s["n"], tile),), "i32"), "block_offsets": TensorSpec((cdiv(s["n"], tile),), "i32")}
-
-
-def _three_pass_launches(tile: int, block: int | None = None, num_warps: int | None = None):
-    """count_blocks, scan_counts (one block or program), scatter_blocks: CUDA blocks of `block`
-    threads, or Triton programs of `num_warps` (the scan steps over TRITON_SCAN_BLOCK counts)."""
-    def launch(kernel: str, grid: int, args: tuple[Any, ...], width: int) -> Launch:
-        if num_warps is None:
-            return Launch(kernel, grid1(grid), args, block1(block))
-        return Launch(kernel, grid1(grid), args, constexprs={"BLOCK": width}, num_warps=num_warps)
-
-    def launches(s: Sizes) -> list[Launch]:
-        tiles = cdiv(s["n"], tile)
-        return [
-            launch("count_blocks", tiles, ("x", "block_counts", i32(s["n"])), tile),
-            launch("scan_counts", 1, ("block_counts", "block_offsets", "count", i32(tiles)), TRITON_SCAN_BLOCK),
-            launch("scatter_blocks", tiles, ("x", "y", "block_offsets", "count", i32(s["n"])), tile),
-        ]
-    return launches
+THREE_PASS_KERNELS = ("count_blocks", "scan_counts", "scatter_blocks")
+TILE_COUNTS = ("block_counts", "block_offsets")
 
 
 def _cuda_variants(rule_for: Callable[[dict[str, Any]], Rule], dtype: str | None, grids: dict[str, list[dict[str, list[Any]]]]) -> Iterable[Variant]:
@@ -414,7 +393,7 @@ def _cuda_variants(rule_for: Callable[[dict[str, Any]], Rule], dtype: str | None
         block, tile = params["block"], params["block"] * params["items"]
         yield Variant(
             "cuda-three-pass", "cuda", params, _three_pass(rule_for(params), params["scan"], block, params["items"], params["restrict"]),
-            _three_pass_launches(tile, block=block), scratch=_block_scratch(tile), unsupported=only,
+            three_pass_launches(THREE_PASS_KERNELS, TILE_COUNTS, tile, block=block), scratch=tile_count_scratch(TILE_COUNTS, tile), unsupported=only,
         )
 
 
@@ -423,7 +402,7 @@ def _triton_variants(name: str, select: str, base: dict[str, Any], dtype: str | 
         tile = params["BLOCK"]
         yield Variant(
             "triton-three-pass", "triton", params, _triton_three_pass(select),
-            _three_pass_launches(tile, num_warps=params["num_warps"]), scratch=_block_scratch(tile), unsupported=unsupported(dtype),
+            three_pass_launches(THREE_PASS_KERNELS, TILE_COUNTS, tile, num_warps=params["num_warps"]), scratch=tile_count_scratch(TILE_COUNTS, tile), unsupported=unsupported(dtype),
         )
     for params in product({**base, **one_program}):
         yield Variant(

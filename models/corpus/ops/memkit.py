@@ -1,15 +1,16 @@
-"""Helpers shared by the data-movement, scan, stencil and sort modules (not an operation);
+"""Helpers shared by the data-movement, scan, stencil, sort and compaction modules (not an operation);
 the ones every operation module uses are in rowkit."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from kernelcast.models.corpus.ops.rowkit import Check
-from kernelcast.models.corpus.spec import CUDA_TYPES, Arg, Launch, Sizes, block1, grid1
+from kernelcast.models.corpus.spec import CUDA_TYPES, Arg, Launch, Sizes, TensorSpec, block1, cdiv, grid1, i32
 
 MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory one block may ask for on sm_90
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "u8": 1}
+SCAN_STEP = 1024  # tile counts a one-program Triton scan takes per step
 
 
 def divisible(name: str, by: int) -> Check:
@@ -25,3 +26,32 @@ def pack_struct(dtype: str, width: int, name: str = "Pack") -> str:
 def one_launch(kernel: str, args: Callable[[Sizes], tuple[Arg, ...]], blocks: Callable[[Sizes], int], threads: int) -> Callable[[Sizes], list[Launch]]:
     """A one-kernel CUDA variant's launches: `blocks(sizes)` blocks of `threads`."""
     return lambda sizes: [Launch(kernel, grid1(blocks(sizes)), args(sizes), block1(threads))]
+
+
+def tile_count_scratch(names: tuple[str, str], tile: int) -> Callable[[Sizes], dict[str, TensorSpec]]:
+    """A count-scan-scatter pass's scratch over s["n"] elements: per-tile counts, then their offsets."""
+    return lambda s: {name: TensorSpec((cdiv(s["n"], tile),), "i32") for name in names}
+
+
+def three_pass_launches(
+    kernels: tuple[str, str, str], counts: tuple[str, str], tile: int, block: int | None = None, num_warps: int | None = None
+) -> Callable[[Sizes], list[Launch]]:
+    """Count each tile of s["n"] elements, scan the counts (one block or program), scatter from
+    the offsets: CUDA blocks of `block` threads, or Triton programs of `num_warps` (the scan
+    steps over SCAN_STEP counts). The kernels take ("x", "y", …, "count", n) as compaction does."""
+    count, scan, scatter = kernels
+    tile_counts, tile_offsets = counts
+
+    def launch(kernel: str, grid: int, args: tuple[Any, ...], width: int) -> Launch:
+        if num_warps is None:
+            return Launch(kernel, grid1(grid), args, block1(block))
+        return Launch(kernel, grid1(grid), args, constexprs={"BLOCK": width}, num_warps=num_warps)
+
+    def launches(s: Sizes) -> list[Launch]:
+        tiles = cdiv(s["n"], tile)
+        return [
+            launch(count, tiles, ("x", tile_counts, i32(s["n"])), tile),
+            launch(scan, 1, (tile_counts, tile_offsets, "count", i32(tiles)), SCAN_STEP),
+            launch(scatter, tiles, ("x", "y", tile_offsets, "count", i32(s["n"])), tile),
+        ]
+    return launches
