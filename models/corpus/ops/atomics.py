@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible, one_launch
-from kernelcast.models.corpus.ops.rowkit import ATOMIC_MAX_FLOAT, NEG_INF, SM_COUNT, TRITON_HEADER, next_pow2, unsupported
+from kernelcast.models.corpus.ops.rowkit import ATOMIC_MAX_FLOAT, NEG_INF, SM_COUNT, THREADS_PER_SM, TRITON_HEADER, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     ZERO,
@@ -54,13 +54,6 @@ from kernelcast.models.corpus.spec import (
     i32,
     product,
 )
-
-THREADS_PER_SM = 2048  # H100: a grid-stride grid fills every SM with this many threads
-
-
-def _resident_blocks(total: int, block: int, per_sm: int) -> int:
-    """A grid-stride grid: per_sm blocks on every SM, never more blocks than there is work for."""
-    return min(cdiv(total, block), SM_COUNT * per_sm)
 
 
 # --- accumulate_rows -------------------------------------------------------------------------------
@@ -273,7 +266,7 @@ def accumulate_variants() -> Iterable[Variant]:
     for params in product({"block": [128, 512], "restrict": [True, False], "grid_stride": [False, True]}):
         block, grid_stride = params["block"], params["grid_stride"]
         full_grid = lambda s, block=block: cdiv(s["n"] * s["dim"], block)
-        resident = lambda s, block=block: _resident_blocks(s["n"] * s["dim"], block, THREADS_PER_SM // block)
+        resident = lambda s, block=block: resident_blocks(cdiv(s["n"] * s["dim"], block), THREADS_PER_SM // block)
         yield Variant(
             "cuda-atomic-element", "cuda", params, _accumulate_element(params["restrict"], grid_stride),
             _zeroed_launch("accumulate_rows", _accumulate_args, resident if grid_stride else full_grid, block),
@@ -572,14 +565,14 @@ def keyed_max_variants() -> Iterable[Variant]:
         yield Variant(
             "cuda-shared-private", "cuda", params, _keyed_shared(params["atomic"]),
             lambda s, block=block, per_sm=per_sm: _filled(
-                "cuda", s, Launch("keyed_max", grid1(_resident_blocks(s["n"], block, per_sm)), _keyed_args(s, True), block1(block), shared_bytes=s["buckets"] * 4)),
+                "cuda", s, Launch("keyed_max", grid1(resident_blocks(cdiv(s["n"], block), per_sm)), _keyed_args(s, True), block1(block), shared_bytes=s["buckets"] * 4)),
             unsupported=lambda s: None if s["buckets"] * 4 <= MAX_SHARED_BYTES else "the bins do not fit shared memory",
         )
     for params in product({"aggregate": [False, True], "atomic": ["int-sign", "cas-early-exit"], "blocks_per_sm": [2, 8]}):
         per_sm = params["blocks_per_sm"]
         yield Variant(
             "cuda-warp-match", "cuda", params, _keyed_warp_match(params["atomic"], params["aggregate"]),
-            lambda s, per_sm=per_sm: _filled("cuda", s, Launch("keyed_max", grid1(_resident_blocks(s["n"], 256, per_sm)), _keyed_args(s), block1(256))),
+            lambda s, per_sm=per_sm: _filled("cuda", s, Launch("keyed_max", grid1(resident_blocks(cdiv(s["n"], 256), per_sm)), _keyed_args(s), block1(256))),
         )
     for params in around({"BLOCK": 1024, "num_warps": 4, "sem": "relaxed"}, BLOCK=[256, 4096], num_warps=[1, 8], sem=["acq_rel"]):
         block = params["BLOCK"]
@@ -611,7 +604,7 @@ def _keyed_onehot_variant(params: dict[str, Any]) -> Variant:
 
     def launches(sizes: Sizes) -> list[Launch]:
         constexprs = {"BUCKETS": next_pow2(sizes["buckets"]), "BLOCK": block}
-        return _filled("triton", sizes, Launch("keyed_max", grid1(_resident_blocks(sizes["n"], block, per_sm)), _keyed_args(sizes, True), constexprs=constexprs, num_warps=4))
+        return _filled("triton", sizes, Launch("keyed_max", grid1(resident_blocks(cdiv(sizes["n"], block), per_sm)), _keyed_args(sizes, True), constexprs=constexprs, num_warps=4))
 
     def too_many(sizes: Sizes) -> str | None:
         return None if sizes["buckets"] <= KEYED_ONEHOT_MAX_BUCKETS else f"buckets > {KEYED_ONEHOT_MAX_BUCKETS}: BUCKETS x BLOCK compares leave the registers"

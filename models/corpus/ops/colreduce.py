@@ -41,14 +41,15 @@ from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.memkit import pack_struct
 from kernelcast.models.corpus.ops.rowkit import (
-    SM_COUNT,
+    THREADS_PER_SM,
     TRITON_HEADER,
-    Check,
     at_most,
+    Check,
     cuda_accumulate,
     cuda_prelude,
     cuda_reductions,
     divisible,
+    resident_blocks,
     unsupported,
     vector_width,
 )
@@ -595,15 +596,10 @@ def _l2_packs(n: int, vector: int) -> int:
     return n // vector if vector > 1 else n
 
 
-def _persistent_blocks(block: int) -> int:
-    """A full wave at 2048 threads per SM."""
-    return SM_COUNT * (2048 // block)
-
-
 def _atomic_blocks(s: Sizes, p: dict[str, Any]) -> int:
     """Enough blocks for one pass over the vector (at least one, for the tail), capped at a wave for grid-stride."""
     blocks = max(1, cdiv(_l2_packs(s["n"], p["vector"]), p["block"] * p["items"]))
-    return min(blocks, _persistent_blocks(p["block"])) if p["loop"] == "grid-stride" else blocks
+    return resident_blocks(blocks, THREADS_PER_SM // p["block"]) if p["loop"] == "grid-stride" else blocks
 
 
 def l2norm_variants() -> Iterable[Variant]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, MAX_SHARED_BYTES, divisible
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, unsupported
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -196,11 +196,6 @@ def _bincount_args(sizes: Sizes, with_bins: bool = False) -> tuple[Any, ...]:
     return ("x", "counts", i32(sizes["n"])) + ((i32(sizes["bins"]),) if with_bins else ())
 
 
-def _resident_grid(sizes: Sizes, block: int, per_sm: int) -> tuple[int, int, int]:
-    """Enough blocks for per_sm of them on every SM, never more than there are elements for."""
-    return grid1(min(cdiv(sizes["n"], block), SM_COUNT * per_sm))
-
-
 def _shared_fits(sizes: Sizes) -> str | None:
     return None if sizes["bins"] * 4 <= MAX_SHARED_BYTES else "the bins do not fit shared memory"
 
@@ -224,7 +219,7 @@ def bincount_variants() -> Iterable[Variant]:
         yield Variant(
             "cuda-grid-stride", "cuda", params, _bincount_grid_stride(params["aggregate"], params["restrict"]),
             lambda s, per_sm=per_sm: _cleared(
-                Launch("bincount", _resident_grid(s, BINCOUNT_BLOCK, per_sm), _bincount_args(s), block1(BINCOUNT_BLOCK))),
+                Launch("bincount", grid1(resident_blocks(cdiv(s["n"], BINCOUNT_BLOCK), per_sm)), _bincount_args(s), block1(BINCOUNT_BLOCK))),
         )
     shared_settings = [
         *product({"block": [256, 1024], "blocks_per_sm": [1, 2], "aggregate": [False, True], "skip_zero": [True]}),
@@ -235,7 +230,7 @@ def bincount_variants() -> Iterable[Variant]:
         yield Variant(
             "cuda-shared-private", "cuda", params, _bincount_shared(params["aggregate"], params["skip_zero"]),
             lambda s, block=block, per_sm=per_sm: _cleared(
-                Launch("bincount", _resident_grid(s, block, per_sm), _bincount_args(s, with_bins=True), block1(block), shared_bytes=s["bins"] * 4)),
+                Launch("bincount", grid1(resident_blocks(cdiv(s["n"], block), per_sm)), _bincount_args(s, with_bins=True), block1(block), shared_bytes=s["bins"] * 4)),
             unsupported=_shared_fits,
         )
     for params in [*product({"BLOCK": [256, 1024, 4096], "num_warps": [4]}), *product({"BLOCK": [1024], "num_warps": [1, 8]})]:
@@ -253,7 +248,7 @@ def _histogram_variant(params: dict[str, Any]) -> Variant:
     block, persistent = params["BLOCK"], params["persistent"]
 
     def launches(sizes: Sizes) -> list[Launch]:
-        grid = _resident_grid(sizes, block, PERSISTENT_PROGRAMS_PER_SM) if persistent else grid1(cdiv(sizes["n"], block))
+        grid = grid1(resident_blocks(cdiv(sizes["n"], block), PERSISTENT_PROGRAMS_PER_SM)) if persistent else grid1(cdiv(sizes["n"], block))
         return _cleared(Launch("bincount", grid, _bincount_args(sizes), constexprs={"BLOCK": block, "BINS": sizes["bins"]}, num_warps=params["num_warps"]))
 
     def too_wide(sizes: Sizes) -> str | None:

@@ -41,7 +41,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, pack_struct
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, Check, at_most, cuda_prelude, cuda_reductions, unsupported, vector_width
+from kernelcast.models.corpus.ops.rowkit import THREADS_PER_SM, TRITON_HEADER, at_most, Check, cuda_prelude, cuda_reductions, resident_blocks, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -522,7 +522,6 @@ HYPER = (f32(LR), f32(BETA1), f32(BETA2), f32(EPS), f32(WEIGHT_DECAY))
 ADAMW_INPUTS = ("p", "g", "m", "v")
 ADAMW_OUTPUTS = ("p_out", "m_out", "v_out")
 ADAMW_POINTERS = ADAMW_INPUTS + ADAMW_OUTPUTS
-PERSISTENT_THREADS_PER_SM = 2048  # a grid-stride kernel's grid fills every SM once
 
 
 def _adamw_device(fast_math: bool) -> str:
@@ -634,16 +633,12 @@ def _float4_code(p: dict[str, Any]) -> str:
 """
 
 
-def _persistent_blocks(threads: int, block: int) -> int:
-    return min(cdiv(threads, block), SM_COUNT * (PERSISTENT_THREADS_PER_SM // block))
-
-
 def _fused_launch(p: dict[str, Any], per_thread: int, vector: int) -> Callable[[Sizes], list[Launch]]:
     """A launch over n // vector vectors (at least one block), per_thread of them per thread unless grid-stride."""
 
     def launches(s: Sizes) -> list[Launch]:
         units = max(1, s["n"] // vector)
-        blocks = _persistent_blocks(units, p["block"]) if p["loop"] == "grid_stride" else cdiv(units, p["block"] * per_thread)
+        blocks = resident_blocks(cdiv(units, p["block"]), THREADS_PER_SM // p["block"]) if p["loop"] == "grid_stride" else cdiv(units, p["block"] * per_thread)
         bias = (f32(STEP_SIZE), f32(INV_BC2_SQRT)) if p["bias"] == "host" else (i32(STEP),)
         return [Launch("adamw_step", grid1(blocks), (*ADAMW_POINTERS, i32(s["n"]), *HYPER, *bias), block1(p["block"]))]
 

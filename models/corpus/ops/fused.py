@@ -29,9 +29,10 @@ from typing import Any, Callable, Iterable
 from kernelcast.models.corpus.ops.norm import NORM_SIZES, Pass, RowProgram, row_variants
 from kernelcast.models.corpus.ops.rowkit import (
     ELEMENT_BYTES,
-    SM_COUNT,
+    THREADS_PER_SM,
     TRITON_HEADER,
     divisible,
+    resident_blocks,
     unsupported,
     vector_width,
 )
@@ -313,7 +314,7 @@ def _broadcast_variants(make: Callable[..., Broadcast], dtype: str, full: bool, 
     for p in product({"block": blocks, "grid": ["full", "persistent"] if full else ["full"], "vector": [1]}):
         def launches(s: Sizes, p: dict[str, Any] = p) -> list[Launch]:
             blocks_needed = cdiv(s["m"] * s["n"], p["block"])
-            grid = min(blocks_needed, SM_COUNT * (2048 // p["block"])) if p["grid"] == "persistent" else blocks_needed
+            grid = resident_blocks(blocks_needed, THREADS_PER_SM // p["block"]) if p["grid"] == "persistent" else blocks_needed
             return [_bc_launch(bc, bc.op, grid1(grid), p["block"], s)]
         yield Variant("cuda-flat", "cuda", {"dtype": dtype, **p}, flat_code(bc, p["block"], 1), launches, unsupported=only)
     for block in [128, 256, 512] if full else [256]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -60,7 +61,6 @@ from kernelcast.models.corpus.spec import (
 )
 
 HALF = ("f16", "bf16")
-ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 # What a variant may do in 20 ms, in GFLOP (2*M*N*K*batch), measured on an H100.
 NAIVE_GFLOP, UNCOALESCED_GFLOP, TILED_GFLOP = 18.0, 2.5, 18.0
 

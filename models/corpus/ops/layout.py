@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, at_most, unsupported
+from kernelcast.models.corpus.ops.rowkit import THREADS_PER_SM, TRITON_HEADER, at_most, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -435,7 +435,7 @@ def upsample_variants() -> Iterable[Variant]:
             params = {"dtype": dtype, **axes}
             if axes["grid_stride"]:
                 # A persistent grid: as many blocks as stay resident at full occupancy.
-                grid = lambda s, block=block: grid1(min(cdiv(_output_count(s), block), SM_COUNT * (2048 // block)))
+                grid = lambda s, block=block: grid1(resident_blocks(cdiv(_output_count(s), block), THREADS_PER_SM // block))
             else:
                 grid = lambda s, block=block: grid1(cdiv(_output_count(s), block))
             code = _upsample_per_output(dtype, axes["grid_stride"], axes["restrict"])

@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, divisible, one_launch, pack_struct
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, unsupported, vector_width
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -218,7 +218,7 @@ def take_along_rows(x_ptr, idx_ptr, out_ptr, rows, cols, k, BLOCK_R: tl.constexp
 def _flat_blocks(block: int, items: int, grid_stride: bool):
     def blocks(sizes: Sizes) -> int:
         needed = cdiv(sizes["rows"] * sizes["k"], block * items)
-        return min(needed, GRID_STRIDE_BLOCKS_PER_SM * SM_COUNT) if grid_stride else needed
+        return resident_blocks(needed, GRID_STRIDE_BLOCKS_PER_SM) if grid_stride else needed
 
     return blocks
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kernelcast.models.corpus.ops.rowkit import Check
+from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES, Check
 from kernelcast.models.corpus.spec import CUDA_TYPES, Arg, Launch, Sizes, TensorSpec, block1, cdiv, grid1, i32
 
 MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory one block may ask for on sm_90
-ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "u8": 1}
 SCAN_STEP = 1024  # tile counts a one-program Triton scan takes per step
 
 

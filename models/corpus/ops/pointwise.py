@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import pack_struct
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, at_most, divisible, unsupported
+from kernelcast.models.corpus.ops.rowkit import THREADS_PER_SM, TRITON_HEADER, at_most, divisible, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -210,7 +210,7 @@ def _swiglu_scalar_variant(dtype: str, params: dict[str, Any]) -> Variant:
     def launches(sizes: Sizes) -> list[Launch]:
         blocks = cdiv(sizes["n"], block * per_thread)
         # A grid-stride loop launches a persistent grid: as many blocks as the SMs hold at once.
-        return [_swiglu_launch(min(blocks, SM_COUNT * (2048 // block)) if params["grid_stride"] else blocks, block, sizes)]
+        return [_swiglu_launch(resident_blocks(blocks, THREADS_PER_SM // block) if params["grid_stride"] else blocks, block, sizes)]
 
     code = swiglu_scalar_code(dtype, per_thread, params["grid_stride"], params["strided"], params["restrict"])
     return Variant("cuda-scalar", "cuda", {"dtype": dtype, **params}, code, launches, unsupported=unsupported(dtype))

@@ -24,7 +24,7 @@ from typing import Iterable
 from kernelcast.models.corpus.ops.rowkit import (
     ATOMIC_MAX_FLOAT,
     IDENTITY,
-    SM_COUNT,
+    THREADS_PER_SM,
     TRITON_HEADER,
     TRITON_OTHER,
     TRITON_REDUCE,
@@ -34,6 +34,7 @@ from kernelcast.models.corpus.ops.rowkit import (
     cuda_reductions,
     divisible,
     next_pow2,
+    resident_blocks,
     unsupported,
     vector_width,
 )
@@ -489,14 +490,9 @@ extern "C" __global__ void full_sum(const {CUDA_TYPES[dtype]}* __restrict__ x, f
 """
 
 
-def _persistent_blocks(block: int) -> int:
-    """A full wave at 2048 threads per SM."""
-    return SM_COUNT * (2048 // block)
-
-
 def _full_blocks(grid: str, n: int, block: int, vector: int) -> int:
     blocks = cdiv(n, block * vector)
-    return min(blocks, _persistent_blocks(block)) if grid == "persistent" else blocks
+    return resident_blocks(blocks, THREADS_PER_SM // block) if grid == "persistent" else blocks
 
 
 def _full_triton_atomic() -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES as ELEMENT_BYTES
 from kernelcast.models.corpus.spec import CUDA_HEADER, CUDA_TYPES, Sizes, cuda_load_as_float
 
 TRITON_HEADER = "import triton\nimport triton.language as tl\n"
 SM_COUNT = 132  # H100 SXM: persistent grids are sized from it
-ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i8": 1}
+THREADS_PER_SM = 2048  # H100: resident threads an SM holds, what a full-wave persistent grid fills
 NEG_INF = "__int_as_float(0xff800000)"
 # How two partials combine, and the partial of nothing.
 COMBINE = {"sum": "a + b", "max": "fmaxf(a, b)"}
@@ -23,6 +24,11 @@ TRITON_OTHER = {"sum": "0.0", "max": 'float("-inf")'}
 TRITON_REDUCE = {"sum": "tl.sum", "max": "tl.max"}
 
 Check = Callable[[Sizes], "str | None"]
+
+
+def resident_blocks(needed: int, per_sm: int) -> int:
+    """A persistent (grid-stride) grid: `per_sm` blocks on every SM, never more than the work needs."""
+    return min(needed, SM_COUNT * per_sm)
 
 
 def vector_width(dtype: str) -> int:

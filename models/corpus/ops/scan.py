@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, unsupported
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -446,7 +446,7 @@ def _grid_stride_variant(params: dict[str, Any]) -> Variant:
     copies = block // 32 if private == "warp" else 1
 
     def launches(sizes: Sizes) -> list[Launch]:
-        blocks = min(cdiv(sizes["n"], block * vector), SM_COUNT * per_sm)
+        blocks = resident_blocks(cdiv(sizes["n"], block * vector), per_sm)
         shared = copies * sizes["bins"] * 4 if private != "none" else 0
         return [Launch(ZERO, grid1(1), ("counts",)), Launch("histogram", grid1(blocks), _histogram_args(sizes), block1(block), shared_bytes=shared)]
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.memkit import divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import SM_COUNT, TRITON_HEADER, unsupported
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -62,7 +62,7 @@ ONE_PASS = "one-pass"
 def grid_blocks(grid: str, items: int, threads: int) -> int:
     """Blocks covering `items` work items in one pass, or K/SM blocks of a grid-stride loop (never more than one pass needs)."""
     cover = cdiv(items, threads)
-    return cover if grid == ONE_PASS else min(cover, SM_COUNT * int(grid.split("/")[0]))
+    return cover if grid == ONE_PASS else resident_blocks(cover, int(grid.split("/")[0]))
 
 
 def cuda_cover(element: Callable[[str], str], var: str, index: str, per_thread: int, grid: str, access: str, n: str) -> str:
@@ -113,7 +113,7 @@ def triton_launch(kernel: str, args: Callable[[Sizes], tuple[Any, ...]], params:
 
     def launches(sizes: Sizes) -> list[Launch]:
         tiles = cdiv(sizes["n"], params["BLOCK"])
-        programs = min(tiles, SM_COUNT * params["programs_per_sm"]) if "programs_per_sm" in params else tiles
+        programs = resident_blocks(tiles, params["programs_per_sm"]) if "programs_per_sm" in params else tiles
         return [Launch(kernel, grid1(programs), args(sizes), constexprs={"BLOCK": params["BLOCK"]}, num_warps=params["num_warps"])]
 
     return launches
