@@ -358,12 +358,13 @@ def _fact_vector(facts: dict[str, Any]) -> list[float]:
 
 
 def _physics(
-    side: KernelSide, counts: dict[str, float], facts: dict[str, Any], found: list[dict[str, Any]], launches: float, work: Work, hardware: Hardware
+    side: KernelSide, counts: dict[str, float], facts: dict[str, Any], side_bytes: float, launches: float, work: Work, hardware: Hardware
 ) -> list[float]:
     """Roofline floor of this side in log2 µs, and its parts.
 
     The traffic is this side's own when its launches name their arrays' bytes (a launch
-    pragma does): the two sides of a float → half edit move different bytes on one shape.
+    pragma does; else 0 and the problem's): the two sides of a float → half edit move
+    different bytes on one shape.
     """
     library = side.language == "pytorch" and counts["torch_heavy"] > 0 and counts["inline_extension"] == 0
     tensor_cores = _uses_tensor_cores(counts, facts) or (library and work.dtype_bytes <= 2)
@@ -378,8 +379,7 @@ def _physics(
     else:
         passes = launches
         launch_us = launches * LAUNCH_US
-    side_bytes = max((float(launch.get("bytes") or 0) for launch in found), default=0.0) or work.bytes
-    memory_us = passes * side_bytes / (hardware.bandwidth_gbs * 1e3)
+    memory_us = passes * (side_bytes or work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)
     return [math.log2(floor), math.log2(launch_us), _log2p(memory_us), _log2p(compute_us), math.log2(passes),
@@ -415,11 +415,11 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     hardware = Hardware.from_json(request.hardware or {})
     counts = tuple(read_code(side.code, side.language) for side in sides)
     launches = tuple(_launches_of(side) for side in sides)
-    pragma_bytes = max((float(launch.get("bytes") or 0) for found, _ in launches for launch in found), default=0.0)
-    work = work_of(request, counts, pragma_bytes)
+    own_bytes = tuple(max((float(launch.get("bytes") or 0) for launch in found), default=0.0) for found, _ in launches)
+    work = work_of(request, counts, max(own_bytes))
     context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches))
     rows = []
-    for side, side_counts, (found, origin) in zip(sides, counts, launches):
+    for side, side_counts, (found, origin), side_bytes in zip(sides, counts, launches, own_bytes):
         facts = side.facts if isinstance(side.facts, dict) else {}
         launch_part = _launch_vector(found, origin, side_counts, facts, work, hardware)
         rows.append([
@@ -429,7 +429,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
             *access_summary(side.code, side.language),
             *launch_part,
             *_fact_vector(facts),
-            *_physics(side, side_counts, facts, found, 2.0 ** launch_part[0], work, hardware),
+            *_physics(side, side_counts, facts, side_bytes, 2.0 ** launch_part[0], work, hardware),
             *context,
         ])
     return np.asarray(rows, dtype=np.float64)
