@@ -34,7 +34,7 @@ from functools import partial
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import one_launch, pack_struct, three_pass_launches, tile_count_scratch
-from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_most, cuda_reductions, divisible, next_pow2, unsupported, vector_width
+from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_least, at_most, cuda_reductions, divisible, next_pow2, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -595,10 +595,6 @@ def _cummax_args(sizes: Sizes) -> tuple[Any, ...]:
 _row_launch = partial(one_launch, "rowwise_cummax", _cummax_args)
 
 
-def _long_enough(chunk: int):
-    return lambda s: None if s["cols"] >= 4 * chunk else f"a row shorter than four chunks of {chunk}"
-
-
 def cummax_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
         full = dtype == "f32"  # fp16 gets a sample of each family
@@ -647,7 +643,7 @@ def _split_variants(dtype: str) -> Iterable[Variant]:
                 Launch("chunk_scan", (cdiv(s["cols"], chunk), s["rows"], 1), ("x", "chunk_maxes", "y", i32(s["rows"]), i32(s["cols"])), block1(256)),
             ],
             scratch=lambda s, chunk=chunk: {"chunk_maxes": TensorSpec((s["rows"] * cdiv(s["cols"], chunk),), "f32")},
-            unsupported=unsupported(dtype, divisible("cols", vector), _long_enough(chunk)),
+            unsupported=unsupported(dtype, divisible("cols", vector), at_least("cols", 4 * chunk, "a row shorter than four chunks")),
         )
 
 

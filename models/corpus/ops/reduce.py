@@ -28,6 +28,7 @@ from kernelcast.models.corpus.ops.rowkit import (
     TRITON_HEADER,
     TRITON_OTHER,
     TRITON_REDUCE,
+    at_least,
     at_most,
     cuda_accumulate,
     cuda_prelude,
@@ -322,7 +323,6 @@ def _row_variants(op: RowReduction) -> Iterable[Variant]:
                 unsupported=unsupported(dtype, vec_ok),
             )
         for p in product({"chunk": [2048, 8192, 32768] if full else [2048, 8192], "vector": [width], "block": [256]}):
-            long_enough = _long_enough(p["chunk"])
             yield Variant(
                 "cuda-split-two-pass", "cuda", {"dtype": dtype, **p}, _two_pass_code(op, dtype, p["vector"], p["chunk"]),
                 lambda s, c=p["chunk"]: [
@@ -330,7 +330,7 @@ def _row_variants(op: RowReduction) -> Iterable[Variant]:
                     Launch(f"{op.name}_finish", grid1(cdiv(s["m"], 8)), ("partial", "y", i32(s["m"]), i32(s["n"]), i32(cdiv(s["n"], c))), block1(256)),
                 ],
                 scratch=lambda s, c=p["chunk"]: {"partial": TensorSpec((s["m"] * cdiv(s["n"], c),), "f32")},
-                unsupported=unsupported(dtype, vec_ok, long_enough),
+                unsupported=unsupported(dtype, vec_ok, at_least("n", p["chunk"], "a row shorter than one chunk")),
             )
         if full:
             for p in product({"chunk": [2048, 8192, 32768], "vector": [1, width], "block": [256]}):
@@ -340,13 +340,9 @@ def _row_variants(op: RowReduction) -> Iterable[Variant]:
                         _clear_launch(op, "cuda", s),
                         Launch(op.name, (s["m"], cdiv(s["n"], c), 1), ("x", "y", i32(s["m"]), i32(s["n"])), block1(256)),
                     ],
-                    unsupported=unsupported(dtype, vec_ok, _long_enough(p["chunk"])),
+                    unsupported=unsupported(dtype, vec_ok, at_least("n", p["chunk"], "a row shorter than one chunk")),
                 )
         yield from _row_triton_variants(op, dtype, full)
-
-
-def _long_enough(chunk: int):
-    return lambda s: None if s["n"] >= chunk else f"a row shorter than one chunk of {chunk}"
 
 
 def _row_triton_variants(op: RowReduction, dtype: str, full: bool) -> Iterable[Variant]:
@@ -378,7 +374,7 @@ def _row_triton_variants(op: RowReduction, dtype: str, full: bool) -> Iterable[V
                 _clear_launch(op, "triton", s),
                 Launch(op.name, (s["m"], cdiv(s["n"], p["BLOCK_N"]), 1), ("x", "y", i32(s["n"])), constexprs={"BLOCK_N": p["BLOCK_N"]}, num_warps=p["num_warps"]),
             ],
-            unsupported=unsupported(dtype, _long_enough(p["BLOCK_N"])),
+            unsupported=unsupported(dtype, at_least("n", p["BLOCK_N"], "a row shorter than one chunk")),
         )
 
 

@@ -55,6 +55,10 @@ def at_most(name: str, limit: int, why: str) -> Check:
     return lambda sizes: None if sizes[name] <= limit else f"{name} > {limit}: {why}"
 
 
+def at_least(name: str, minimum: int, why: str) -> Check:
+    return lambda sizes: None if sizes[name] >= minimum else f"{name} < {minimum}: {why}"
+
+
 def divisible(name: str, by: int) -> Check:
     return lambda sizes: None if sizes[name] % by == 0 else f"{name} not a multiple of {by}"
 

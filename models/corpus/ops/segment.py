@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import one_launch, pack_struct
-from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_most, divisible, next_pow2, unsupported, vector_width
+from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, at_least, at_most, divisible, next_pow2, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -534,10 +534,6 @@ def _argmax_args(sizes: Sizes) -> tuple[Any, ...]:
 _row_launch = partial(one_launch, "argmax_rows", _argmax_args)
 
 
-def _wide_enough(chunk: int):
-    return lambda s: None if s["cols"] >= 2 * chunk else f"a row shorter than two chunks of {chunk}"
-
-
 def argmax_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
         full = dtype == "f32"  # fp16 gets a sample of each family
@@ -575,7 +571,7 @@ def argmax_variants() -> Iterable[Variant]:
                     "part_best": TensorSpec((s["rows"] * cdiv(s["cols"], chunk),), "f32"),
                     "part_arg": TensorSpec((s["rows"] * cdiv(s["cols"], chunk),), "i32"),
                 },
-                unsupported=unsupported(dtype, vec_ok, _wide_enough(chunk)),
+                unsupported=unsupported(dtype, vec_ok, at_least("cols", 2 * chunk, "a row shorter than two chunks")),
             )
         yield from _argmax_triton_variants(dtype, full)
 
