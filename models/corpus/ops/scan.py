@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -268,10 +268,6 @@ def _cumsum_args(sizes: Sizes) -> tuple[Any, ...]:
     return ("x", "y", i32(sizes["m"]), i32(sizes["n"]))
 
 
-def _pow2_at_least(value: int) -> int:
-    return 1 << max(0, (value - 1).bit_length())
-
-
 def cumsum_variants() -> Iterable[Variant]:
     for dtype in ("f32", "f16"):
         only = unsupported(dtype)
@@ -300,11 +296,11 @@ def _cumsum_triton_rows_variant(params: dict[str, Any]) -> Variant:
     rows, warps = params["ROWS"], params["num_warps"]
 
     def launches(sizes: Sizes) -> list[Launch]:
-        constexprs = {"ROWS": rows, "BLOCK_N": _pow2_at_least(sizes["n"])}
+        constexprs = {"ROWS": rows, "BLOCK_N": next_pow2(sizes["n"])}
         return [Launch("cumsum", grid1(cdiv(sizes["m"], rows)), _cumsum_args(sizes), constexprs=constexprs, num_warps=warps)]
 
     def too_big(sizes: Sizes) -> str | None:
-        elements = rows * _pow2_at_least(sizes["n"])
+        elements = rows * next_pow2(sizes["n"])
         return "more than 128 elements per thread" if elements > 128 * 32 * warps else None
 
     return Variant("triton-rows", "triton", params, _cumsum_triton_rows(params["scan"]), launches, unsupported=unsupported(params["dtype"], too_big))
