@@ -34,6 +34,10 @@ MODULES = (
     "splitk",
     "streaming",
     "lookup",
+    "logspace",
+    "selection",
+    "pooling",
+    "colwise",
 )
 
 
