@@ -331,12 +331,14 @@ class LaunchSpec:
 
     def as_launch(self) -> dict[str, Any]:
         """The launch as corpus facts list it (grid, block, shared bytes, Triton options and
-        constexprs) plus the bytes its arrays hold: what the forecaster's features read."""
+        constexprs; the arguments in parameter order, arrays by name and scalars with their
+        values) plus the bytes its arrays hold: what the forecaster's features read."""
         num_warps = self.options.get("num_warps")
         return {
             "kernel": self.kernel, "grid": list(self.grid), "block": list(self.block or (32 * (num_warps or 4),)),
             "shared_bytes": self.smem, "num_warps": num_warps, "num_stages": self.options.get("num_stages"),
             "constexprs": {name: value for name, value in self.options.items() if name not in TRITON_LAUNCH_OPTIONS} or None,
+            "args": [arg.name if arg.is_array else {"ctype": arg.dtype, "value": arg.value} for arg in self.args],
             "bytes": sum(arg.nbytes for arg in self.args),
         }
 

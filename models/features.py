@@ -2,8 +2,9 @@
 
 Each side becomes a vector that describes what the code *does* (launches, memory ops and
 their widths, shared memory, syncs, atomics, tensor cores, precision, library calls) and
-how far apart neighbouring threads' accesses are (models/access_pattern.py), how the
-compiler and launch shape it (registers, occupancy, spills, SASS mix, grid), next
+how far apart neighbouring threads' accesses are (models/access_pattern.py), how often
+a thread goes round its loops (models/loop_trips.py), how the compiler and launch shape
+it (registers, occupancy, spills, SASS mix, grid), next
 to a context that both sides share (problem sizes, work, the GPU). A roofline floor per
 side (launch overhead + max(bytes / bandwidth, FLOPs / the side's peak)) anchors its log
 time; the learned model only corrects it. Nothing here says which side is "the rewrite":
@@ -26,8 +27,9 @@ import numpy as np
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
-from kernelcast.models.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
 from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES, PRAGMA_MARKER, LaunchSpecError, parse_launch_pragma
+from kernelcast.models.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
+from kernelcast.models.loop_trips import loop_iterations
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
 LAUNCH_US = 2.5
@@ -141,7 +143,7 @@ _SASS_COUNTS = ("total", "tensor_core", "global_loads", "global_stores", "shared
 LAUNCH_NAMES = (
     "launches", "zero_fills", "launch_from_facts", "launch_from_pragma", "launch_from_code", "blocks", "threads_per_block",
     "total_threads", "blocks_per_sm", "dynamic_shared", "num_warps", "num_stages", "largest_constexpr",
-    "waves", "elements_per_thread",
+    "waves", "elements_per_thread", "loop_iterations",
 )
 FACT_NAMES = (
     "has_facts", "registers", "shared_bytes", "spill_bytes", "occupancy", *(f"limited_by_{name}" for name in _LIMITERS),
@@ -301,7 +303,7 @@ def _threads(launch: dict[str, Any]) -> float:
 
 
 def _launch_vector(
-    launches: list[dict[str, Any]], origin: str, counts: dict[str, float], facts: dict[str, Any], work: Work, hardware: Hardware
+    side: KernelSide, launches: list[dict[str, Any]], origin: str, counts: dict[str, float], facts: dict[str, Any], work: Work, hardware: Hardware
 ) -> list[float]:
     real = [launch for launch in launches if not str(launch.get("kernel", "")).startswith("__")]
     if launches:
@@ -333,6 +335,7 @@ def _launch_vector(
         _log2p(float(max(constexprs, default=0))),
         _log2p(blocks / resident),
         _log2p(elements / total_threads) if total_threads and elements else 0.0,
+        _log2p(loop_iterations(side.code, side.language, main)),
     ]
 
 
@@ -358,13 +361,14 @@ def _fact_vector(facts: dict[str, Any]) -> list[float]:
 
 
 def _physics(
-    side: KernelSide, counts: dict[str, float], facts: dict[str, Any], side_bytes: float, launches: float, work: Work, hardware: Hardware
+    side: KernelSide, counts: dict[str, float], facts: dict[str, Any], traffic: float, launches: float, work: Work, hardware: Hardware
 ) -> list[float]:
     """Roofline floor of this side in log2 µs, and its parts.
 
-    The traffic is this side's own when its launches name their arrays' bytes (a launch
-    pragma does; else 0 and the problem's): the two sides of a float → half edit move
-    different bytes on one shape.
+    `traffic` is the bytes this side's launches name, summed over launches (a launch pragma
+    gives them; else 0 and every pass reads the problem's bytes): the two sides of a
+    float → half edit move different bytes on one shape, and a small second pass (a
+    tile-count scan, a finishing sum of partials) adds its own few bytes, not a full pass.
     """
     library = side.language == "pytorch" and counts["torch_heavy"] > 0 and counts["inline_extension"] == 0
     tensor_cores = _uses_tensor_cores(counts, facts) or (library and work.dtype_bytes <= 2)
@@ -379,7 +383,7 @@ def _physics(
     else:
         passes = launches
         launch_us = launches * LAUNCH_US
-    memory_us = passes * (side_bytes or work.bytes) / (hardware.bandwidth_gbs * 1e3)
+    memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)
     return [math.log2(floor), math.log2(launch_us), _log2p(memory_us), _log2p(compute_us), math.log2(passes),
@@ -415,13 +419,13 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     hardware = Hardware.from_json(request.hardware or {})
     counts = tuple(read_code(side.code, side.language) for side in sides)
     launches = tuple(_launches_of(side) for side in sides)
-    own_bytes = tuple(max((float(launch.get("bytes") or 0) for launch in found), default=0.0) for found, _ in launches)
-    work = work_of(request, counts, max(own_bytes))
+    own_bytes = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
+    work = work_of(request, counts, max(max(side, default=0.0) for side in own_bytes))
     context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches))
     rows = []
-    for side, side_counts, (found, origin), side_bytes in zip(sides, counts, launches, own_bytes):
+    for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, own_bytes):
         facts = side.facts if isinstance(side.facts, dict) else {}
-        launch_part = _launch_vector(found, origin, side_counts, facts, work, hardware)
+        launch_part = _launch_vector(side, found, origin, side_counts, facts, work, hardware)
         rows.append([
             *(float(side.language == name) for name in _LANGUAGES),
             *(_log2p(side_counts[name]) for name in CODE_PATTERNS),
@@ -429,7 +433,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
             *access_summary(side.code, side.language),
             *launch_part,
             *_fact_vector(facts),
-            *_physics(side, side_counts, facts, side_bytes, 2.0 ** launch_part[0], work, hardware),
+            *_physics(side, side_counts, facts, sum(launch_bytes), 2.0 ** launch_part[0], work, hardware),
             *context,
         ])
     return np.asarray(rows, dtype=np.float64)

@@ -58,6 +58,16 @@ def test_each_side_reads_its_own_bytes_from_its_launches() -> None:
     assert wide["memory_log2_us"] > narrow["memory_log2_us"] > 0
 
 
+def test_a_small_second_pass_adds_its_own_bytes_not_a_full_pass() -> None:
+    """A reduction that finishes with a tiny pass over partial sums moves about one pass of data, not two."""
+    main = {"kernel": "partial", "grid": [1024, 1, 1], "block": [256, 1, 1], "bytes": 1 << 26}
+    one_pass = KernelSide("__global__ void partial() {}", "cuda", facts={"launches": [main]})
+    two_pass = KernelSide("__global__ void partial() {}", "cuda", facts={"launches": [main, {**main, "kernel": "finish", "grid": [1, 1, 1], "bytes": 4096}]})
+    single, finished = (dict(zip(FEATURE_NAMES, row)) for row in pair_features(ForecastRequest(one_pass, two_pass, HARDWARE)))
+    assert finished["passes"] == 1.0 and single["passes"] == 0.0  # log2 of the launches
+    assert finished["memory_log2_us"] - single["memory_log2_us"] < 0.01  # not log2(2) = 1 more
+
+
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
     row = {"level_id": 1, "task_id": 9, "ref_code": reference, "custom_code": "x = load_inline(name='k', cuda_sources='')",

@@ -1,0 +1,324 @@
+"""How often a thread (CUDA) or a program (Triton) goes round its loops, read from the kernel's text and its launch.
+
+Token counts and the SASS mix see a loop body once, but the time depends on how often it
+runs: a grid-stride loop over n elements, a row walked blockDim.x elements at a time,
+O(n²) rank counting. With the launch's scalar arguments, grid, block and constexprs bound,
+`for (int i = a; i < b; i += c)` or `for i in range(a, b, c)` runs ⌈(b − a) / c⌉ times
+(`*=`, `<<=` and `>>=` steps logarithmically often); nested loops multiply, loops in
+sequence add. The thread read is the first one (threadIdx = blockIdx = program_id = 0),
+and an `else` branch, the tail path of a vectorised kernel, is skipped. A loop whose trips
+cannot be evaluated (a bound loaded from memory) counts once.
+
+Expressions are read with Python's `ast` (C first loses its casts and literal suffixes) and
+evaluated here, never with `eval`.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import re
+from typing import Any, Callable
+
+_CAST = re.compile(
+    r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:long\s+long|long|int|short|char|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|float|double)\s*\)"
+)
+_LITERAL_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
+_BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(.+?)\s*$", re.M)
+_DECLARATION = re.compile(
+    r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+)?(?:long\s+long|long|int|size_t|int64_t|int32_t|uint32_t|unsigned|auto)"
+    r"\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
+)
+_STEP = re.compile(r"(\+=|-=|\*=|<<=|>>=|/=)\s*(.+)")
+_AXES = "xyz"
+
+
+class _Unknown(Exception):
+    """What the text does not pin down."""
+
+
+def loop_iterations(code: str, language: str, launch: dict[str, Any] | None) -> float:
+    """Innermost loop iterations of the launched kernel's first thread (CUDA) or program (Triton); 0 without loops."""
+    if not isinstance(launch, dict) or not isinstance(launch.get("kernel"), str) or language not in ("cuda", "triton"):
+        return 0.0
+    args = tuple(arg.get("value") if isinstance(arg, dict) else None for arg in launch.get("args") or ())
+    constexprs = tuple(sorted((name, value) for name, value in (launch.get("constexprs") or {}).items() if isinstance(value, (int, float))))
+    return _cached(code, language, launch["kernel"], args, _dims(launch.get("grid")), _dims(launch.get("block")), constexprs)
+
+
+def _dims(values: Any) -> tuple[int, int, int]:
+    found = [int(v) for v in values or () if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return tuple((found + [1, 1, 1])[:3])  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached(
+    code: str, language: str, kernel: str, args: tuple[Any, ...], grid: tuple[int, int, int], block: tuple[int, int, int],
+    constexprs: tuple[tuple[str, Any], ...],
+) -> float:
+    names: dict[str, Any] = {f"gridDim_{axis}": extent for axis, extent in zip(_AXES, grid)}
+    if language == "triton":
+        return _triton(code, kernel, args, dict(constexprs), names)
+    names.update({f"blockDim_{axis}": extent for axis, extent in zip(_AXES, block)})
+    names.update({f"{builtin}_{axis}": 0 for builtin in ("threadIdx", "blockIdx") for axis in _AXES}, warpSize=32)
+    return _cuda(code, kernel, args, names)
+
+
+# --- expressions -----------------------------------------------------------------------------
+
+def _value(node: ast.AST, names: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_value(node.operand, names)
+    if isinstance(node, ast.BinOp):
+        return _binary(type(node.op), _value(node.left, names), _value(node.right, names))
+    if isinstance(node, ast.Call):
+        return _call(node, names)
+    raise _Unknown
+
+
+def _binary(op: type, a: Any, b: Any) -> Any:
+    integers = isinstance(a, int) and isinstance(b, int)
+    if op is ast.Add:
+        return a + b
+    if op is ast.Sub:
+        return a - b
+    if op is ast.Mult:
+        return a * b
+    if op in (ast.Div, ast.FloorDiv, ast.Mod) and b:
+        if op is ast.Mod:
+            return int(math.fmod(a, b)) if integers else math.fmod(a, b)
+        if op is ast.FloorDiv:
+            return a // b
+        return int(a / b) if integers else a / b  # C's integer division truncates
+    if op in (ast.LShift, ast.RShift) and integers and 0 <= b < 63:
+        return a << b if op is ast.LShift else a >> b
+    if op in (ast.BitAnd, ast.BitOr) and integers:
+        return a & b if op is ast.BitAnd else a | b
+    raise _Unknown
+
+
+def _call(node: ast.Call, names: dict[str, Any]) -> Any:
+    function = node.func
+    name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+    if name == "program_id":
+        return 0
+    if name == "num_programs":
+        axis = _value(node.args[0], names) if node.args else 0
+        return names.get(f"gridDim_{_AXES[axis]}", 1) if axis in (0, 1, 2) else 1
+    if name == "to" and isinstance(function, ast.Attribute):  # Triton's x.to(dtype)
+        return _value(function.value, names)
+    values = [_value(arg, names) for arg in node.args]
+    if name in ("min", "umin") and values:
+        return min(values)
+    if name in ("max", "umax") and values:
+        return max(values)
+    if name == "cdiv" and len(values) == 2 and values[1]:
+        return -(-values[0] // values[1])
+    raise _Unknown
+
+
+def _evaluate(expression: str, names: dict[str, Any]) -> Any:
+    """A C or Python expression's value, or _Unknown."""
+    text = _LITERAL_SUFFIX.sub(r"\1", _BUILTIN.sub(r"\1_\2", _CAST.sub("", expression))).strip()
+    try:
+        return _value(ast.parse(text, mode="eval").body, names)
+    except (SyntaxError, TypeError, ValueError, OverflowError, RecursionError, ZeroDivisionError) as error:
+        raise _Unknown from error
+
+
+def _trips(start: Any, relation: str, bound: Any, step: str, amount: Any) -> float | None:
+    """Iterations of `for (i = start; i relation bound; i step amount)`, or None if the loop is not of that form."""
+    inclusive = relation in ("<=", ">=")
+    counting_up = relation in ("<", "<=", "!=")
+    try:
+        if step == "+=" and amount > 0 and counting_up:
+            return max(0, math.ceil((bound - start + inclusive) / amount))
+        if step == "-=" and amount > 0 and not counting_up or step == "-=" and relation == "!=":
+            return max(0, math.ceil((start - bound + inclusive) / amount))
+        factor = amount if step == "*=" else 2**amount if step == "<<=" and amount < 63 else 0
+        if factor > 1 and counting_up and start > 0:
+            return _geometric(start, lambda value: value * factor, lambda value: value <= bound if inclusive else value < bound)
+        divisor = amount if step == "/=" else 2**amount if step == ">>=" and amount < 63 else 0
+        if divisor > 1 and not counting_up and start > 0:
+            return _geometric(start, lambda value: value // divisor, lambda value: value >= bound if inclusive else value > bound)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+    return None
+
+
+def _geometric(start: Any, step: Callable[[Any], Any], running: Callable[[Any], bool]) -> float:
+    """Trips of a loop that multiplies or divides its variable (at most 64: a 64-bit range)."""
+    trips, value = 0, start
+    while running(value) and trips < 64:
+        value, trips = step(value), trips + 1
+    return float(trips)
+
+
+# --- CUDA ------------------------------------------------------------------------------------
+
+def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) -> float:
+    text = _COMMENT.sub("", code)
+    for define in _DEFINE.finditer(text):
+        _bind(names, define.group(1), define.group(2))
+    found = re.search(rf"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{re.escape(kernel)}\s*\(", text)
+    if not found:
+        return 0.0
+    close = _matching(text, found.end() - 1)
+    parameters = [words[-1] for part in _split(text[found.end() : close], ",") if (words := re.findall(r"[A-Za-z_]\w*", part))]
+    names.update({name: value for name, value in zip(parameters, args) if value is not None})
+    body_start = text.find("{", close)
+    if body_start < 0:
+        return 0.0
+    return _cuda_span(text[body_start + 1 : _matching(text, body_start)], names)
+
+
+def _bind(names: dict[str, Any], name: str, expression: str) -> None:
+    try:
+        names[name] = _evaluate(expression, names)
+    except _Unknown:
+        names.pop(name, None)
+
+
+def _cuda_span(body: str, names: dict[str, Any]) -> float:
+    """Iterations in a stretch of statements: each loop adds its trips × (1 + its body's)."""
+    total, done = 0.0, 0
+    skipped = [(branch.end(), _statement_end(body, branch.end())) for branch in re.finditer(r"\belse\b", body)]
+    for loop in re.finditer(r"\bfor\s*\(", body):
+        if loop.start() < done or any(start <= loop.start() <= stop for start, stop in skipped):
+            continue
+        for declaration in _DECLARATION.finditer(body, done, loop.start()):
+            _bind(names, declaration.group(1), declaration.group(2))
+        close = _matching(body, loop.end() - 1)
+        end = _statement_end(body, close + 1)
+        trips = _cuda_trips(body[loop.end() : close], names)
+        total += (1.0 if trips is None else trips) * (1.0 + _cuda_span(body[close + 1 : end + 1], dict(names)))
+        done = end + 1
+    return total
+
+
+def _cuda_trips(header: str, names: dict[str, Any]) -> float | None:
+    parts = _split(header, ";")
+    if len(parts) != 3:
+        return None
+    init, condition, step = (part.strip() for part in parts)
+    declared = re.match(r"(?:[\w\s]*\s)?([A-Za-z_]\w*)\s*=\s*(.+)$", init, re.S)
+    if not declared:
+        return None
+    variable = declared.group(1)
+    compared = re.match(rf"{variable}\s*(<=|<|>=|>|!=)\s*(.+)$", condition.split("&&")[0].strip(), re.S)
+    if re.fullmatch(rf"(\+\+|--)\s*{variable}|{variable}\s*(\+\+|--)", step):
+        operator, amount_text = ("+=" if "++" in step else "-="), "1"
+    elif stepped := re.fullmatch(rf"{variable}\s*{_STEP.pattern}", step, re.S):
+        operator, amount_text = stepped.group(1), stepped.group(2)
+    else:
+        return None
+    if not compared:
+        return None
+    try:
+        start, bound, amount = (_evaluate(text, names) for text in (declared.group(2), compared.group(2), amount_text))
+    except _Unknown:
+        return None
+    return _trips(start, compared.group(1), bound, operator, amount)
+
+
+def _matching(text: str, opening: int) -> int:
+    """Index of the bracket closing the one at `opening` (the text's end if unbalanced)."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    close, depth = pairs[text[opening]], 0
+    for index in range(opening, len(text)):
+        if text[index] == text[opening]:
+            depth += 1
+        elif text[index] == close:
+            depth -= 1
+            if depth == 0:
+                return index
+    return len(text) - 1
+
+
+def _statement_end(text: str, index: int) -> int:
+    """Index of the last character of the statement starting at `index` (a block, a control statement, or up to `;`)."""
+    while index < len(text) and text[index].isspace():
+        index += 1
+    if index < len(text) and text[index] == "{":
+        return _matching(text, index)
+    control = re.match(r"(?:for|while|if)\s*\(", text[index:])
+    if control:
+        return _statement_end(text, _matching(text, index + control.end() - 1) + 1)
+    depth = 0
+    for position in range(index, len(text)):
+        if text[position] in "([":
+            depth += 1
+        elif text[position] in ")]":
+            depth -= 1
+        elif text[position] == ";" and depth == 0:
+            return position
+    return len(text) - 1
+
+
+def _split(text: str, separator: str) -> list[str]:
+    """`text` split at `separator` outside brackets."""
+    parts, depth, start = [], 0, 0
+    for index, character in enumerate(text):
+        if character in "([{":
+            depth += 1
+        elif character in ")]}":
+            depth -= 1
+        elif character == separator and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    return [*parts, text[start:]]
+
+
+# --- Triton ----------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
+def _triton_function(code: str, kernel: str) -> ast.FunctionDef | None:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == kernel), None)
+
+
+def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str, Any], names: dict[str, Any]) -> float:
+    function = _triton_function(code, kernel)
+    if function is None:
+        return 0.0
+    parameters = [arg.arg for arg in function.args.args if arg.arg not in constexprs]
+    names.update(constexprs)
+    names.update({name: value for name, value in zip(parameters, args) if value is not None})
+    return _triton_span(function.body, names)
+
+
+def _triton_span(body: list[ast.stmt], names: dict[str, Any]) -> float:
+    total = 0.0
+    for statement in body:
+        if isinstance(statement, ast.For):
+            trips = _triton_trips(statement.iter, names)
+            total += (1.0 if trips is None else trips) * (1.0 + _triton_span(statement.body, names))
+        elif isinstance(statement, (ast.If, ast.While, ast.With)):
+            total += _triton_span(statement.body, names) + _triton_span(getattr(statement, "orelse", []), names)
+    return total
+
+
+def _triton_trips(iterator: ast.expr, names: dict[str, Any]) -> float | None:
+    """Trips of `range`, `tl.range` or `tl.static_range` with evaluable bounds."""
+    function = iterator.func if isinstance(iterator, ast.Call) else None
+    name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+    if name not in ("range", "static_range") or not isinstance(iterator, ast.Call) or not 1 <= len(iterator.args) <= 3:
+        return None
+    try:
+        values = [_value(arg, names) for arg in iterator.args]
+    except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+    start, stop, step = (0, values[0], 1) if len(values) == 1 else (*values, 1)[:3] if len(values) == 2 else values
+    if not step:
+        return None
+    return _trips(start, "<" if step > 0 else ">", stop, "+=" if step > 0 else "-=", abs(step))
