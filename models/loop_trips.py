@@ -49,6 +49,12 @@ def loop_iterations(code: str, language: str, launch: dict[str, Any] | None) -> 
     return _cached(code, language, launch["kernel"], args, _dims(launch.get("grid")), _dims(launch.get("block")), constexprs)
 
 
+def clear_cache() -> None:
+    """Forget every kernel read so far: a benchmark of a fresh edit starts from nothing."""
+    _cached.cache_clear()
+    _triton_function.cache_clear()
+
+
 def _dims(values: Any) -> tuple[int, int, int]:
     found = [int(v) for v in values or () if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return tuple((found + [1, 1, 1])[:3])  # type: ignore[return-value]
