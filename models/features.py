@@ -419,11 +419,11 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     hardware = Hardware.from_json(request.hardware or {})
     counts = tuple(read_code(side.code, side.language) for side in sides)
     launches = tuple(_launches_of(side) for side in sides)
-    own_bytes = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
-    work = work_of(request, counts, max(max(side, default=0.0) for side in own_bytes))
+    bytes_per_launch = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
+    work = work_of(request, counts, max(max(side, default=0.0) for side in bytes_per_launch))
     context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches))
     rows = []
-    for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, own_bytes):
+    for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, bytes_per_launch):
         facts = side.facts if isinstance(side.facts, dict) else {}
         launch_part = _launch_vector(side, found, origin, side_counts, facts, work, hardware)
         rows.append([
