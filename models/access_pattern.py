@@ -85,7 +85,7 @@ _STORE_CALLS = frozenset(("__stcg", "__stcs", "__stwb", "__stwt"))
 _CONTROL = frozenset(("if", "while", "switch"))
 _SKIPPED_WORDS = frozenset(("else", "do", "return", "break", "continue", "goto"))
 
-C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # features.py strips comments with it too
+C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # features.py and loop_trips.py strip comments with it too
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[^\n]*")
 _DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
 _TOKEN = re.compile(

@@ -21,12 +21,13 @@ import math
 import re
 from typing import Any, Callable
 
+from kernelcast.models.access_pattern import C_COMMENT
+
 _CAST = re.compile(
     r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:long\s+long|long|int|short|char|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|float|double)\s*\)"
 )
 _LITERAL_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
 _BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(.+?)\s*$", re.M)
 _DECLARATION = re.compile(
     r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+)?(?:long\s+long|long|int|size_t|int64_t|int32_t|uint32_t|unsigned|auto)"
@@ -142,17 +143,17 @@ def _evaluate(expression: str, names: dict[str, Any]) -> Any:
 def _trips(start: Any, relation: str, bound: Any, step: str, amount: Any) -> float | None:
     """Iterations of `for (i = start; i relation bound; i step amount)`, or None if the loop is not of that form."""
     inclusive = relation in ("<=", ">=")
-    counting_up = relation in ("<", "<=", "!=")
+    upward, downward = relation in ("<", "<=", "!="), relation in (">", ">=")
     try:
-        if step == "+=" and amount > 0 and counting_up:
+        if step == "+=" and amount > 0 and upward:
             return max(0, math.ceil((bound - start + inclusive) / amount))
-        if step == "-=" and amount > 0 and not counting_up or step == "-=" and relation == "!=":
+        if step == "-=" and amount > 0 and (downward or relation == "!="):
             return max(0, math.ceil((start - bound + inclusive) / amount))
         factor = amount if step == "*=" else 2**amount if step == "<<=" and amount < 63 else 0
-        if factor > 1 and counting_up and start > 0:
+        if factor > 1 and upward and start > 0:
             return _geometric(start, lambda value: value * factor, lambda value: value <= bound if inclusive else value < bound)
         divisor = amount if step == "/=" else 2**amount if step == ">>=" and amount < 63 else 0
-        if divisor > 1 and not counting_up and start > 0:
+        if divisor > 1 and downward and start > 0:
             return _geometric(start, lambda value: value // divisor, lambda value: value >= bound if inclusive else value > bound)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError):
         return None
@@ -170,7 +171,7 @@ def _geometric(start: Any, step: Callable[[Any], Any], running: Callable[[Any], 
 # --- CUDA ------------------------------------------------------------------------------------
 
 def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) -> float:
-    text = _COMMENT.sub("", code)
+    text = C_COMMENT.sub("", code)
     for define in _DEFINE.finditer(text):
         _bind(names, define.group(1), define.group(2))
     found = re.search(rf"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{re.escape(kernel)}\s*\(", text)
@@ -219,13 +220,13 @@ def _cuda_trips(header: str, names: dict[str, Any]) -> float | None:
         return None
     variable = declared.group(1)
     compared = re.match(rf"{variable}\s*(<=|<|>=|>|!=)\s*(.+)$", condition.split("&&")[0].strip(), re.S)
+    if not compared:
+        return None
     if re.fullmatch(rf"(\+\+|--)\s*{variable}|{variable}\s*(\+\+|--)", step):
         operator, amount_text = ("+=" if "++" in step else "-="), "1"
     elif stepped := re.fullmatch(rf"{variable}\s*{_STEP.pattern}", step, re.S):
         operator, amount_text = stepped.group(1), stepped.group(2)
     else:
-        return None
-    if not compared:
         return None
     try:
         start, bound, amount = (_evaluate(text, names) for text in (declared.group(2), compared.group(2), amount_text))
