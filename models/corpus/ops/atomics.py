@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible, one_launch
-from kernelcast.models.corpus.ops.rowkit import ATOMIC_MAX_FLOAT, NEG_INF, SM_COUNT, THREADS_PER_SM, TRITON_HEADER, next_pow2, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, one_launch
+from kernelcast.models.corpus.ops.rowkit import ATOMIC_MAX_FLOAT, NEG_INF, SM_COUNT, THREADS_PER_SM, TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     ZERO,

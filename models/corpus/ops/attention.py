@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.gemm import cuda_prelude
+from kernelcast.models.corpus.ops.rowkit import NEG_INF
 from kernelcast.models.corpus.spec import Launch, Op, Sizes, TensorSpec, Variant, cdiv, f32, i32
 
 HEAD_DIM = 64
@@ -44,8 +45,6 @@ REFERENCE_CODE = """\
 def reference(q, k, v):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 """
-
-NEG_INF = "__int_as_float(0xff800000)"
 
 
 def _prelude(dtype: str) -> str:

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from kernelcast.models.corpus.ops.memkit import divisible, pack_struct
+from kernelcast.models.corpus.ops.memkit import pack_struct
 from kernelcast.models.corpus.ops.rowkit import (
     ATOMIC_MAX_FLOAT,
     NEG_INF,
@@ -49,6 +49,7 @@ from kernelcast.models.corpus.ops.rowkit import (
     TRITON_HEADER,
     Check,
     at_most,
+    divisible,
     resident_blocks,
     unsupported,
     vector_width,

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, MAX_SHARED_BYTES, divisible
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, MAX_SHARED_BYTES
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, divisible, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import THREADS_PER_SM, TRITON_HEADER, at_most, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, pack_struct
+from kernelcast.models.corpus.ops.rowkit import THREADS_PER_SM, TRITON_HEADER, at_most, divisible, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

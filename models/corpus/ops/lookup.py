@@ -43,8 +43,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, divisible, one_launch, pack_struct
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported, vector_width
+from kernelcast.models.corpus.ops.memkit import ELEMENT_BYTES, one_launch, pack_struct
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, divisible, resident_blocks, unsupported, vector_width
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

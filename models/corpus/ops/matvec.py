@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible
-from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES, NEG_INF, TRITON_HEADER, Check, at_most, cuda_prelude, cuda_reductions, unsupported
+from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES
+from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES, NEG_INF, TRITON_HEADER, Check, at_most, cuda_prelude, cuda_reductions, divisible, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

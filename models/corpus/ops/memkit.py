@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES, Check
+from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES
 from kernelcast.models.corpus.spec import CUDA_TYPES, Arg, Launch, Sizes, TensorSpec, block1, cdiv, grid1, i32
 
 MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory one block may ask for on sm_90
 SCAN_STEP = 1024  # tile counts a one-program Triton scan takes per step
-
-
-def divisible(name: str, by: int) -> Check:
-    """Vector loads need the extent to be a multiple of the vector width."""
-    return lambda sizes: None if sizes[name] % by == 0 else f"{name} not a multiple of {by}"
 
 
 def pack_struct(dtype: str, width: int, name: str = "Pack") -> str:

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from kernelcast.models.corpus.ops.memkit import divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES, NEG_INF, THREADS_PER_SM, TRITON_HEADER, Check, next_pow2, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.memkit import pack_struct
+from kernelcast.models.corpus.ops.rowkit import ELEMENT_BYTES, NEG_INF, THREADS_PER_SM, TRITON_HEADER, Check, divisible, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

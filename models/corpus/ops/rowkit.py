@@ -15,7 +15,9 @@ from kernelcast.models.corpus.spec import CUDA_HEADER, CUDA_TYPES, Sizes, cuda_l
 TRITON_HEADER = "import triton\nimport triton.language as tl\n"
 SM_COUNT = 132  # H100 SXM: persistent grids are sized from it
 THREADS_PER_SM = 2048  # H100: resident threads an SM holds, what a full-wave persistent grid fills
+# NVRTC defines no INFINITY: ±inf as their bit patterns.
 NEG_INF = "__int_as_float(0xff800000)"
+POS_INF = "__int_as_float(0x7f800000)"
 # How two partials combine, and the partial of nothing.
 COMBINE = {"sum": "a + b", "max": "fmaxf(a, b)"}
 IDENTITY = {"sum": "0.0f", "max": NEG_INF}
@@ -60,6 +62,7 @@ def at_least(name: str, minimum: int, why: str) -> Check:
 
 
 def divisible(name: str, by: int) -> Check:
+    """Vector loads and fixed tiles need the extent to be a multiple of their width."""
     return lambda sizes: None if sizes[name] % by == 0 else f"{name} not a multiple of {by}"
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, next_pow2, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, pack_struct
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, Check, at_most, next_pow2, unsupported
+from kernelcast.models.corpus.ops.rowkit import POS_INF, TRITON_HEADER, Check, at_most, next_pow2, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     Launch,
@@ -44,8 +44,6 @@ from kernelcast.models.corpus.spec import (
     i32,
     product,
 )
-
-INF = "__int_as_float(0x7f800000)"  # NVRTC does not define INFINITY
 
 
 def _power_of_two(sizes: Sizes) -> str | None:
@@ -94,7 +92,7 @@ def _kth_bitonic(threads: int, pad: bool, warp_sync: bool, restrict: bool) -> st
     consecutive elements, so two such steps in a row need only a __syncwarp (when warp_sync).
     """
     length = "padded" if pad else "n"
-    load = f"i < n ? row[i] : {INF}" if pad else "row[i]"
+    load = f"i < n ? row[i] : {POS_INF}" if pad else "row[i]"
     if warp_sync:
         barrier = """int next = stride > 1 ? stride >> 1 : size;
             if (stride < 32 && next < 32) __syncwarp(); else __syncthreads();"""
@@ -387,7 +385,7 @@ __device__ __forceinline__ void warp_steps(float* key, int* col, int length, int
 def _argsort_bitonic(threads: int, pad: bool, shuffle: bool, restrict: bool) -> str:
     """Bitonic sort of (value, column) pairs of one row in shared memory; the columns written out."""
     length = "padded" if pad else "n"
-    load = f"i < n ? src[i] : {INF}" if pad else "src[i]"
+    load = f"i < n ? src[i] : {POS_INF}" if pad else "src[i]"
     if shuffle:
         stage = f"""        int j = k >> 1;
         for (; j >= 32; j >>= 1) block_step(key, col, {length}, k, j);

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from kernelcast.models.corpus.ops.memkit import divisible, pack_struct
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.memkit import pack_struct
+from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, divisible, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
