@@ -3,8 +3,9 @@
 Each side becomes a vector that describes what the code *does* (launches, memory ops and
 their widths, shared memory, syncs, atomics, tensor cores, precision, library calls) and
 how far apart neighbouring threads' accesses are (models/access_pattern.py), how often
-a thread goes round its loops (models/loop_trips.py), how the compiler and launch shape
-it (registers, occupancy, spills, SASS mix, grid), next
+a thread goes round its loops and how often all threads touch global and shared memory
+(models/loop_trips.py), how the compiler and launch shape it (registers, occupancy,
+spills, SASS mix, grid), next
 to a context that both sides share (problem sizes, work, the GPU). A roofline floor per
 side (launch overhead + max(bytes / bandwidth, FLOPs / the side's peak)) anchors its log
 time; the learned model only corrects it. Nothing here says which side is "the rewrite":
@@ -29,7 +30,7 @@ from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES, PRAGMA_MARKER, LaunchSpecError, parse_launch_pragma
 from kernelcast.models.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
-from kernelcast.models.loop_trips import loop_iterations
+from kernelcast.models.loop_trips import NO_WORK, ThreadWork, thread_work
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
 LAUNCH_US = 2.5
@@ -143,7 +144,7 @@ _SASS_COUNTS = ("total", "tensor_core", "global_loads", "global_stores", "shared
 LAUNCH_NAMES = (
     "launches", "zero_fills", "launch_from_facts", "launch_from_pragma", "launch_from_code", "blocks", "threads_per_block",
     "total_threads", "blocks_per_sm", "dynamic_shared", "num_warps", "num_stages", "largest_constexpr",
-    "waves", "elements_per_thread", "loop_iterations",
+    "waves", "elements_per_thread", "loop_iterations", "global_accesses", "shared_accesses",
 )
 FACT_NAMES = (
     "has_facts", "registers", "shared_bytes", "spill_bytes", "occupancy", *(f"limited_by_{name}" for name in _LIMITERS),
@@ -318,6 +319,7 @@ def _launch_vector(
                   if isinstance(v, int) and not isinstance(v, bool)]
     # Waves: how many times the GPU is filled with resident blocks (tail effects, idle SMs below 1).
     resident = float((facts.get("occupancy") or {}).get("active_blocks_per_sm") or 1) * hardware.sm_count
+    traffic = _all_threads_work(side, real)
     elements = work.bytes / work.dtype_bytes
     return [
         math.log2(count),
@@ -335,8 +337,19 @@ def _launch_vector(
         _log2p(float(max(constexprs, default=0))),
         _log2p(blocks / resident),
         _log2p(elements / total_threads) if total_threads and elements else 0.0,
-        _log2p(loop_iterations(side.code, side.language, main)),
+        _log2p(thread_work(side.code, side.language, main).iterations),
+        _log2p(traffic.global_accesses),
+        _log2p(traffic.shared_accesses),
     ]
+
+
+def _all_threads_work(side: KernelSide, launches: list[dict[str, Any]]) -> ThreadWork:
+    """The memory accesses of every thread (CUDA) or program (Triton) of every launch: the traffic the caches see."""
+    total = NO_WORK
+    for launch in launches:
+        workers = _product(launch.get("grid")) * (1.0 if side.language == "triton" else _threads(launch))
+        total = total + thread_work(side.code, side.language, launch).times(workers)
+    return total
 
 
 def _fact_vector(facts: dict[str, Any]) -> list[float]:

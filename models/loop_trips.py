@@ -1,4 +1,4 @@
-"""How often a thread (CUDA) or a program (Triton) goes round its loops, read from the kernel's text and its launch.
+"""How often a thread (CUDA) or a program (Triton) goes round its loops and touches memory, read from the kernel's text and its launch.
 
 Token counts and the SASS mix see a loop body once, but the time depends on how often it
 runs: a grid-stride loop over n elements, a row walked blockDim.x elements at a time,
@@ -8,6 +8,14 @@ O(n²) rank counting. With the launch's scalar arguments, grid, block and conste
 sequence add. The thread read is the first one (threadIdx = blockIdx = program_id = 0),
 and an `else` branch, the tail path of a vectorised kernel, is skipped. A loop whose trips
 cannot be evaluated (a bound loaded from memory) counts once.
+
+Memory accesses are counted the same way, each weighted by the trips of the loops around
+it: a CUDA subscript of a pointer (global) or of a `__shared__` array (shared), a Triton
+`tl.load`, `tl.store` or `tl.atomic_*` as the elements of its block (shapes followed
+through `tl.arange`, `[:, None]`, broadcasting, `tl.zeros` and `tl.dot`). Times the
+threads or programs launched, that is the traffic the caches see, which the arrays' bytes
+do not: a naive matrix product reads each input row once per output element, a tiled one
+once per tile.
 
 Expressions are read with Python's `ast` (C first loses its casts and literal suffixes) and
 evaluated here, never with `eval`.
@@ -19,7 +27,7 @@ import ast
 import functools
 import math
 import re
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from kernelcast.models.access_pattern import C_COMMENT
 
@@ -41,10 +49,27 @@ class _Unknown(Exception):
     """What the text does not pin down."""
 
 
-def loop_iterations(code: str, language: str, launch: dict[str, Any] | None) -> float:
-    """Innermost loop iterations of the launched kernel's first thread (CUDA) or program (Triton); 0 without loops."""
+class ThreadWork(NamedTuple):
+    """What the first thread (CUDA) or program (Triton) of a launch does."""
+
+    iterations: float  # loop iterations, nested ones included
+    global_accesses: float  # subscripts of global pointers; Triton: elements loaded and stored
+    shared_accesses: float  # subscripts of __shared__ arrays (Triton's shared memory is the compiler's)
+
+    def __add__(self, other: tuple) -> ThreadWork:  # type: ignore[override]
+        return ThreadWork(*(a + b for a, b in zip(self, other)))
+
+    def times(self, factor: float) -> ThreadWork:
+        return ThreadWork(*(value * factor for value in self))
+
+
+NO_WORK = ThreadWork(0.0, 0.0, 0.0)
+
+
+def thread_work(code: str, language: str, launch: dict[str, Any] | None) -> ThreadWork:
+    """Loop iterations and memory accesses of the launched kernel's first thread (CUDA) or program (Triton)."""
     if not isinstance(launch, dict) or not isinstance(launch.get("kernel"), str) or language not in ("cuda", "triton"):
-        return 0.0
+        return NO_WORK
     args = tuple(arg.get("value") if isinstance(arg, dict) else None for arg in launch.get("args") or ())
     constexprs = tuple(sorted((name, value) for name, value in (launch.get("constexprs") or {}).items() if isinstance(value, (int, float))))
     return _cached(code, language, launch["kernel"], args, _dims(launch.get("grid")), _dims(launch.get("block")), constexprs)
@@ -65,7 +90,7 @@ def _dims(values: Any) -> tuple[int, int, int]:
 def _cached(
     code: str, language: str, kernel: str, args: tuple[Any, ...], grid: tuple[int, int, int], block: tuple[int, int, int],
     constexprs: tuple[tuple[str, Any], ...],
-) -> float:
+) -> ThreadWork:
     names: dict[str, Any] = {f"gridDim_{axis}": extent for axis, extent in zip(_AXES, grid)}
     if language == "triton":
         return _triton(code, kernel, args, dict(constexprs), names)
@@ -170,20 +195,58 @@ def _geometric(start: Any, step: Callable[[Any], Any], running: Callable[[Any], 
 
 # --- CUDA ------------------------------------------------------------------------------------
 
-def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) -> float:
+def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) -> ThreadWork:
     text = C_COMMENT.sub("", code)
     for define in _DEFINE.finditer(text):
         _bind(names, define.group(1), define.group(2))
     found = re.search(rf"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{re.escape(kernel)}\s*\(", text)
     if not found:
-        return 0.0
+        return NO_WORK
     close = _matching(text, found.end() - 1)
-    parameters = [words[-1] for part in _split(text[found.end() : close], ",") if (words := re.findall(r"[A-Za-z_]\w*", part))]
+    declared = _split(text[found.end() : close], ",")
+    parameters = [words[-1] for part in declared if (words := re.findall(r"[A-Za-z_]\w*", part))]
     names.update({name: value for name, value in zip(parameters, args) if value is not None})
     body_start = text.find("{", close)
     if body_start < 0:
-        return 0.0
-    return _cuda_span(text[body_start + 1 : _matching(text, body_start)], names)
+        return NO_WORK
+    body = text[body_start + 1 : _matching(text, body_start)]
+    pointers = {words[-1] for part in declared if "*" in part and (words := re.findall(r"[A-Za-z_]\w*", part))}
+    return _cuda_span(body, names, _Memory.of(body, pointers))
+
+
+class _Memory(NamedTuple):
+    """Which names a CUDA kernel subscripts into global memory and which into shared memory."""
+
+    global_names: frozenset[str]
+    shared_names: frozenset[str]
+
+    @staticmethod
+    def of(body: str, parameter_pointers: set[str]) -> _Memory:
+        shared = set()
+        for declaration in _SHARED.finditer(body):  # `__shared__ float a[N], b[N];` declares a and b
+            shared.update(found.group(1) for part in _split(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part)))
+        pointers = set(parameter_pointers)
+        for local in _POINTER.finditer(body):  # `T* row = x + ...`: global unless it points into a shared array
+            used = set(re.findall(r"[A-Za-z_]\w*", local.group(2)))
+            (shared if used & shared else pointers).add(local.group(1))
+        return _Memory(frozenset(pointers - shared), frozenset(shared))
+
+    def accesses(self, text: str) -> ThreadWork:
+        text = _SHARED.sub("", text)
+        found = [match.group(1) for match in _SUBSCRIPT.finditer(text)]
+        found += [match.group(1) for match in _INTRINSIC_ACCESS.finditer(text)]  # __ldcg(x + i)
+        for cast in _CAST_ACCESS.finditer(text):  # *reinterpret_cast<const float4*>(x + i) or reinterpret_cast<…>(x)[i]
+            after = text[_matching(text, cast.end() - 1) + 1 :].lstrip()
+            if cast.group(1) or after.startswith("["):
+                found.append(cast.group(2))
+        return ThreadWork(0.0, float(sum(name in self.global_names for name in found)), float(sum(name in self.shared_names for name in found)))
+
+
+_SHARED = re.compile(r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(?:const\s+)?(?:unsigned\s+)?[A-Za-z_][\w:]*\s+([^;]+);")
+_POINTER = re.compile(r"[A-Za-z_][\w:<>]*\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
+_SUBSCRIPT = re.compile(r"\b([A-Za-z_]\w*)\s*\[")
+_INTRINSIC_ACCESS = re.compile(r"\b__(?:ld|st)(?:g|cg|ca|cs|lu|cv|wb|wt)\s*\(\s*([A-Za-z_]\w*)\s*[+)]")
+_CAST_ACCESS = re.compile(r"(\*\s*)?\breinterpret_cast\s*<[^>]*>\s*\((?=\s*([A-Za-z_]\w*))")
 
 
 def _bind(names: dict[str, Any], name: str, expression: str) -> None:
@@ -193,21 +256,30 @@ def _bind(names: dict[str, Any], name: str, expression: str) -> None:
         names.pop(name, None)
 
 
-def _cuda_span(body: str, names: dict[str, Any]) -> float:
-    """Iterations in a stretch of statements: each loop adds its trips × (1 + its body's)."""
-    total, done = 0.0, 0
+def _cuda_span(body: str, names: dict[str, Any], memory: _Memory) -> ThreadWork:
+    """Work of a stretch of statements: straight-line accesses once, each loop its trips × (1 + its body's)."""
+    total, done = NO_WORK, 0
     skipped = [(branch.end(), _statement_end(body, branch.end())) for branch in re.finditer(r"\belse\b", body)]
+    blanked = list(body)
+    for start, stop in skipped:
+        blanked[start : stop + 1] = " " * (stop + 1 - start)
+    visible = "".join(blanked)
     for loop in re.finditer(r"\bfor\s*\(", body):
         if loop.start() < done or any(start <= loop.start() <= stop for start, stop in skipped):
             continue
         for declaration in _DECLARATION.finditer(body, done, loop.start()):
-            _bind(names, declaration.group(1), declaration.group(2))
+            first, *others = _split(declaration.group(2), ",")  # `int tx = threadIdx.x, ty = threadIdx.y;`
+            _bind(names, declaration.group(1), first)
+            for other in others:
+                if named := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*(.+)", other, re.S):
+                    _bind(names, named.group(1), named.group(2))
         close = _matching(body, loop.end() - 1)
         end = _statement_end(body, close + 1)
         trips = _cuda_trips(body[loop.end() : close], names)
-        total += (1.0 if trips is None else trips) * (1.0 + _cuda_span(body[close + 1 : end + 1], dict(names)))
+        inner = _cuda_span(body[close + 1 : end + 1], dict(names), memory)
+        total = total + memory.accesses(visible[done : close + 1]) + (ThreadWork(1.0, 0.0, 0.0) + inner).times(1.0 if trips is None else trips)
         done = end + 1
-    return total
+    return total + memory.accesses(visible[done:])
 
 
 def _cuda_trips(header: str, names: dict[str, Any]) -> float | None:
@@ -250,9 +322,13 @@ def _matching(text: str, opening: int) -> int:
 
 
 def _statement_end(text: str, index: int) -> int:
-    """Index of the last character of the statement starting at `index` (a block, a control statement, or up to `;`)."""
-    while index < len(text) and text[index].isspace():
-        index += 1
+    """Index of the last character of the statement starting at `index` (a block, a control statement, or up to `;`).
+
+    A `#pragma unroll` line between a loop header and its body is not the body.
+    """
+    while index < len(text) and (text[index].isspace() or text[index] == "#"):
+        index = text.find("\n", index) if text[index] == "#" else index + 1
+        index = len(text) if index < 0 else index
     if index < len(text) and text[index] == "{":
         return _matching(text, index)
     control = re.match(r"(?:for|while|if)\s*\(", text[index:])
@@ -294,25 +370,98 @@ def _triton_function(code: str, kernel: str) -> ast.FunctionDef | None:
     return next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == kernel), None)
 
 
-def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str, Any], names: dict[str, Any]) -> float:
+def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str, Any], names: dict[str, Any]) -> ThreadWork:
     function = _triton_function(code, kernel)
     if function is None:
-        return 0.0
+        return NO_WORK
     parameters = [arg.arg for arg in function.args.args if arg.arg not in constexprs]
     names.update(constexprs)
     names.update({name: value for name, value in zip(parameters, args) if value is not None})
-    return _triton_span(function.body, names)
+    return _triton_span(function.body, names, {})
 
 
-def _triton_span(body: list[ast.stmt], names: dict[str, Any]) -> float:
-    total = 0.0
+_MEMORY_CALLS = ("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor")
+
+
+def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> ThreadWork:
+    """Work of a block of statements; `shapes` follows the block shape of each name assigned so far."""
+    total = NO_WORK
     for statement in body:
         if isinstance(statement, ast.For):
             trips = _triton_trips(statement.iter, names)
-            total += (1.0 if trips is None else trips) * (1.0 + _triton_span(statement.body, names))
+            total = total + (ThreadWork(1.0, 0.0, 0.0) + _triton_span(statement.body, names, shapes)).times(1.0 if trips is None else trips)
         elif isinstance(statement, (ast.If, ast.While, ast.With)):
-            total += _triton_span(statement.body, names) + _triton_span(getattr(statement, "orelse", []), names)
+            total = total + _triton_span(statement.body, names, shapes) + _triton_span(getattr(statement, "orelse", []), names, shapes)
+        else:
+            elements = sum(
+                math.prod(_shape(node.args[0], names, shapes)) for node in ast.walk(statement)
+                if isinstance(node, ast.Call) and _called(node) in _MEMORY_CALLS and node.args
+            )
+            total = total + ThreadWork(0.0, float(elements), 0.0)
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+                shapes[statement.targets[0].id] = _shape(statement.value, names, shapes)
     return total
+
+
+def _called(node: ast.Call) -> str:
+    function = node.func
+    return function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+
+
+def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """The block shape of a Triton expression; () for a scalar or what cannot be followed."""
+    if isinstance(node, ast.Name):
+        return shapes.get(node.id, ())
+    if isinstance(node, ast.BinOp):
+        return _broadcast(_shape(node.left, names, shapes), _shape(node.right, names, shapes))
+    if isinstance(node, (ast.UnaryOp, ast.Compare)):
+        operands = [node.operand] if isinstance(node, ast.UnaryOp) else [node.left, *node.comparators]
+        return _broadcast(*(_shape(operand, names, shapes) for operand in operands))
+    if isinstance(node, ast.Subscript):  # x[:, None]: a slice keeps a dimension, None inserts one
+        inner = list(_shape(node.value, names, shapes))
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        shape = []
+        for item in items:
+            if isinstance(item, ast.Slice) and inner:
+                shape.append(inner.pop(0))
+            elif isinstance(item, ast.Constant) and item.value is None:
+                shape.append(1)
+        return tuple(shape + inner)
+    if not isinstance(node, ast.Call):
+        return ()
+    name, arguments = _called(node), node.args
+    try:
+        if name == "arange" and len(arguments) == 2:
+            return (max(1, int(_value(arguments[1], names)) - int(_value(arguments[0], names))),)
+        if name in ("zeros", "full", "zeros_like") and arguments and isinstance(arguments[0], (ast.Tuple, ast.List)):
+            return tuple(max(1, int(_value(extent, names))) for extent in arguments[0].elts)
+    except (_Unknown, TypeError, ValueError, OverflowError):
+        return ()
+    if name == "dot" and len(arguments) >= 2:
+        left, right = _shape(arguments[0], names, shapes), _shape(arguments[1], names, shapes)
+        return (left[0], right[-1]) if len(left) == 2 and len(right) == 2 else ()
+    if name in ("sum", "max", "min", "argmax", "argmin", "xor_sum"):
+        return _reduced(node, names, shapes)
+    if name == "to" and isinstance(node.func, ast.Attribute):
+        return _shape(node.func.value, names, shapes)
+    return _broadcast(*(_shape(argument, names, shapes) for argument in arguments))
+
+
+def _reduced(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """`tl.sum(x, axis=k)` drops dimension k of x; without an axis it is a scalar."""
+    axis = next((keyword.value for keyword in node.keywords if keyword.arg == "axis"), node.args[1] if len(node.args) > 1 else None)
+    shape = _shape(node.args[0], names, shapes) if node.args else ()
+    try:
+        dropped = int(_value(axis, names)) % len(shape) if axis is not None and shape else None
+    except (_Unknown, TypeError, ValueError):
+        return ()
+    return () if dropped is None else shape[:dropped] + shape[dropped + 1 :]
+
+
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    rank = max((len(shape) for shape in shapes), default=0)
+    padded = [(1,) * (rank - len(shape)) + shape for shape in shapes]
+    return tuple(max(extents) for extents in zip(*padded)) if padded else ()
 
 
 def _triton_trips(iterator: ast.expr, names: dict[str, Any]) -> float | None:

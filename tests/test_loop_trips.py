@@ -1,6 +1,8 @@
-"""Loop iterations per thread or program, read from kernel text and launch (models/loop_trips.py)."""
+"""Loop iterations and memory accesses per thread or program, read from kernel text and launch (models/loop_trips.py)."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -8,7 +10,7 @@ from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.launch_spec import parse_launch_pragma
 from kernelcast.models.features import FEATURE_NAMES, pair_features
-from kernelcast.models.loop_trips import loop_iterations
+from kernelcast.models.loop_trips import NO_WORK, ThreadWork, thread_work
 
 GRID_STRIDE = """
 extern "C" __global__ void scale(const float* __restrict__ x, float* y, int n) {
@@ -59,31 +61,31 @@ def launch(kernel: str, grid: list[int], block: list[int], *scalars: int, **cons
 
 
 def test_a_grid_stride_loop_runs_n_over_all_threads_times() -> None:
-    assert loop_iterations(GRID_STRIDE, "cuda", launch("scale", [528, 1, 1], [256, 1, 1], 1 << 24)) == -(-(1 << 24) // (528 * 256))
-    assert loop_iterations(GRID_STRIDE, "cuda", launch("scale", [65536, 1, 1], [256, 1, 1], 1 << 24)) == 1
+    assert thread_work(GRID_STRIDE, "cuda", launch("scale", [528, 1, 1], [256, 1, 1], 1 << 24)).iterations == -(-(1 << 24) // (528 * 256))
+    assert thread_work(GRID_STRIDE, "cuda", launch("scale", [65536, 1, 1], [256, 1, 1], 1 << 24)).iterations == 1
 
 
 def test_loops_in_sequence_add_nested_ones_multiply_and_shifts_count_logarithmically() -> None:
     # cols 1024: 4 trips of the row loop, 5 of the shuffle loop, 10 × (1 + 4) of the nested pair.
-    assert loop_iterations(ROW_SUM, "cuda", launch("row_sum", [4096, 1, 1], [256, 1, 1], 4096, 1024)) == 4 + 5 + 10 * 5
+    assert thread_work(ROW_SUM, "cuda", launch("row_sum", [4096, 1, 1], [256, 1, 1], 4096, 1024)).iterations == 4 + 5 + 10 * 5
 
 
 def test_the_tail_path_of_an_else_branch_is_not_what_a_thread_does() -> None:
-    assert loop_iterations(VECTOR_WITH_TAIL, "cuda", launch("copy8", [8192, 1, 1], [256, 1, 1], 1 << 24)) == 8
+    assert thread_work(VECTOR_WITH_TAIL, "cuda", launch("copy8", [8192, 1, 1], [256, 1, 1], 1 << 24)).iterations == 8
 
 
 def test_a_bound_the_text_does_not_give_counts_once_and_unknown_kernels_nothing() -> None:
     unknown = GRID_STRIDE.replace("i < n", "i < x[0]")
-    assert loop_iterations(unknown, "cuda", launch("scale", [528, 1, 1], [256, 1, 1], 1 << 24)) == 1
-    assert loop_iterations(GRID_STRIDE, "cuda", launch("other", [1, 1, 1], [256, 1, 1])) == 0
-    assert loop_iterations("def broken(:", "triton", launch("row_max", [1, 1, 1], [1, 1, 1])) == 0
-    assert loop_iterations(GRID_STRIDE, "pytorch", launch("scale", [1, 1, 1], [1, 1, 1])) == 0
-    assert loop_iterations(GRID_STRIDE, "cuda", None) == 0
+    assert thread_work(unknown, "cuda", launch("scale", [528, 1, 1], [256, 1, 1], 1 << 24)).iterations == 1
+    assert thread_work(GRID_STRIDE, "cuda", launch("other", [1, 1, 1], [256, 1, 1])) == NO_WORK
+    assert thread_work("def broken(:", "triton", launch("row_max", [1, 1, 1], [1, 1, 1])) == NO_WORK
+    assert thread_work(GRID_STRIDE, "pytorch", launch("scale", [1, 1, 1], [1, 1, 1])) == NO_WORK
+    assert thread_work(GRID_STRIDE, "cuda", None) == NO_WORK
 
 
 def test_triton_ranges_read_constexprs_scalars_and_num_programs() -> None:
     row = {"kernel": "row_max", "grid": [64, 4, 1], "args": ["x", "out", {"ctype": "i32", "value": 65536}], "constexprs": {"BLOCK": 1024}}
-    assert loop_iterations(TRITON, "triton", row) == 64 + 16  # 65536 / 1024, then 65536 / (4 · 1024)
+    assert thread_work(TRITON, "triton", row).iterations == 64 + 16  # 65536 / 1024, then 65536 / (4 · 1024)
 
 
 @pytest.mark.parametrize(("language", "code", "pragma", "corpus_launch"), [
@@ -92,12 +94,89 @@ def test_triton_ranges_read_constexprs_scalars_and_num_programs() -> None:
     ("triton", TRITON, "# kernelcast: launch kernel=row_max grid=(64, 4) args=(x:f32[N*64], out:f32[64]:out, N:i32=65536) BLOCK=1024",
      {"kernel": "row_max", "grid": [64, 4, 1], "args": ["x", "out", {"ctype": "i32", "value": 65536}], "constexprs": {"BLOCK": 1024}}),
 ])
-def test_an_editor_pragma_gives_the_iterations_a_corpus_launch_gives(language: str, code: str, pragma: str, corpus_launch: dict) -> None:
-    """The editor sends its pragma's launch (LaunchSpec.as_launch), scalar arguments included: the feature must read as in training."""
+def test_an_editor_pragma_gives_the_work_a_corpus_launch_gives(language: str, code: str, pragma: str, corpus_launch: dict) -> None:
+    """The editor sends its pragma's launch (LaunchSpec.as_launch), scalar arguments included: the features must read as in training."""
     hardware = SPECS["H100-SXM"].to_json()
 
-    def iterations(launch_facts: dict) -> float:
+    def work(launch_facts: dict) -> tuple[float, float]:
         side = KernelSide(code, language, facts={"launches": [launch_facts]})
-        return dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0]))["loop_iterations"]
+        features = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0]))
+        return features["loop_iterations"], features["global_accesses"]
 
-    assert iterations(parse_launch_pragma(pragma, language).as_launch()) == iterations(corpus_launch) > 0
+    from_pragma, from_corpus = work(parse_launch_pragma(pragma, language).as_launch()), work(corpus_launch)
+    assert from_pragma == from_corpus and min(from_corpus) > 0
+
+
+NAIVE_PRODUCT = """
+#define D 64
+__global__ void scores(const float* q, const float* k, float* p, int s) {
+    const int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+    #pragma unroll 16
+    for (int d = 0; d < D; ++d) acc += q[i * D + d] * k[j * D + d];
+    p[i * s + j] = acc;
+}
+"""
+TILED_PRODUCT = """
+#define D 64
+#define TILE 16
+__global__ void scores(const float* q, const float* k, float* p, int s) {
+    __shared__ float qs[TILE][D + 1], ks[TILE][D + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const float4* rows = reinterpret_cast<const float4*>(q);
+    for (int e = ty * TILE + tx; e < TILE * D; e += TILE * TILE) {
+        qs[e / D][e % D] = q[blockIdx.y * TILE * D + e];
+        ks[e / D][e % D] = *reinterpret_cast<const float*>(k + blockIdx.x * TILE * D + e) + __ldcg(k + e);
+    }
+    __syncthreads();
+    float acc = 0.0f;
+    #pragma unroll
+    for (int d = 0; d < D; ++d)
+        #pragma unroll
+        for (int u = 0; u < 1; ++u) { acc += qs[ty][d] * ks[tx][d]; }
+    p[(blockIdx.y * TILE + ty) * s + blockIdx.x * TILE + tx] = acc;
+}
+"""
+TRITON_MATMUL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + (k0 + depth)[None, :])
+        b = tl.load(b_ptr + (k0 + depth)[:, None] * N + cols[None, :])
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
+    tl.atomic_add(c_ptr + tl.sum(acc, axis=1).to(tl.int32), 1.0)
+"""
+
+
+def test_a_tiled_kernel_reads_global_memory_once_per_tile_and_its_shared_tile_once_per_product() -> None:
+    grid = [64, 64, 1]
+    naive = thread_work(NAIVE_PRODUCT, "cuda", launch("scores", grid, [16, 16, 1], 1024))
+    tiled = thread_work(TILED_PRODUCT, "cuda", launch("scores", grid, [16, 16, 1], 1024))
+    assert naive == ThreadWork(64.0, 2 * 64 + 1, 0.0)  # the unrolled loop still runs D times
+    # 1024 / 256 = 4 trips of the tile copy, three global reads each (through a cast pointer, an intrinsic), and the
+    # product's 64 × 1 inner trips read two shared values: the `#pragma unroll` lines are not loop bodies.
+    assert tiled == ThreadWork(4.0 + 64 * 2, 3 * 4 + 1, 2 * 4 + 2 * 64)
+
+
+def test_triton_accesses_count_the_elements_of_each_loaded_and_stored_block() -> None:
+    sizes = {"kernel": "matmul", "grid": [8, 8, 1], "args": ["a", "b", "c", *({"ctype": "i32", "value": 1024} for _ in range(3))],
+             "constexprs": {"BM": 128, "BN": 64, "BK": 32}}
+    # K / BK = 32 trips of a 128 × 32 and a 32 × 64 block, one 128 × 64 store, an atomic on 128 rows.
+    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0)
+
+
+def test_the_feature_sums_the_accesses_of_every_thread_of_every_launch() -> None:
+    hardware = SPECS["H100-SXM"].to_json()
+    first = launch("scores", [64, 64, 1], [16, 16, 1], 1024)
+    twice = KernelSide(NAIVE_PRODUCT, "cuda", facts={"launches": [first, first]})
+    features = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(twice, twice, hardware))[0]))
+    assert features["global_accesses"] == pytest.approx(math.log2(1 + 2 * 64 * 64 * 256 * 129))
+    assert features["shared_accesses"] == 0
