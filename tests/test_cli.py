@@ -72,3 +72,23 @@ def test_doctor_reports_what_is_there(tmp_path: Path) -> None:
     report = json.loads(completed.stdout)
     assert report["backends"]["embedded"].startswith("ok")
     assert set(report) >= {"gpu", "nvcc", "torch", "triton", "cache_dir", "service"}
+
+
+def test_every_command_and_subcommand_prints_its_help() -> None:
+    """argparse formats help strings with %: a literal one (95% CIs) crashed `kernelcast corpus --help`."""
+    import argparse
+
+    from kernelcast.cli import build_parser
+
+    def parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+        found = [parser]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    found += parsers(child)
+        return found
+
+    every = parsers(build_parser())
+    assert len(every) > 10
+    for parser in every:
+        assert parser.format_help().startswith("usage:")

@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
     pairs.add_argument("--data", type=Path, default=None)
     pairs.add_argument("--seed", type=int, default=0)
 
-    repro = commands.add_parser("repro", help="share of a re-measured sample inside the dataset's 95% CIs")
+    repro = commands.add_parser("repro", help="share of a re-measured sample inside the dataset's 95%% CIs")
     repro.add_argument("run_dir", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
     repro.add_argument("--data", type=Path, default=None)
 
