@@ -38,6 +38,9 @@ MODULES = (
     "selection",
     "pooling",
     "colwise",
+    "reuse",
+    "masked",
+    "ranking",
 )
 
 
