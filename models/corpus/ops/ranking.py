@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES
 from kernelcast.models.corpus.ops.rowkit import POS_INF, TRITON_HEADER, Check, at_most, cuda_reductions, next_pow2, unsupported
-from kernelcast.models.corpus.ops.selection import ORDERED_KEY, TRITON_ORDERED_BITS, _fits_registers, _power_of_two
+from kernelcast.models.corpus.ops.selection import ORDERED_KEY, TRITON_ORDERED_BITS, fits_registers, power_of_two
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     CUDA_TYPES,
@@ -338,7 +338,7 @@ def median_variants() -> Iterable[Variant]:
     for params in bitonic_settings:
         pad = params["pad"]
         code = _median_bitonic(params["threads"], params["pairing"], pad, params["restrict"])
-        yield _median_cuda("cuda-bitonic-smem", params, code, lambda s: 4 * next_pow2(s["n"]), padded=pad, checks=() if pad else (_power_of_two,))
+        yield _median_cuda("cuda-bitonic-smem", params, code, lambda s: 4 * next_pow2(s["n"]), padded=pad, checks=() if pad else (power_of_two,))
     quick_settings = [*product({"warps": [1, 4], "pivot": ["middle", "median3"], "restrict": [True]}),
                       *around({"warps": 4, "pivot": "middle", "restrict": True}, warps=[2, 8], restrict=[False])[1:]]
     for params in quick_settings:
@@ -364,12 +364,12 @@ def median_variants() -> Iterable[Variant]:
     for params in product({"ROWS": [1, 4], "num_warps": [4, 8, 16]}):
         rows = params["ROWS"]
         sorts.append(_median_triton("triton-sort", params, MEDIAN_TRITON_SORT, rows, lambda s, rows=rows: {"ROWS": rows, "BLOCK_N": next_pow2(s["n"])},
-                                    _fits_registers(64, rows, params["num_warps"])))
+                                    fits_registers(64, rows, params["num_warps"])))
     yield from _runs_somewhere(sorts, MEDIAN_SIZES)
     for params in product({"ROWS": [1, 4], "num_warps": [4, 8]}):
         rows = params["ROWS"]
         yield _median_triton("triton-bisect-rows", params, MEDIAN_TRITON_BISECT_ROWS, rows,
-                             lambda s, rows=rows: {"ROWS": rows, "BLOCK_N": next_pow2(s["n"])}, _fits_registers(64, rows, params["num_warps"]))
+                             lambda s, rows=rows: {"ROWS": rows, "BLOCK_N": next_pow2(s["n"])}, fits_registers(64, rows, params["num_warps"]))
     chunk_settings = [*product({"CHUNK": [1024, 4096], "num_warps": [4, 8], "num_stages": [2]}),
                       *around({"CHUNK": 1024, "num_warps": 4, "num_stages": 2}, num_stages=[1, 4])[1:]]
     for params in chunk_settings:
@@ -704,7 +704,7 @@ def _pairs_packed_variant(params: dict[str, Any]) -> Variant:
                        num_warps=params["num_warps"])]
 
     return Variant("triton-packed-sort", "triton", params, _pairs_triton_packed(params["dtype"]), launches,
-                   unsupported=unsupported(params["dtype"], _fits_registers(32, rows, params["num_warps"])))
+                   unsupported=unsupported(params["dtype"], fits_registers(32, rows, params["num_warps"])))
 
 
 def _pairs_rank_variant(params: dict[str, Any]) -> Variant:
@@ -730,7 +730,7 @@ def pairs_variants() -> Iterable[Variant]:
             pad = params["pad"]
             code = _pairs_bitonic(dtype, params["threads"], pad, params["exchange"] == "shuffle", params["restrict"])
             yield _pairs_cuda("cuda-bitonic-pairs", params, code, params["threads"], lambda s: 8 * next_pow2(s["n"]), padded=pad,
-                              checks=() if pad else (_power_of_two,))
+                              checks=() if pad else (power_of_two,))
         for threads in (128, 512, 1024):
             yield _pairs_cuda("cuda-odd-even", {"dtype": dtype, "threads": threads}, _pairs_odd_even(dtype), threads, lambda s: 8 * s["n"])
         register_settings = [*product({"dtype": [dtype], "per_thread": [4, 16, 32], "layout": ["blocked", "striped"], "warps": [4]}),

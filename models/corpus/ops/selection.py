@@ -46,7 +46,8 @@ from kernelcast.models.corpus.spec import (
 )
 
 
-def _power_of_two(sizes: Sizes) -> str | None:
+def power_of_two(sizes: Sizes) -> str | None:
+    """Check for kernels written for rows of a power-of-two length (no padding)."""
     return None if (sizes["n"] & (sizes["n"] - 1)) == 0 else "written for n a power of two"
 
 
@@ -54,7 +55,7 @@ def _power_of_two(sizes: Sizes) -> str | None:
 MAX_SORTED = 16384
 
 
-def _fits_registers(per_thread: int, rows: int, warps: int) -> Check:
+def fits_registers(per_thread: int, rows: int, warps: int) -> Check:
     """A Triton program sorting `rows` padded rows: at most `per_thread` elements per thread, MAX_SORTED in all."""
     def reason(sizes: Sizes) -> str | None:
         elements = rows * next_pow2(sizes["n"])
@@ -279,7 +280,7 @@ def kthvalue_variants() -> Iterable[Variant]:
     for params in bitonic_settings:
         pad = params["pad"]
         code = _kth_bitonic(params["threads"], pad, params["warp_sync"], params["restrict"])
-        checks = () if pad else (_power_of_two,)
+        checks = () if pad else (power_of_two,)
         yield _kth_cuda("cuda-bitonic-smem", params, code, lambda s: 4 * next_pow2(s["n"]), pad, checks)
     radix_settings = [*product({"threads": [256, 1024], "bits": [4, 8], "cache": [False, True], "restrict": [True]}),
                       {"threads": 256, "bits": 8, "cache": False, "restrict": False}]
@@ -297,7 +298,7 @@ def kthvalue_variants() -> Iterable[Variant]:
     for params in product({"ROWS": [1, 2, 4], "num_warps": [2, 4, 8, 16]}):
         rows = params["ROWS"]
         variant = _kth_triton("triton-sort", params, KTH_TRITON_SORT, rows, lambda s, rows=rows: {"ROWS": rows, "BLOCK_N": next_pow2(s["n"])},
-                              _fits_registers(64, rows, params["num_warps"]))
+                              fits_registers(64, rows, params["num_warps"]))
         if any(variant.unsupported(sizes) is None for sizes in KTH_SIZES):
             yield variant
     for params in product({"CHUNK": [512, 2048, 8192], "num_warps": [4, 8]}):
@@ -487,7 +488,7 @@ def _argsort_bitonic_variant(params: dict[str, Any]) -> Variant:
         return [Launch("argsort_rows", grid1(sizes["rows"]), args, block1(threads), shared_bytes=8 * length)]
 
     code = _argsort_bitonic(threads, pad, params["sync"] == "shuffle", params["restrict"])
-    return Variant("cuda-bitonic-pairs", "cuda", params, code, launches, unsupported=unsupported(None, *(() if pad else (_power_of_two,))))
+    return Variant("cuda-bitonic-pairs", "cuda", params, code, launches, unsupported=unsupported(None, *(() if pad else (power_of_two,))))
 
 
 def _argsort_counting_variant(params: dict[str, Any]) -> Variant:
@@ -520,7 +521,7 @@ def argsort_variants() -> Iterable[Variant]:
     for params in product({"ROWS": [1, 2, 4, 8], "num_warps": [2, 4, 8]}):
         rows = params["ROWS"]
         variant = _argsort_triton_variant("triton-packed-sort", params, ARGSORT_TRITON_PACKED, lambda s, rows=rows: grid1(cdiv(s["rows"], rows)),
-                                          lambda s, rows=rows: {"ROWS": rows, "BLOCK_N": next_pow2(s["n"])}, _fits_registers(32, rows, params["num_warps"]))
+                                          lambda s, rows=rows: {"ROWS": rows, "BLOCK_N": next_pow2(s["n"])}, fits_registers(32, rows, params["num_warps"]))
         if any(variant.unsupported(sizes) is None for sizes in ARGSORT_SIZES):
             yield variant
     counting_triton = [*product({"BLOCK_I": [32, 64, 128], "BLOCK_J": [32, 128], "num_warps": [4]}),
