@@ -93,18 +93,25 @@ TORCH_OPS: dict[str, frozenset[str]] = {
         "ConvTranspose1d ConvTranspose2d ConvTranspose3d LSTM GRU RNN MultiheadAttention Transformer".split()
     ),
     "reduction": frozenset(
-        "sum mean max min amax amin softmax log_softmax norm var std argmax argmin cumsum cumprod logsumexp prod "
-        "layer_norm group_norm batch_norm instance_norm rms_norm normalize topk sort all any kl_div cross_entropy "
+        "sum mean max min amax amin softmax log_softmax norm vector_norm matrix_norm nansum nanmean var std argmax "
+        "argmin logsumexp prod layer_norm group_norm batch_norm instance_norm rms_norm normalize all any kl_div cross_entropy "
         "mse_loss nll_loss smooth_l1_loss huber_loss triplet_margin_loss cosine_similarity max_pool1d max_pool2d "
         "max_pool3d avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool2d adaptive_max_pool2d LayerNorm BatchNorm1d "
         "BatchNorm2d BatchNorm3d GroupNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d RMSNorm Softmax LogSoftmax "
         "MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool2d AdaptiveMaxPool2d".split()
     ),
     "movement": frozenset(
-        "t transpose permute contiguous cat concat stack split chunk index_select gather scatter scatter_add "
-        "scatter_add_ index_add index_add_ index_put_ flip roll repeat repeat_interleave expand unfold fold pad "
-        "embedding interpolate clone copy_ masked_select masked_fill nonzero tril triu diag pixel_shuffle "
-        "Embedding Upsample PixelShuffle".split()
+        "t transpose permute contiguous cat concat stack split chunk index_select gather scatter take "
+        "take_along_dim flip roll repeat repeat_interleave expand unfold fold pad embedding interpolate clone "
+        "copy_ masked_fill tril triu diag pixel_shuffle Embedding Upsample PixelShuffle".split()
+    ),
+    # Library calls whose cost is neither a pass over memory nor FLOPs: sorting networks and
+    # radix passes, scans (and the count-scan-scatter of compaction), atomics into bins.
+    "sort": frozenset("sort argsort msort topk kthvalue median nanmedian mode quantile nanquantile unique searchsorted bucketize".split()),
+    "scan": frozenset("cumsum cumprod cummax cummin logcumsumexp nonzero masked_select unique_consecutive".split()),
+    "scatter": frozenset(
+        "scatter_add scatter_add_ scatter_reduce scatter_reduce_ index_add index_add_ index_put_ index_reduce index_reduce_ "
+        "bincount histc histogram embedding_bag EmbeddingBag segment_reduce".split()
     ),
     "elementwise": frozenset(
         "relu relu_ gelu sigmoid tanh exp log log1p add add_ mul mul_ sub div clamp clamp_ clip where abs sqrt rsqrt "

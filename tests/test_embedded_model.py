@@ -34,6 +34,18 @@ def test_code_reading_ignores_comments_and_python_floor_division() -> None:
     assert triton["tl_dot"] == 1
 
 
+@pytest.mark.parametrize(("call", "kind"), [
+    ("torch.argsort(x, dim=1)", "sort"), ("x.kthvalue(k, dim=1).values", "sort"), ("torch.topk(x, 8).values", "sort"),
+    ("torch.cummax(x, dim=1).values", "scan"), ("torch.nonzero(x)", "scan"),
+    ("torch.bincount(x, minlength=256)", "scatter"), ("out.index_add_(0, idx, x)", "scatter"), ("x.sum(dim=1)", "reduction"),
+])
+def test_library_calls_that_are_not_one_pass_over_memory_have_kinds_of_their_own(call: str, kind: str | None) -> None:
+    """Sorting, scans and binned atomics cost what a sum does not: a held-out sort reference must not read as a sum."""
+    counts = read_code(f"def reference(x, k=3, out=None, idx=None):\n    return {call}\n", "pytorch")
+    found = {name for name in ("sort", "scan", "scatter", "reduction", "movement") if counts[f"torch_{name}"] > 0}
+    assert found == ({kind} if kind else set())
+
+
 def test_launch_pragma_and_corpus_launches_are_read() -> None:
     code = "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<20)\n__global__ void k() {}"
     from_pragma = pair_features(ForecastRequest(KernelSide(code, "cuda"), KernelSide(code, "cuda"), HARDWARE, {"N": 1 << 20}))
