@@ -380,9 +380,6 @@ def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str,
     return _triton_span(function.body, names, {})
 
 
-_MEMORY_CALLS = ("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor")
-
-
 def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> ThreadWork:
     """Work of a block of statements; `shapes` follows the block shape of each name assigned so far."""
     total = NO_WORK
@@ -395,7 +392,7 @@ def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, 
         else:
             elements = sum(
                 math.prod(_shape(node.args[0], names, shapes)) for node in ast.walk(statement)
-                if isinstance(node, ast.Call) and _called(node) in _MEMORY_CALLS and node.args
+                if isinstance(node, ast.Call) and node.args and (_called(node) in ("load", "store") or _called(node).startswith("atomic_"))
             )
             total = total + ThreadWork(0.0, float(elements), 0.0)
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
@@ -433,7 +430,7 @@ def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ..
     try:
         if name == "arange" and len(arguments) == 2:
             return (max(1, int(_value(arguments[1], names)) - int(_value(arguments[0], names))),)
-        if name in ("zeros", "full", "zeros_like") and arguments and isinstance(arguments[0], (ast.Tuple, ast.List)):
+        if name in ("zeros", "full") and arguments and isinstance(arguments[0], (ast.Tuple, ast.List)):
             return tuple(max(1, int(_value(extent, names))) for extent in arguments[0].elts)
     except (_Unknown, TypeError, ValueError, OverflowError):
         return ()
