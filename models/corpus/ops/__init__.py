@@ -41,6 +41,8 @@ MODULES = (
     "reuse",
     "masked",
     "ranking",
+    "gram",
+    "binning",
 )
 
 
