@@ -152,6 +152,7 @@ LAUNCH_NAMES = (
     "launches", "zero_fills", "launch_from_facts", "launch_from_pragma", "launch_from_code", "blocks", "threads_per_block",
     "total_threads", "blocks_per_sm", "dynamic_shared", "num_warps", "num_stages", "largest_constexpr",
     "waves", "elements_per_thread", "loop_iterations", "global_accesses", "shared_accesses",
+    "network_stages", "network_steps",
 )
 FACT_NAMES = (
     "has_facts", "registers", "shared_bytes", "spill_bytes", "occupancy", *(f"limited_by_{name}" for name in _LIMITERS),
@@ -347,6 +348,8 @@ def _launch_vector(
         _log2p(thread_work(side.code, side.language, main).iterations),
         _log2p(traffic.global_accesses),
         _log2p(traffic.shared_accesses),
+        _log2p(traffic.network_stages),
+        _log2p(traffic.network_steps),
     ]
 
 

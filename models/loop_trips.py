@@ -5,9 +5,13 @@ runs: a grid-stride loop over n elements, a row walked blockDim.x elements at a 
 O(n²) rank counting. With the launch's scalar arguments, grid, block and constexprs bound,
 `for (int i = a; i < b; i += c)` or `for i in range(a, b, c)` runs ⌈(b − a) / c⌉ times
 (`*=`, `<<=` and `>>=` steps logarithmically often); nested loops multiply, loops in
-sequence add. The thread read is the first one (threadIdx = blockIdx = program_id = 0),
-and an `else` branch, the tail path of a vectorised kernel, is skipped. A loop whose trips
-cannot be evaluated (a bound loaded from memory) counts once.
+sequence add; a body is read at its loop variable's values (all of a doubling or halving
+loop's, the middle one of a counting loop's), so a bitonic network's inner loop or a
+triangle's counts its mean. The thread read is the first one (threadIdx = blockIdx =
+program_id = 0), and an `else` branch, the tail path of a vectorised kernel, is skipped. A
+loop whose trips cannot be evaluated (a bound loaded from memory) counts once. A call of
+one of the file's `__device__` helpers counts the helper's work, read with the call's
+arguments (two levels deep).
 
 Memory accesses are counted the same way, each weighted by the trips of the loops around
 it: a CUDA subscript of a pointer (global) or of a `__shared__` array (shared), a Triton
@@ -16,6 +20,10 @@ through `tl.arange`, `[:, None]`, broadcasting, `tl.zeros` and `tl.dot`). Times 
 threads or programs launched, that is the traffic the caches see, which the arrays' bytes
 do not: a naive matrix product reads each input row once per output element, a tiled one
 once per tile.
+
+Triton's block-wide sorts and scans (`tl.sort`, `tl.cumsum`, `tl.associative_scan`) do
+work no loop shows: a bitonic network of log n · (log n + 1) / 2 stages, each a step all
+the program's threads wait for, over the elements shared among its num_warps · 32 threads.
 
 Expressions are read with Python's `ast` (C first loses its casts and literal suffixes) and
 evaluated here, never with `eval`.
@@ -55,6 +63,8 @@ class ThreadWork(NamedTuple):
     iterations: float  # loop iterations, nested ones included
     global_accesses: float  # subscripts of global pointers; Triton: elements loaded and stored
     shared_accesses: float  # subscripts of __shared__ arrays (Triton's shared memory is the compiler's)
+    network_stages: float  # Triton: stages of block-wide sorts and scans, each a step all threads wait for
+    network_steps: float  # Triton: a thread's steps through them, its share of the elements at each stage
 
     def __add__(self, other: tuple) -> ThreadWork:  # type: ignore[override]
         return ThreadWork(*(a + b for a, b in zip(self, other)))
@@ -63,7 +73,7 @@ class ThreadWork(NamedTuple):
         return ThreadWork(*(value * factor for value in self))
 
 
-NO_WORK = ThreadWork(0.0, 0.0, 0.0)
+NO_WORK = ThreadWork(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def thread_work(code: str, language: str, launch: dict[str, Any] | None) -> ThreadWork:
@@ -72,7 +82,9 @@ def thread_work(code: str, language: str, launch: dict[str, Any] | None) -> Thre
         return NO_WORK
     args = tuple(arg.get("value") if isinstance(arg, dict) else None for arg in launch.get("args") or ())
     constexprs = tuple(sorted((name, value) for name, value in (launch.get("constexprs") or {}).items() if isinstance(value, (int, float))))
-    return _cached(code, language, launch["kernel"], args, _dims(launch.get("grid")), _dims(launch.get("block")), constexprs)
+    # A Triton program's threads are its warps' (default 4): they share its block-wide sorts and scans.
+    block = (32 * int(launch.get("num_warps") or 4), 1, 1) if language == "triton" else _dims(launch.get("block"))
+    return _cached(code, language, launch["kernel"], args, _dims(launch.get("grid")), block, constexprs)
 
 
 def clear_cache() -> None:
@@ -93,7 +105,7 @@ def _cached(
 ) -> ThreadWork:
     names: dict[str, Any] = {f"gridDim_{axis}": extent for axis, extent in zip(_AXES, grid)}
     if language == "triton":
-        return _triton(code, kernel, args, dict(constexprs), names)
+        return _triton(code, kernel, args, dict(constexprs), names, block[0])
     names.update({f"blockDim_{axis}": extent for axis, extent in zip(_AXES, block)})
     names.update({f"{builtin}_{axis}": 0 for builtin in ("threadIdx", "blockIdx") for axis in _AXES}, warpSize=32)
     return _cuda(code, kernel, args, names)
@@ -211,7 +223,16 @@ def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) 
         return NO_WORK
     body = text[body_start + 1 : _matching(text, body_start)]
     pointers = {words[-1] for part in declared if "*" in part and (words := re.findall(r"[A-Za-z_]\w*", part))}
-    return _cuda_span(body, names, _Memory.of(body, pointers))
+    helpers = {}
+    for helper in _HELPER.finditer(text):
+        opening = _matching(text, helper.end() - 1)
+        start = text.find("{", opening)
+        if start >= 0 and text[opening + 1 : start].strip() == "":
+            helpers[helper.group(1)] = (_split(text[helper.end() : opening], ","), text[start + 1 : _matching(text, start)])
+    return _cuda_span(body, names, _Memory.of(body, pointers, helpers))
+
+
+_HELPER = re.compile(r"__device__\s+(?:__forceinline__\s+|__noinline__\s+|inline\s+|static\s+)*[A-Za-z_][\w:<>]*\s*[*&]?\s*([A-Za-z_]\w*)\s*\(")
 
 
 class _Memory(NamedTuple):
@@ -219,9 +240,11 @@ class _Memory(NamedTuple):
 
     global_names: frozenset[str]
     shared_names: frozenset[str]
+    helpers: dict[str, tuple[list[str], str]]  # the file's __device__ functions: parameters and body
+    depth: int = 0  # helpers called from helpers are read two levels deep
 
     @staticmethod
-    def of(body: str, parameter_pointers: set[str]) -> _Memory:
+    def of(body: str, parameter_pointers: set[str], helpers: dict[str, tuple[list[str], str]], depth: int = 0) -> _Memory:
         shared = set()
         for declaration in _SHARED.finditer(body):  # `__shared__ float a[N], b[N];` declares a and b
             shared.update(found.group(1) for part in _split(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part)))
@@ -229,7 +252,34 @@ class _Memory(NamedTuple):
         for local in _POINTER.finditer(body):  # `T* row = x + ...`: global unless it points into a shared array
             used = set(re.findall(r"[A-Za-z_]\w*", local.group(2)))
             (shared if used & shared else pointers).add(local.group(1))
-        return _Memory(frozenset(pointers - shared), frozenset(shared))
+        return _Memory(frozenset(pointers - shared), frozenset(shared), helpers, depth)
+
+    def calls(self, text: str, names: dict[str, Any]) -> ThreadWork:
+        """Work of the file's __device__ helpers called in `text`, each read with the caller's arguments."""
+        total = NO_WORK
+        if self.depth >= 2:
+            return total
+        for call in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", text):
+            if call.group(1) not in self.helpers:
+                continue
+            parameters, body = self.helpers[call.group(1)]
+            arguments = _split(text[call.end() : _matching(text, call.end() - 1)], ",")
+            bound, shared, pointers = dict(names), set(), set()
+            for parameter, argument in zip(parameters, arguments):
+                words = re.findall(r"[A-Za-z_]\w*", parameter)
+                if not words:
+                    continue
+                if "*" in parameter:  # a pointer parameter is memory of the kind its argument is (a register array: none)
+                    first = next(iter(re.findall(r"[A-Za-z_]\w*", argument)), "")
+                    if first in self.shared_names:
+                        shared.add(words[-1])
+                    elif first in self.global_names:
+                        pointers.add(words[-1])
+                else:
+                    _bind(bound, words[-1], argument)
+            own = _Memory.of(body, pointers, self.helpers, self.depth + 1)
+            total = total + _cuda_span(body, bound, own._replace(shared_names=own.shared_names | shared))
+        return total
 
     def accesses(self, text: str) -> ThreadWork:
         text = _SHARED.sub("", text)
@@ -239,7 +289,7 @@ class _Memory(NamedTuple):
             after = text[_matching(text, cast.end() - 1) + 1 :].lstrip()
             if cast.group(1) or after.startswith("["):
                 found.append(cast.group(2))
-        return ThreadWork(0.0, float(sum(name in self.global_names for name in found)), float(sum(name in self.shared_names for name in found)))
+        return ThreadWork(0.0, float(sum(name in self.global_names for name in found)), float(sum(name in self.shared_names for name in found)), 0.0, 0.0)
 
 
 _SHARED = re.compile(r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(?:const\s+)?(?:unsigned\s+)?[A-Za-z_][\w:]*\s+([^;]+);")
@@ -275,36 +325,55 @@ def _cuda_span(body: str, names: dict[str, Any], memory: _Memory) -> ThreadWork:
                     _bind(names, named.group(1), named.group(2))
         close = _matching(body, loop.end() - 1)
         end = _statement_end(body, close + 1)
-        trips = _cuda_trips(body[loop.end() : close], names)
-        inner = _cuda_span(body[close + 1 : end + 1], dict(names), memory)
-        total = total + memory.accesses(visible[done : close + 1]) + (ThreadWork(1.0, 0.0, 0.0) + inner).times(1.0 if trips is None else trips)
+        trips, variable, values = _cuda_loop(body[loop.end() : close], names)
+        # The body is read at the variable's values (all of a doubling or halving loop's, the middle
+        # one of a counting loop's), so an inner loop bounded by it, a bitonic network's
+        # `for (j = k >> 1; j > 0; j >>= 1)` or a triangle's `for (j = i + 1; j < n; ++j)`, counts its mean.
+        readings = [_cuda_span(body[close + 1 : end + 1], {**names, variable: value}, memory) for value in values] or [
+            _cuda_span(body[close + 1 : end + 1], dict(names), memory)
+        ]
+        inner = sum(readings, NO_WORK).times(1.0 / len(readings))
+        total = total + memory.accesses(visible[done : close + 1]) + memory.calls(visible[done : close + 1], names) + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + inner).times(1.0 if trips is None else trips)
         done = end + 1
-    return total + memory.accesses(visible[done:])
+    return total + memory.accesses(visible[done:]) + memory.calls(visible[done:], names)
 
 
-def _cuda_trips(header: str, names: dict[str, Any]) -> float | None:
+def _cuda_loop(header: str, names: dict[str, Any]) -> tuple[float | None, str, list[Any]]:
+    """A `for` header's trips, its variable, and the values the body is read at (none if the trips are unknown)."""
     parts = _split(header, ";")
     if len(parts) != 3:
-        return None
+        return None, "", []
     init, condition, step = (part.strip() for part in parts)
     declared = re.match(r"(?:[\w\s]*\s)?([A-Za-z_]\w*)\s*=\s*(.+)$", init, re.S)
     if not declared:
-        return None
+        return None, "", []
     variable = declared.group(1)
     compared = re.match(rf"{variable}\s*(<=|<|>=|>|!=)\s*(.+)$", condition.split("&&")[0].strip(), re.S)
     if not compared:
-        return None
+        return None, variable, []
     if re.fullmatch(rf"(\+\+|--)\s*{variable}|{variable}\s*(\+\+|--)", step):
         operator, amount_text = ("+=" if "++" in step else "-="), "1"
     elif stepped := re.fullmatch(rf"{variable}\s*{_STEP.pattern}", step, re.S):
         operator, amount_text = stepped.group(1), stepped.group(2)
     else:
-        return None
+        return None, variable, []
     try:
         start, bound, amount = (_evaluate(text, names) for text in (declared.group(2), compared.group(2), amount_text))
     except _Unknown:
-        return None
-    return _trips(start, compared.group(1), bound, operator, amount)
+        return None, variable, []
+    trips = _trips(start, compared.group(1), bound, operator, amount)
+    if not trips:
+        return trips, variable, []
+    if operator in ("+=", "-="):
+        middle = int(trips - 1) // 2 * amount
+        return trips, variable, [start + middle if operator == "+=" else start - middle]
+    if not isinstance(start, int) or not isinstance(amount, int):
+        return trips, variable, []
+    values = [start]
+    for _ in range(int(trips) - 1):
+        previous = values[-1]
+        values.append(previous * amount if operator == "*=" else previous << amount if operator == "<<=" else previous // amount if operator == "/=" else previous >> amount)
+    return trips, variable, values
 
 
 def _matching(text: str, opening: int) -> int:
@@ -370,31 +439,33 @@ def _triton_function(code: str, kernel: str) -> ast.FunctionDef | None:
     return next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == kernel), None)
 
 
-def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str, Any], names: dict[str, Any]) -> ThreadWork:
+def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str, Any], names: dict[str, Any], threads: int) -> ThreadWork:
     function = _triton_function(code, kernel)
     if function is None:
         return NO_WORK
     parameters = [arg.arg for arg in function.args.args if arg.arg not in constexprs]
     names.update(constexprs)
     names.update({name: value for name, value in zip(parameters, args) if value is not None})
-    return _triton_span(function.body, names, {})
+    return _triton_span(function.body, names, {}, threads)
 
 
-def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> ThreadWork:
+def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, tuple[int, ...]], threads: int) -> ThreadWork:
     """Work of a block of statements; `shapes` follows the block shape of each name assigned so far."""
     total = NO_WORK
     for statement in body:
         if isinstance(statement, ast.For):
             trips = _triton_trips(statement.iter, names)
-            total = total + (ThreadWork(1.0, 0.0, 0.0) + _triton_span(statement.body, names, shapes)).times(1.0 if trips is None else trips)
+            total = total + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + _triton_span(statement.body, names, shapes, threads)).times(1.0 if trips is None else trips)
         elif isinstance(statement, (ast.If, ast.While, ast.With)):
-            total = total + _triton_span(statement.body, names, shapes) + _triton_span(getattr(statement, "orelse", []), names, shapes)
+            total = total + _triton_span(statement.body, names, shapes, threads) + _triton_span(getattr(statement, "orelse", []), names, shapes, threads)
         else:
+            calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call) and node.args]
             elements = sum(
-                math.prod(_shape(node.args[0], names, shapes)) for node in ast.walk(statement)
-                if isinstance(node, ast.Call) and node.args and (_called(node) in ("load", "store") or _called(node).startswith("atomic_"))
+                math.prod(_shape(node.args[0], names, shapes)) for node in calls
+                if _called(node) in ("load", "store") or _called(node).startswith("atomic_")
             )
-            total = total + ThreadWork(0.0, float(elements), 0.0)
+            networks = [_network(node, names, shapes, threads) for node in calls]
+            total = total + ThreadWork(0.0, float(elements), 0.0, sum(stages for stages, _ in networks), sum(steps for _, steps in networks))
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                 shapes[statement.targets[0].id] = _shape(statement.value, names, shapes)
     return total
@@ -442,6 +513,38 @@ def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ..
     if name == "to" and isinstance(node.func, ast.Attribute):
         return _shape(node.func.value, names, shapes)
     return _broadcast(*(_shape(argument, names, shapes) for argument in arguments))
+
+
+# Block-wide networks, each with the position of its dimension argument.
+_SORTS = {"sort": 1, "argsort": 1, "topk": 2}
+_SCANS = {"cumsum": 1, "cumprod": 1, "associative_scan": 1}
+
+
+def _network(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int, ...]], threads: int) -> tuple[float, float]:
+    """Stages of a block-wide sort (a bitonic network: log n · (log n + 1) / 2) or scan (log n), and the
+    steps one thread of the program takes through them: its share of the elements at each stage, at least one.
+
+    A loop of chunked sorts does the same loads as one sort of the row but more stages, and
+    a chunk smaller than the program's threads leaves most of them idle at every stage.
+    """
+    name = _called(node)
+    if name not in _SORTS and name not in _SCANS:
+        return 0.0, 0.0
+    shape = _shape(node.args[0], names, shapes)
+    if not shape:
+        return 0.0, 0.0
+    default = -1 if name in _SORTS else 0  # tl.sort sorts the last dimension, tl.cumsum scans axis 0
+    position = {**_SORTS, **_SCANS}[name]
+    positional = node.args[position] if len(node.args) > position else None
+    chosen = next((keyword.value for keyword in node.keywords if keyword.arg in ("dim", "axis")), positional)
+    try:
+        axis = default if chosen is None or (isinstance(chosen, ast.Constant) and chosen.value is None) else int(_value(chosen, names))
+        length = shape[axis % len(shape)]
+    except (_Unknown, TypeError, ValueError):
+        return 0.0, 0.0
+    levels = math.ceil(math.log2(length)) if length > 1 else 0
+    stages = levels * (levels + 1) // 2 if name in _SORTS else levels
+    return float(stages), stages * max(1.0, math.prod(shape) / threads)
 
 
 def _reduced(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:

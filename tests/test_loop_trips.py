@@ -160,17 +160,49 @@ def test_a_tiled_kernel_reads_global_memory_once_per_tile_and_its_shared_tile_on
     grid = [64, 64, 1]
     naive = thread_work(NAIVE_PRODUCT, "cuda", launch("scores", grid, [16, 16, 1], 1024))
     tiled = thread_work(TILED_PRODUCT, "cuda", launch("scores", grid, [16, 16, 1], 1024))
-    assert naive == ThreadWork(64.0, 2 * 64 + 1, 0.0)  # the unrolled loop still runs D times
+    assert naive == ThreadWork(64.0, 2 * 64 + 1, 0.0, 0.0, 0.0)  # the unrolled loop still runs D times
     # 1024 / 256 = 4 trips of the tile copy, three global reads each (through a cast pointer, an intrinsic), and the
     # product's 64 × 1 inner trips read two shared values: the `#pragma unroll` lines are not loop bodies.
-    assert tiled == ThreadWork(4.0 + 64 * 2, 3 * 4 + 1, 2 * 4 + 2 * 64)
+    assert tiled == ThreadWork(4.0 + 64 * 2, 3 * 4 + 1, 2 * 4 + 2 * 64, 0.0, 0.0)
 
 
 def test_triton_accesses_count_the_elements_of_each_loaded_and_stored_block() -> None:
     sizes = {"kernel": "matmul", "grid": [8, 8, 1], "args": ["a", "b", "c", *({"ctype": "i32", "value": 1024} for _ in range(3))],
              "constexprs": {"BM": 128, "BN": 64, "BK": 32}}
     # K / BK = 32 trips of a 128 × 32 and a 32 × 64 block, one 128 × 64 store, an atomic on 128 rows.
-    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0)
+    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0, 0.0, 0.0)
+
+
+TRITON_CHUNKED_TOP = """
+import triton.language as tl
+
+@triton.jit
+def top(x_ptr, out_ptr, n, CHUNK: tl.constexpr):
+    cols = tl.arange(0, CHUNK)
+    best = tl.full([CHUNK], float("-inf"), tl.float32)
+    for start in range(0, n, CHUNK):
+        values = tl.load(x_ptr + start + cols)
+        best = tl.sort(tl.maximum(best, tl.sort(values)), descending=True)
+    tl.store(out_ptr + cols, tl.cumsum(best, 0))
+"""
+
+
+@pytest.mark.parametrize(
+    ("chunk", "warps", "stages", "steps"),
+    [
+        # 4096 / 64 = 64 trips of two sorts of 64 (6 · 7 / 2 = 21 stages each); 64 elements < 128 threads: one step a stage.
+        (64, 4, 64 * 2 * 21 + 6, 64 * 2 * 21 + 6),
+        # 4096 / 512 = 8 trips of two sorts of 512 (9 · 10 / 2 = 45 stages), 4 elements a thread; the scan: 9 stages.
+        (512, 4, 8 * 2 * 45 + 9, 8 * 2 * 45 * 4 + 9 * 4),
+        (512, 8, 8 * 2 * 45 + 9, 8 * 2 * 45 * 2 + 9 * 2),  # twice the warps, half the steps
+    ],
+)
+def test_triton_sorts_and_scans_count_their_network_stages_and_a_threads_steps(chunk: int, warps: int, stages: int, steps: int) -> None:
+    sizes = {"kernel": "top", "grid": [128, 1, 1], "args": ["x", "y", {"ctype": "i32", "value": 4096}], "constexprs": {"CHUNK": chunk},
+             "num_warps": warps}
+    work = thread_work(TRITON_CHUNKED_TOP, "triton", sizes)
+    assert (work.network_stages, work.network_steps) == (stages, steps)
+    assert work.global_accesses == 4096 + chunk
 
 
 def test_the_feature_sums_the_accesses_of_every_thread_of_every_launch() -> None:
@@ -180,3 +212,32 @@ def test_the_feature_sums_the_accesses_of_every_thread_of_every_launch() -> None
     features = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(twice, twice, hardware))[0]))
     assert features["global_accesses"] == pytest.approx(math.log2(1 + 2 * 64 * 64 * 256 * 129))
     assert features["shared_accesses"] == 0
+
+
+BITONIC_IN_A_HELPER = """
+#define N 1024
+__device__ __forceinline__ void bitonic(float* s, int n) {
+    for (int k = 2; k <= n; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            s[threadIdx.x] = fminf(s[threadIdx.x], s[threadIdx.x ^ j]);
+            __syncthreads();
+        }
+    }
+}
+extern "C" __global__ void sort_rows(const float* x, float* y, int rows) {
+    __shared__ float s[N];
+    s[threadIdx.x] = x[blockIdx.x * N + threadIdx.x];
+    bitonic(s, N);
+    for (int i = 0; i < rows; ++i)
+        for (int j = i + 1; j < rows; ++j) y[j] += s[i];
+}
+"""
+
+
+def test_inner_loops_bounded_by_the_outer_variable_and_device_helpers_count_their_work() -> None:
+    work = thread_work(BITONIC_IN_A_HELPER, "cuda", launch("sort_rows", [1, 1, 1], [1024, 1, 1], 100))
+    # The helper's network: 10 stages of k, 1 + 2 + … + 10 = 55 steps of j, two shared reads and a write each.
+    # The triangle: 100 trips of i, read at i = 49: 50 trips of j, each with one y and one s subscript.
+    assert work.iterations == 10 + 55 + 100 + 100 * 50
+    assert work.shared_accesses == 1 + 3 * 55 + 100 * 50
+    assert work.global_accesses == 1 + 100 * 50
