@@ -254,7 +254,7 @@ class _Memory(NamedTuple):
             (shared if used & shared else pointers).add(local.group(1))
         return _Memory(frozenset(pointers - shared), frozenset(shared), helpers, depth)
 
-    def calls(self, text: str, names: dict[str, Any]) -> ThreadWork:
+    def calls(self, text: str, names: dict[str, Any], spread: int) -> ThreadWork:
         """Work of the file's __device__ helpers called in `text`, each read with the caller's arguments."""
         total = NO_WORK
         if self.depth >= 2:
@@ -278,7 +278,7 @@ class _Memory(NamedTuple):
                 else:
                     _bind(bound, words[-1], argument)
             own = _Memory.of(body, pointers, self.helpers, self.depth + 1)
-            total = total + _cuda_span(body, bound, own._replace(shared_names=own.shared_names | shared))
+            total = total + _cuda_span(body, bound, own._replace(shared_names=own.shared_names | shared), spread)
         return total
 
     def accesses(self, text: str) -> ThreadWork:
@@ -306,8 +306,12 @@ def _bind(names: dict[str, Any], name: str, expression: str) -> None:
         names.pop(name, None)
 
 
-def _cuda_span(body: str, names: dict[str, Any], memory: _Memory) -> ThreadWork:
-    """Work of a stretch of statements: straight-line accesses once, each loop its trips × (1 + its body's)."""
+def _cuda_span(body: str, names: dict[str, Any], memory: _Memory, spread: int = 0) -> ThreadWork:
+    """Work of a stretch of statements: straight-line accesses once, each loop its trips × (1 + its body's).
+
+    `spread`: how many loops around it are read at several values; past two, a loop is read at
+    its middle value only, so nested doubling loops cost at most 16² readings, not 64ⁿ.
+    """
     total, done = NO_WORK, 0
     skipped = [(branch.end(), _statement_end(body, branch.end())) for branch in re.finditer(r"\belse\b", body)]
     blanked = list(body)
@@ -329,13 +333,18 @@ def _cuda_span(body: str, names: dict[str, Any], memory: _Memory) -> ThreadWork:
         # The body is read at the variable's values (all of a doubling or halving loop's, the middle
         # one of a counting loop's), so an inner loop bounded by it, a bitonic network's
         # `for (j = k >> 1; j > 0; j >>= 1)` or a triangle's `for (j = i + 1; j < n; ++j)`, counts its mean.
-        readings = [_cuda_span(body[close + 1 : end + 1], {**names, variable: value}, memory) for value in values] or [
-            _cuda_span(body[close + 1 : end + 1], dict(names), memory)
+        if len(values) > 1:
+            values = [values[len(values) // 2]] if spread >= 2 else values[:: -(-len(values) // _MOST_READINGS)]
+        readings = [_cuda_span(body[close + 1 : end + 1], {**names, variable: value}, memory, spread + (len(values) > 1)) for value in values] or [
+            _cuda_span(body[close + 1 : end + 1], dict(names), memory, spread)
         ]
         inner = sum(readings, NO_WORK).times(1.0 / len(readings))
-        total = total + memory.accesses(visible[done : close + 1]) + memory.calls(visible[done : close + 1], names) + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + inner).times(1.0 if trips is None else trips)
+        total = total + memory.accesses(visible[done : close + 1]) + memory.calls(visible[done : close + 1], names, spread) + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + inner).times(1.0 if trips is None else trips)
         done = end + 1
-    return total + memory.accesses(visible[done:]) + memory.calls(visible[done:], names)
+    return total + memory.accesses(visible[done:]) + memory.calls(visible[done:], names, spread)
+
+
+_MOST_READINGS = 16  # values a loop body is read at (evenly spaced when a loop has more)
 
 
 def _cuda_loop(header: str, names: dict[str, Any]) -> tuple[float | None, str, list[Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -241,3 +242,14 @@ def test_inner_loops_bounded_by_the_outer_variable_and_device_helpers_count_thei
     assert work.iterations == 10 + 55 + 100 + 100 * 50
     assert work.shared_accesses == 1 + 3 * 55 + 100 * 50
     assert work.global_accesses == 1 + 100 * 50
+
+
+def test_nested_doubling_loops_are_read_at_a_bounded_number_of_values() -> None:
+    # Five nested loops of up to 48 doublings each: read at every value of every loop this is
+    # ~2·10⁶ readings (half a minute); past two enumerated loops the rest are read at one value.
+    header = "".join(f"for (long long {v} = 1; {v} < {bound}; {v} <<= 1) " for v, bound in zip("abcde", ["(1LL << 48)", "a", "b", "c", "d"]))
+    code = f"__global__ void nest(float* x) {{ {header}x[e] += 1.0f; }}"
+    started = time.process_time()
+    work = thread_work(code, "cuda", launch("nest", [1, 1, 1], [32, 1, 1]))
+    assert time.process_time() - started < 5.0  # a hang guard, not a speed goal
+    assert work.iterations > 48 and work.global_accesses > 0
