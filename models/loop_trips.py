@@ -524,9 +524,18 @@ def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ..
     return _broadcast(*(_shape(argument, names, shapes) for argument in arguments))
 
 
-# Block-wide networks, each with the position of its dimension argument.
-_SORTS = {"sort": 1, "argsort": 1, "topk": 2}
-_SCANS = {"cumsum": 1, "cumprod": 1, "associative_scan": 1}
+class _Network(NamedTuple):
+    """A block-wide network call: where its dimension argument sits and which dimension it takes by default."""
+
+    dim_position: int
+    default_dim: int
+    sort: bool  # a bitonic sort (log n · (log n + 1) / 2 stages) rather than a scan (log n)
+
+
+_NETWORKS = {
+    "sort": _Network(1, -1, True), "argsort": _Network(1, -1, True), "topk": _Network(2, -1, True),
+    "cumsum": _Network(1, 0, False), "cumprod": _Network(1, 0, False), "associative_scan": _Network(1, 0, False),
+}
 
 
 def _network(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int, ...]], threads: int) -> tuple[float, float]:
@@ -536,23 +545,19 @@ def _network(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int,
     A loop of chunked sorts does the same loads as one sort of the row but more stages, and
     a chunk smaller than the program's threads leaves most of them idle at every stage.
     """
-    name = _called(node)
-    if name not in _SORTS and name not in _SCANS:
+    network = _NETWORKS.get(_called(node))
+    shape = _shape(node.args[0], names, shapes) if network else ()
+    if not network or not shape:
         return 0.0, 0.0
-    shape = _shape(node.args[0], names, shapes)
-    if not shape:
-        return 0.0, 0.0
-    default = -1 if name in _SORTS else 0  # tl.sort sorts the last dimension, tl.cumsum scans axis 0
-    position = {**_SORTS, **_SCANS}[name]
-    positional = node.args[position] if len(node.args) > position else None
+    positional = node.args[network.dim_position] if len(node.args) > network.dim_position else None
     chosen = next((keyword.value for keyword in node.keywords if keyword.arg in ("dim", "axis")), positional)
     try:
-        axis = default if chosen is None or (isinstance(chosen, ast.Constant) and chosen.value is None) else int(_value(chosen, names))
+        axis = network.default_dim if chosen is None or (isinstance(chosen, ast.Constant) and chosen.value is None) else int(_value(chosen, names))
         length = shape[axis % len(shape)]
     except (_Unknown, TypeError, ValueError):
         return 0.0, 0.0
     levels = math.ceil(math.log2(length)) if length > 1 else 0
-    stages = levels * (levels + 1) // 2 if name in _SORTS else levels
+    stages = levels * (levels + 1) // 2 if network.sort else levels
     return float(stages), stages * max(1.0, math.prod(shape) / threads)
 
 
