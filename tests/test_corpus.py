@@ -13,10 +13,10 @@ import pytest
 from kernelcast.forecast import bin_of_speedup
 from kernelcast.kernels_runtime import timing
 from kernelcast.models.corpus import dataset
-from kernelcast.models.corpus.generate import describe, describe_reference, entries, reference_id
+from kernelcast.models.corpus.generate import describe, describe_reference, entries, record_key, reference_id
 from kernelcast.models.corpus.ops import all_ops
 from kernelcast.models.corpus.pair_builder import build_pairs
-from kernelcast.models.corpus.runner import _facts, median_intervals
+from kernelcast.models.corpus.runner import _facts, compile_variant, median_intervals
 from kernelcast.models.corpus.stats import corpus_stats, reproducibility
 from kernelcast.pairs import read_pairs, write_pairs
 
@@ -193,3 +193,33 @@ def test_a_dataset_written_back_as_a_run_assembles_to_the_same_file(tmp_path: Pa
     assert dataset.load(tmp_path / "again.jsonl.gz") == dataset.load(original)
     with pytest.raises(FileExistsError, match="already holds measurements"):
         dataset.to_run(original, tmp_path / "run")  # never overwrites measurements
+
+
+def test_each_record_keeps_the_facts_of_its_own_launch(tmp_path: Path) -> None:
+    """A kernel measured at two sizes may compile two ways (BLOCK_N = n): neither record takes the other's facts."""
+    records = [record for record in _synthetic_records() if record["correct"]][:2]
+    wide = {**records[0], "id": records[0]["kernel_id"] + "@n=2048", "facts": {"k": {"registers": 158}}}
+    narrow = {**records[0], "id": records[0]["kernel_id"] + "@n=64", "facts": {"k": {"registers": 19}}}
+    original = tmp_path / "original.jsonl.gz"
+    with gzip.open(original, "wt", encoding="utf-8") as stream:
+        for record in sorted([wide, narrow, records[1]], key=lambda r: r["id"]):
+            stream.write(json.dumps(record, sort_keys=True) + "\n")
+    dataset.to_run(original, tmp_path / "run")
+    dataset.assemble([tmp_path / "run"], tmp_path / "again.jsonl.gz")
+    facts = {record["id"]: record["facts"] for record in dataset.load(tmp_path / "again.jsonl.gz")}
+    assert facts[wide["id"]] == {"k": {"registers": 158}}
+    assert facts[narrow["id"]] == {"k": {"registers": 19}}
+    assert facts[records[1]["id"]] is None
+
+
+@pytest.mark.gpu
+def test_a_triton_block_that_follows_the_size_is_compiled_at_every_size() -> None:
+    """The corpus once took one size's facts for all: a 2048-wide sort's registers for a 64-wide one."""
+    entry = next(entry for entry in entries(["row_sort"]) if entry.variant.language == "triton" and entry.variant.params.get("num_warps") == 1)
+    narrow, wide = entry.problems()[0], entry.problems()[-1]
+    assert entry.launches(narrow)[0].constexprs != entry.launches(wide)[0].constexprs
+    compiled = compile_variant(entry.id)
+    assert compiled["error"] is None
+    assert set(compiled["facts"]) == {record_key(entry.id, sizes) for sizes in entry.problems()}
+    registers = {sizes["n"]: compiled["facts"][record_key(entry.id, sizes)]["row_sort"]["registers"] for sizes in (narrow, wide)}
+    assert registers[narrow["n"]] < registers[wide["n"]], registers

@@ -107,7 +107,7 @@ def assemble(run_dirs: Iterable[Path], out: Path) -> dict[str, int]:
             record = {
                 "id": key, "kernel_id": kernel_id, **described, "gpu": environment,
                 "correct": raw["correct"], "failure": raw.get("failure"), "runtime": runtime,
-                "clocks": raw.get("clocks"), "seeds": raw.get("seeds"), "facts": facts.get(kernel_id),
+                "clocks": raw.get("clocks"), "seeds": raw.get("seeds"), "facts": facts.get(key, facts.get(kernel_id)),
             }
             validate_record(record)
             stream.write(json.dumps(record, sort_keys=True) + "\n")
@@ -131,7 +131,9 @@ def to_run(path: Path, run_dir: Path) -> int:
             if record["kernel_id"] not in seen:
                 seen.add(record["kernel_id"])
                 kernel = {key: record[key] for key in described}
-                facts.write(json.dumps({"key": record["kernel_id"], "facts": record.get("facts"), "kernel": kernel}) + "\n")
+                facts.write(json.dumps({"key": record["kernel_id"], "facts": None, "kernel": kernel}) + "\n")
+            if record.get("facts") is not None:
+                facts.write(json.dumps({"key": record["id"], "facts": record["facts"]}) + "\n")
     (run_dir / "environment.json").write_text(json.dumps(records[0]["gpu"] if records else {}, indent=2))
     return len(records)
 

@@ -47,7 +47,12 @@ TRITON_POINTER = {"f32": "*fp32", "f16": "*fp16", "bf16": "*bf16", "i32": "*i32"
 
 
 def compile_variant(kernel_id: str) -> dict[str, Any]:
-    """Compile one variant without launching it; returns its error or its compiler facts."""
+    """Compile one variant without launching it; returns its error or its compiler facts by record key.
+
+    Facts are taken for every problem size: a Triton block that follows the size (BLOCK_N = n)
+    compiles to other registers and spills, and a CUDA block that does has another occupancy.
+    Sizes with the same launches share one compile (compile_facts caches it).
+    """
     entry = _entries_by_id()[kernel_id]
     sizes = entry.problems()[-1]
     try:
@@ -57,7 +62,7 @@ def compile_variant(kernel_id: str) -> dict[str, Any]:
             _triton_warmup(entry, sizes)
     except Exception as error:  # a compile error of a generated kernel: recorded, never fatal
         return {"id": kernel_id, "error": f"{type(error).__name__}: {_first_lines(str(error), 20)}"}
-    return {"id": kernel_id, "error": None, "facts": _facts(entry, sizes)}
+    return {"id": kernel_id, "error": None, "facts": {record_key(kernel_id, s): _facts(entry, s) for s in entry.problems()}}
 
 
 def _facts(entry: Entry, sizes: Sizes) -> dict[str, Any]:
@@ -507,8 +512,11 @@ class Runner:
                             continue
                         compiled = futures[entry.id].result()
                         if entry.id not in compiled_facts:
-                            self.write(self.facts_path, {"key": entry.id, "facts": compiled.get("facts"), "kernel": kernel_description(entry)})
+                            self.write(self.facts_path, {"key": entry.id, "facts": None, "kernel": kernel_description(entry)})
                             compiled_facts.add(entry.id)
+                        if key not in compiled_facts and compiled.get("facts"):
+                            self.write(self.facts_path, {"key": key, "facts": compiled["facts"].get(key)})
+                            compiled_facts.add(key)
                         if compiled["error"]:
                             self.record({"key": key, "kernel_id": entry.id, "op": op_name, "sizes": dict(sizes), "correct": False,
                                          "failure": {"kind": "compile", "message": compiled["error"]}, "runtime": None})
