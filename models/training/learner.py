@@ -21,7 +21,6 @@ from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX
 # Pairs beyond 8× either way are in an outer bin whatever their exact value; clipping keeps
 # a few extreme labels (CUDA-L1 has S = 368) from dominating the squared error.
 CLIP_LOG2 = 3.5
-DIRECTION_MIN = 0.1  # |s| below this has no direction to judge (FORECAST.md)
 
 
 @dataclass(frozen=True)
@@ -41,9 +40,6 @@ class Settings:
     # Each member trains on a bootstrap of whole operations rather than of pairs, so the
     # members disagree most where an unseen operation would surprise them.
     op_bootstrap: bool = False
-    # Weight of a probit loss on the direction of pairs with |s| >= 0.1 beside the NLL: the
-    # NLL barely charges a wrong sign on a small speed-up, which is what a user reads first.
-    direction_weight: float = 5.0
     # "cuda" trains on a GPU (fast experiments on the device machine); shipped weights are
     # trained on "cpu", where a seed reproduces them bit for bit.
     device: str = "cpu"
@@ -135,10 +131,6 @@ def _fit(
             index = order[:, start : start + settings.batch].to(z.device)
             mean, sd = ensemble(z[index], floors[index])
             loss = (torch.log(sd) + 0.5 * ((target[index] - mean) / sd) ** 2).mean()
-            if settings.direction_weight:
-                sign = torch.sign(target[index])
-                decided = (target[index].abs() >= DIRECTION_MIN).float()
-                loss = loss - settings.direction_weight * (decided * torch.special.log_ndtr(sign * mean / sd)).mean()
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
