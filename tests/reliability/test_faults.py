@@ -141,7 +141,9 @@ async def test_server_killed_while_writing_the_cache_loses_nothing_it_published(
         for uri, text in texts.items():
             server.open(uri, text)
         enough = len(published) + rng.randint(1, 8)  # then kill it while it computes and writes the next
-        await wait_until(lambda: sum(1 for _, d in server.diagnostics.values() if d) >= enough, "forecasts")
+        # Up to 24 forecasts, each with an nvcc run for its compiler facts: on 2 loaded cores
+        # (the full suite) that took over WAIT_S once. The test is about what survives, not speed.
+        await wait_until(lambda: sum(1 for _, d in server.diagnostics.values() if d) >= enough, "forecasts", 4 * WAIT_S)
         server.process.kill()
         await server.process.wait()
         published.update({uri: forecast_of(d) for uri, (_, d) in server.diagnostics.items() if any(x["code"] in FORECAST_CODES for x in d)})
