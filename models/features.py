@@ -28,7 +28,7 @@ import numpy as np
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
-from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES, PRAGMA_MARKER, LaunchSpecError, parse_launch_pragma
+from kernelcast.kernels_runtime.launch_spec import DTYPE_BYTES, LaunchSpec, launch_specs
 from kernelcast.models.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
 from kernelcast.models.loop_trips import NO_WORK, ThreadWork, thread_work
 
@@ -243,14 +243,9 @@ def _launches_of(side: KernelSide) -> tuple[list[dict[str, Any]], str]:
     launches = facts.get("launches")
     if isinstance(launches, list) and launches:
         return [launch for launch in launches if isinstance(launch, dict)], "facts"
-    found = []
-    for line in side.code.splitlines():
-        if PRAGMA_MARKER in line and "launch" in line:
-            try:
-                spec = parse_launch_pragma(line, "triton" if side.language == "triton" else "cuda")
-            except LaunchSpecError:
-                continue
-            found.append(spec.as_launch())
+    # Each pragma names the kernel under it, so the kernel's loops and accesses are read too.
+    specs = launch_specs(side.code, "triton" if side.language == "triton" else "cuda").values()
+    found = [spec.as_launch() for spec in specs if isinstance(spec, LaunchSpec)]
     return found, "pragma" if found else "code"
 
 

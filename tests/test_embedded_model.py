@@ -8,6 +8,7 @@ import pytest
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.launch_spec import parse_launch_pragma
 from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend, TimeModel
 from kernelcast.models.features import FEATURE_NAMES, pair_features, read_code
 from kernelcast.models.training import cuda_l1
@@ -124,3 +125,19 @@ def test_the_shipped_model_sees_that_neighbouring_threads_should_touch_neighbour
     uncoalesced = FEATURE_NAMES.index("global_uncoalesced_share")
     assert rows[0, uncoalesced] == 1.0 and rows[1, uncoalesced] == 0.0
     assert EmbeddedBackend().model.predict(rows[None]).mean[0] > 0.3  # the blocked candidate: > 1.23× faster
+
+
+def test_a_launch_pragma_brings_its_kernels_loops_and_accesses() -> None:
+    """The corpus's launches name their kernel, so its loops and global accesses are counted; a
+    pragma written above the kernel names none, and must count the same."""
+    side = KernelSide(GELU.replace("INDEX", "k * blockDim.x + threadIdx.x"), "cuda")
+    named = KernelSide(side.code, "cuda", facts={"launches": [{**_pragma_launch(side), "kernel": "gelu"}]})
+    rows = pair_features(ForecastRequest(side, named, HARDWARE, {"N": 1 << 24, "dtype": "f32"}))
+    for name in ("loop_iterations", "global_accesses"):
+        column = FEATURE_NAMES.index(name)
+        assert rows[0, column] == rows[1, column] > 0, name
+
+
+def _pragma_launch(side: KernelSide) -> dict:
+    (pragma,) = [line for line in side.code.splitlines() if "kernelcast: launch" in line]
+    return parse_launch_pragma(pragma, "cuda").as_launch()
