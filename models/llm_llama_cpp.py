@@ -18,7 +18,24 @@ from kernelcast.models import backends
 from kernelcast.models.llm_common import LLMBackendError, label_token_ids, predict_from_last_logits, shared_prefix_length
 
 DEFAULT_CONTEXT_TOKENS = 8192
-INSTALL_HINT = "pip install 'kernelcast[llama]' (llama-cpp-python builds from source)"
+PORTABLE_BUILD = "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
+INSTALL_HINT = f"pip install 'kernelcast[llama]' (llama-cpp-python builds from source; portable build: {PORTABLE_BUILD})"
+
+
+def refuse_an_amx_build(system_info: str) -> None:
+    """Raise, saying how to rebuild, when llama.cpp was compiled with AMX matrix tiles.
+
+    A native build on an AMX CPU (Intel Sapphire Rapids and later) repacks quantized
+    weights into AMX buffers, and the first decode after that repack can die with a
+    segfault in ggml_backend_amx_mul_mat (llama.cpp issue 20824). A segfault takes the
+    language server down with it, so a clear refusal is better; a build with
+    GGML_NATIVE=OFF uses AVX2 kernels instead and has no AMX code.
+    """
+    if "AMX_INT8 = 1" in system_info:
+        raise LLMBackendError(
+            "this llama-cpp-python build uses AMX matrix tiles, whose quantized matmul can crash the process "
+            f"(llama.cpp issue 20824); rebuild it without them: {PORTABLE_BUILD}"
+        )
 
 
 def default_threads() -> int:
@@ -49,6 +66,7 @@ class LlamaCppBackend:
         path = Path(gguf_path).expanduser()
         if not path.is_file():
             raise LLMBackendError(f"GGUF model not found: {path}")
+        refuse_an_amx_build(llama_cpp.llama_print_system_info().decode("utf-8", "replace"))
         self.model_id = path.name
         self._llama_cpp_version = llama_cpp.__version__
         self._threads = n_threads or default_threads()

@@ -15,7 +15,8 @@ import pytest
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models import backends
-from kernelcast.models.llm_llama_cpp import default_threads
+from kernelcast.models.llm_common import LLMBackendError
+from kernelcast.models.llm_llama_cpp import default_threads, refuse_an_amx_build
 
 REFERENCE = """__global__ void sgemm_naive(const float* A, const float* B, float* C, int N) {
   int row = blockIdx.y * blockDim.y + threadIdx.y;
@@ -104,3 +105,11 @@ def test_threads_leave_a_core_to_the_rest_unless_given(backend: backends.Backend
     assert f", {default_threads()} threads," in backend.status().detail
     given = backends.create("llama-cpp", {"gguf": str(require_llama_and_model()), "n_ctx": 512, "n_threads": 3})
     assert ", 3 threads," in given.status().detail
+
+
+def test_an_amx_build_is_refused_with_the_rebuild_command() -> None:
+    """What llama.cpp prints on a native Sapphire Rapids build, and on the portable AVX2 build."""
+    amx = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | OPENMP = 1 | REPACK = 1 | "
+    with pytest.raises(LLMBackendError, match="GGML_NATIVE=OFF"):
+        refuse_an_amx_build(amx)
+    refuse_an_amx_build(amx.replace("AMX_INT8 = 1 | ", ""))
