@@ -7,8 +7,11 @@ their reports with the SASS mix and the occupancy calculator, and caches results
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import importlib.metadata
 import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -19,12 +22,14 @@ from kernelcast.kernels_runtime.cuda_facts import (
     PtxasEntry,
     base_name,
     compile_cuda,
+    cuda_core_available,
     demangle,
     global_kernels,
+    nvcc_path,
 )
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.occupancy import Occupancy, occupancy
-from kernelcast.kernels_runtime.sass import SassMix, disassemble
+from kernelcast.kernels_runtime.sass import SassMix, disassemble, find_disassembler
 from kernelcast.kernels_runtime.triton_facts import compile_triton
 
 LOW_OCCUPANCY = 0.25
@@ -146,9 +151,29 @@ class FactsResult:
 _cache: OrderedDict[str, FactsResult] = OrderedDict()
 
 
+@functools.lru_cache(maxsize=1)
+def toolchain() -> dict[str, Any]:
+    """Which compilers and disassembler would take the facts, as found when first asked.
+
+    Part of every cache key: facts taken before nvdisasm was installed have no SASS mix,
+    and a user who follows the note that says so must get facts with it, not the cached ones.
+    """
+    nvcc = nvcc_path()
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = None
+    return {
+        "nvcc": [nvcc, os.stat(nvcc).st_mtime_ns] if nvcc else None,
+        "nvrtc": cuda_core_available(),
+        "triton": triton,
+        "disassembler": find_disassembler(),
+    }
+
+
 def cache_key(code: str, language: str, arch: str, options: dict[str, Any]) -> str:
-    """sha256 of everything that changes the compile; also the server's disk-cache key."""
-    blob = json.dumps([code, language, arch, options], sort_keys=True, default=str)
+    """sha256 of everything that changes the compile, the toolchain included; also the server's disk-cache key."""
+    blob = json.dumps([code, language, arch, options, toolchain()], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

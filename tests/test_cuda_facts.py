@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.kernels_runtime import cuda_facts, sass
+from kernelcast.kernels_runtime import cuda_facts, facts, sass
 from kernelcast.kernels_runtime.cuda_facts import (
     NO_CUDA_COMPILER,
     ToolTimeout,
@@ -20,7 +21,7 @@ from kernelcast.kernels_runtime.cuda_facts import (
     parse_ptxas_report,
     run_tool,
 )
-from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts, roofline_floor_ms
+from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, cache_key, compile_facts, roofline_floor_ms
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.occupancy import occupancy
 from kernelcast.kernels_runtime.sass import NO_DISASSEMBLER, parse_sass
@@ -232,6 +233,25 @@ def test_missing_disassembler_is_noted(monkeypatch):
     monkeypatch.setattr(sass, "find_disassembler", lambda: None)
     kernel = compile_facts(source("vector_add.cu") + "// no sass\n", "cuda", H100).kernels["vector_add"]
     assert kernel.sass is None and NO_DISASSEMBLER in kernel.notes
+
+
+def test_installing_a_disassembler_changes_the_facts_key(tmp_path, monkeypatch):
+    """Facts cached without a SASS mix must not be served once the tool the note asks for is on PATH."""
+    before = cache_key(source("vector_add.cu"), "cuda", "sm_90", {})
+    tool = tmp_path / "cuobjdump"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    sass.find_disassembler.cache_clear()
+    facts.toolchain.cache_clear()
+    try:
+        assert facts.toolchain()["disassembler"] == str(tool)
+        assert cache_key(source("vector_add.cu"), "cuda", "sm_90", {}) != before
+    finally:
+        monkeypatch.undo()
+        sass.find_disassembler.cache_clear()
+        facts.toolchain.cache_clear()
+    assert cache_key(source("vector_add.cu"), "cuda", "sm_90", {}) == before
 
 
 # --- facts wording and roofline ------------------------------------------------------------
