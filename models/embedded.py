@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -24,6 +25,25 @@ from kernelcast.models import backends
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
 
 WEIGHTS_PATH = Path(__file__).parent / "weights" / "embedded.npz"
+# The code between a request and the weights: a change in any of it changes the forecast
+# of the same request, so it is part of the backend's version (and of the cache keys).
+READER_MODULES = (
+    "kernelcast.forecast",
+    "kernelcast.kernels_runtime.hardware",
+    "kernelcast.kernels_runtime.launch_spec",
+    "kernelcast.models.access_pattern",
+    "kernelcast.models.loop_trips",
+    "kernelcast.models.features",
+    __name__,
+)
+
+
+def source_digest(paths: Iterable[Path]) -> str:
+    """Short sha256 of the files' bytes, in order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:10]
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
@@ -111,11 +131,12 @@ class TimeModel:
 
 class EmbeddedBackend:
     name = "embedded"
-    version = "2"
 
     def __init__(self, path: Path = WEIGHTS_PATH) -> None:
         self.model = TimeModel.load(path)
         self.model_id = self.model.model_id
+        # Same weights read by another feature reader give other forecasts: cached ones must not be served.
+        self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
 
     def status(self) -> backends.BackendStatus:
         return backends.BackendStatus(True, f"built in: {self.model_id}, no download, no GPU")

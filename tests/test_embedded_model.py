@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.launch_spec import parse_launch_pragma
-from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend, TimeModel
+from kernelcast.models.embedded import READER_MODULES, WEIGHTS_PATH, EmbeddedBackend, TimeModel, source_digest
 from kernelcast.models.features import FEATURE_NAMES, pair_features, read_code
 from kernelcast.models.training import cuda_l1
 
@@ -141,3 +143,17 @@ def test_a_launch_pragma_brings_its_kernels_loops_and_accesses() -> None:
 def _pragma_launch(side: KernelSide) -> dict:
     (pragma,) = [line for line in side.code.splitlines() if "kernelcast: launch" in line]
     return parse_launch_pragma(pragma, "cuda").as_launch()
+
+
+def test_the_backend_version_changes_with_the_feature_reader(tmp_path: Path) -> None:
+    """Forecasts are cached under the backend's version: the same weights behind an edited
+    feature reader give other forecasts, so the version must change with its source."""
+    version = EmbeddedBackend().version
+    copies = []
+    for index, name in enumerate(READER_MODULES):
+        copies.append(tmp_path / f"{index}.py")
+        copies[-1].write_bytes(Path(str(sys.modules[name].__file__)).read_bytes())
+    assert version == "2." + source_digest(copies)
+    features = copies[READER_MODULES.index("kernelcast.models.features")]
+    features.write_text(features.read_text() + "\n# a changed reader\n")
+    assert "2." + source_digest(copies) != version
