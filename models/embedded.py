@@ -3,10 +3,12 @@
 FORECAST.md's direction: log2 t̂ = α·(roofline floor of the side) + r(side, context), where
 r is a small MLP ensemble trained on measured pairs (models/training) and the floor comes
 from models/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
-construction: swap the sides and s flips. Its spread is learned per side (how unsure the
-model is about each side's time) plus the ensemble's disagreement, then calibrated on
-held-out operations by the shared calibration layer. Pure numpy: no download, no GPU,
-a few milliseconds a pair.
+construction: swap the sides and s flips. Boosted trees on the pair (models/boosted.py),
+antisymmetric too, forecast s directly and are blended in: the two learners err on different
+pairs of operations neither saw. The spread is learned per side (how unsure the model is
+about each side's time) plus the members' and the two learners' disagreement, then
+calibrated on held-out operations by the shared calibration layer. Pure numpy: no download,
+no GPU, a few milliseconds a pair.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from kernelcast.forecast import ForecastRequest, normal_bin_probabilities
 from kernelcast.models import backends
+from kernelcast.models.boosted import BoostedTrees
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
 
 WEIGHTS_PATH = Path(__file__).parent / "weights" / "embedded.npz"
@@ -34,6 +37,7 @@ READER_MODULES = (
     "kernelcast.models.access_pattern",
     "kernelcast.models.loop_trips",
     "kernelcast.models.features",
+    "kernelcast.models.boosted",
     __name__,
 )
 
@@ -64,14 +68,23 @@ class Prediction:
     log2_time: np.ndarray  # (N, 2): reference, candidate; only their difference is trained
 
 
+TREE_PREFIX = "tree_"
+
+
 class TimeModel:
-    """An ensemble of per-side MLPs, stored as stacked arrays (member first) in one .npz."""
+    """An ensemble of per-side MLPs, stored as stacked arrays (member first) in one .npz, and
+    optionally boosted trees (arrays named tree_*) blended in with meta["tree_weight"]."""
 
     def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         if tuple(meta.get("features", ())) != FEATURE_NAMES:
             raise ValueError("weights were trained on other features; retrain with models/training/train.py")
-        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items()}
+        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(TREE_PREFIX)}
+        self.trees = BoostedTrees.from_arrays(arrays, TREE_PREFIX) if TREE_PREFIX + "roots" in arrays else None
         self.meta = meta
+
+    def with_trees(self, trees: BoostedTrees, weight: float, settings: dict[str, Any]) -> "TimeModel":
+        """This MLP ensemble blended with `trees`, which get `weight` of the forecast."""
+        return TimeModel({**self.arrays, **trees.to_arrays(TREE_PREFIX)}, {**self.meta, "tree_weight": weight, "tree_settings": settings})
 
     @classmethod
     def load(cls, path: Path = WEIGHTS_PATH) -> "TimeModel":
@@ -83,6 +96,9 @@ class TimeModel:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {name: value.astype(np.float32) for name, value in self.arrays.items()}
+        if self.trees is not None:
+            # Thresholds stay float64: a float32 one could send a row down the other branch.
+            arrays.update(self.trees.to_arrays(TREE_PREFIX))
         with open(path, "wb") as stream:
             np.savez_compressed(stream, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
 
@@ -91,7 +107,11 @@ class TimeModel:
         digest = hashlib.sha256()
         for name in sorted(self.arrays):
             digest.update(self.arrays[name].astype(np.float32).tobytes())
-        return f"time-mlp-{digest.hexdigest()[:10]}"
+        if self.trees is None:
+            return f"time-mlp-{digest.hexdigest()[:10]}"
+        for name, value in sorted(self.trees.to_arrays().items()):
+            digest.update(value.tobytes())
+        return f"time-mlp-trees-{digest.hexdigest()[:10]}"
 
     def side_outputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(members, N) log2 time and sd of each row of features (N, F)."""
@@ -124,9 +144,18 @@ class TimeModel:
         if "p1" in self.arrays:
             means = means + self.pair_term(features)
         variances = self.arrays["sigma0"][:, None] ** 2 + (side_sd**2).sum(axis=-1)
-        mean = means.mean(axis=0)
-        sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
-        return Prediction(mean, sd, log2_time.mean(axis=0))
+        mlp = Prediction(means.mean(axis=0), np.sqrt(variances.mean(axis=0) + means.var(axis=0)), log2_time.mean(axis=0))
+        if self.trees is None:
+            return mlp
+        return blend(mlp, self.trees.predict(features), float(self.meta["tree_weight"]))
+
+
+def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:
+    """The MLP's forecast mixed with the trees' (`weight` of it theirs): the mixture's mean, and
+    its variance, which grows with the distance between the two; each side's time takes half the shift."""
+    gap = trees_mean - mlp.mean
+    variance = mlp.sd**2 + weight * (1.0 - weight) * gap**2
+    return Prediction(mlp.mean + weight * gap, np.sqrt(variance), mlp.log2_time + weight * gap[:, None] * np.array([0.5, -0.5]))
 
 
 class EmbeddedBackend:

@@ -17,11 +17,13 @@ torch = pytest.importorskip("torch", reason="training needs torch: pip install '
 from kernelcast.models.embedded import TimeModel
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX
 from kernelcast.models.training import train as train_cli
+from kernelcast.models.training.boosting import TreeSettings
 from kernelcast.models.training.learner import Settings, _Ensemble, _standardisation, export, train
 from kernelcast.pairs import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
+SMALL_RECIPE = train_cli.Recipe(SMALL, TreeSettings(rounds=20, leaves=7, min_pairs_in_leaf=5, threads=1))
 
 
 def _synthetic(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -101,19 +103,23 @@ def test_edit_pairs_weigh_more_than_cross_pairs_of_their_operation() -> None:
 
 def test_folds_trained_in_parallel_processes_forecast_as_sequential_ones(capsys: pytest.CaptureFixture[str]) -> None:
     data = _dataset()
-    sequential, fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL, 0, 0.5, None, jobs=1)
-    parallel, same_fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL, 0, 0.5, None, jobs=2)
+    sequential, fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=1)
+    parallel, same_fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=2)
     assert np.array_equal(fold, same_fold) and set(fold) == {0, 1}
     assert np.allclose(sequential, parallel, atol=1e-12) and np.allclose(sequential.sum(axis=1), 1.0)
-    assert capsys.readouterr().out.count("fold ") == 4
+    log = capsys.readouterr().out
+    assert log.count(": MLP trained") == 4 and log.count(": trees trained") == 4
+    mlp_alone, _ = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, tree_weight=0.0), 0, 0.5, None)
+    assert not np.allclose(mlp_alone, sequential, atol=1e-3)
 
 
 def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -> None:
     args = ["--pairs", str(PAIRS), "--out", str(tmp_path / "w.npz"), "--calibration-out", str(tmp_path / "c.json"),
-            "--report", str(tmp_path / "report"), "--folds", "2", "--epochs", "2", "--members", "2"]
+            "--report", str(tmp_path / "report"), "--folds", "2", "--epochs", "2", "--members", "2", "--tree-rounds", "20"]
     assert train_cli.main(args) == 0
     model = TimeModel.load(tmp_path / "w.npz")
     assert model.meta["seed"] == 0 and model.meta["inputs"]["pairs"] == [str(PAIRS)]
+    assert model.trees is not None and model.meta["tree_weight"] == train_cli.TREE_WEIGHT
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["sets"]["corpus (H100)"]["raw"]["n"] == 18
     assert "| corpus (H100) | raw | 18 |" in (tmp_path / "report" / "report.md").read_text()

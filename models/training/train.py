@@ -29,10 +29,11 @@ import numpy as np
 
 from kernelcast.forecast import KernelSide, normal_bin_probabilities
 from kernelcast.models import calibration, features
-from kernelcast.models.embedded import TimeModel
+from kernelcast.models.embedded import Prediction, TimeModel, blend
 from kernelcast.models.evaluation import evaluate
 from kernelcast.models.features import pair_features
 from kernelcast.models.training import cuda_l1
+from kernelcast.models.training.boosting import TreeSettings, train_trees
 from kernelcast.models.training.learner import Settings, train
 from kernelcast.pairs import LabelledPair, read_pairs
 
@@ -57,6 +58,9 @@ RESPELLED = "respelled"
 COPIES = (*VARIANTS, RESPELLED)
 _GENERATOR_SPELLINGS = re.compile(r"[ \t]*\b__restrict__\b|\(\s*(?:long long|int64_t|size_t)\s*\)\s*")
 CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
+# Share of the boosted trees in the blended forecast (0: the MLP alone). On the proxy of
+# held-out operations an even blend beat either learner alone (models/training/README.md).
+TREE_WEIGHT = 0.5
 # Headline metrics of the report, with issue 5's targets (None: reported, no target).
 TARGETS: dict[str, float | None] = {
     "direction_accuracy": 0.85, "bin_accuracy": 0.50, "within_one_bin": 0.85, "direction_ece": 0.05,
@@ -221,46 +225,90 @@ def folds_of(ops: np.ndarray, folds: int, seed: int) -> np.ndarray:
     return fold
 
 
-def probabilities(model: TimeModel, features: np.ndarray) -> np.ndarray:
-    prediction = model.predict(features)
+def probabilities(prediction: Prediction) -> np.ndarray:
     return np.array([normal_bin_probabilities(m, s) for m, s in zip(prediction.mean, prediction.sd)])
 
 
-def _fold_forecast(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[np.ndarray, float]:
-    """One fold: train on the other folds' rows, forecast the held-out ones (a process of its own with --jobs)."""
+@dataclass(frozen=True)
+class Recipe:
+    """Both learners' settings and the trees' share of the blend (0: no trees are grown)."""
+
+    mlp: Settings
+    trees: TreeSettings
+    tree_weight: float = TREE_WEIGHT
+
+
+def _fold_mlp(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[Prediction, float]:
+    """One fold's MLP: train on the other folds' rows, forecast the held-out ones (a process of its own with --jobs)."""
     started = time.perf_counter()
     features, log2_speedups, weights, groups = train_rows
     model = train(features, log2_speedups, weights, settings, seed, {}, groups)
-    return probabilities(model, held_features), time.perf_counter() - started
+    return model.predict(held_features), time.perf_counter() - started
+
+
+def _fold_trees(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: TreeSettings, seed: int) -> tuple[np.ndarray, float]:
+    """One fold's trees, beside its MLP: they need CPU cores where the MLP needs the GPU."""
+    started = time.perf_counter()
+    features, log2_speedups, weights, _ = train_rows
+    return train_trees(features, log2_speedups, weights, settings, seed).predict(held_features), time.perf_counter() - started
 
 
 def held_out(
-    data: Dataset, folds: int, train_gpus: set[str], settings: Settings, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1
+    data: Dataset, folds: int, train_gpus: set[str], recipe: Recipe, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Raw held-out probabilities of every pair, and its fold; `jobs` folds train at once in separate processes."""
+    """Raw held-out probabilities of every pair, and its fold; with `jobs` > 1 the folds' MLPs and
+    trees train at once, each in a process of its own."""
     fold = folds_of(data.op, folds, seed)
-    raw = np.zeros((len(data), 8))
     weights = pair_weights(data, cuda_l1_weight)
     trainable = np.isin(data.gpu, list(train_gpus))
+    learners: list[tuple[str, Callable[..., Any], Any]] = [("MLP", _fold_mlp, recipe.mlp)]
+    if recipe.tree_weight > 0:
+        learners.append(("trees", _fold_trees, recipe.trees))
+    results: dict[tuple[str, int], Any] = {}
 
-    def task(k: int) -> tuple[tuple[np.ndarray, ...], np.ndarray, Settings, int]:
+    def task(k: int, settings: Any) -> tuple[Any, ...]:
         chosen = (fold != k) & trainable
         return (data.features[chosen], data.log2_speedup[chosen], weights[chosen], data.op[chosen]), data.features[fold == k], settings, seed + k
 
-    def done(k: int, result: tuple[np.ndarray, float]) -> None:
-        raw[fold == k], seconds = result
-        print(f"fold {k + 1}/{folds}: trained on {((fold != k) & trainable).sum()} pairs in {seconds:.0f} s", file=log)
+    def done(name: str, k: int, result: tuple[Any, float]) -> None:
+        results[name, k], seconds = result
+        print(f"fold {k + 1}/{folds}: {name} trained on {((fold != k) & trainable).sum()} pairs in {seconds:.0f} s", file=log)
 
     if jobs <= 1:
         for k in range(folds):
-            done(k, _fold_forecast(*task(k)))
-        return raw, fold
-    # spawn, not fork: a forked child cannot use a GPU its parent touched.
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_fold_forecast, *task(k)): k for k in range(folds)}
-        for future in concurrent.futures.as_completed(futures):
-            done(futures[future], future.result())
+            for name, fit, settings in learners:
+                done(name, k, fit(*task(k, settings)))
+    else:
+        # spawn, not fork: a forked child cannot use a GPU its parent touched.
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(fit, *task(k, settings)): (name, k) for k in range(folds) for name, fit, settings in learners}
+            for future in concurrent.futures.as_completed(futures):
+                done(*futures[future], future.result())
+    raw = np.zeros((len(data), 8))
+    for k in range(folds):
+        prediction = results["MLP", k]
+        if recipe.tree_weight > 0:
+            prediction = blend(prediction, results["trees", k], recipe.tree_weight)
+        raw[fold == k] = probabilities(prediction)
     return raw, fold
+
+
+def fit_shipped(data: Dataset, recipe: Recipe, cuda_l1_weight: float, seed: int, meta: dict[str, Any], jobs: int = 1) -> TimeModel:
+    """The shipped model, fitted on every pair; with `jobs` > 1 the trees grow in a second process while the MLP trains."""
+    weights = pair_weights(data, cuda_l1_weight)
+
+    def mlp() -> TimeModel:
+        return train(data.features, data.log2_speedup, weights, recipe.mlp, seed, meta, data.op)
+
+    if recipe.tree_weight <= 0:
+        return mlp()
+    if jobs <= 1:
+        model, trees = mlp(), train_trees(data.features, data.log2_speedup, weights, recipe.trees, seed)
+    else:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            growing = pool.submit(train_trees, data.features, data.log2_speedup, weights, recipe.trees, seed)
+            model, trees = mlp(), growing.result()
+    return model.with_trees(trees, recipe.tree_weight, recipe.trees.__dict__)
 
 
 def cross_fitted(raw: np.ndarray, data: Dataset, fold: np.ndarray, fit_mask: np.ndarray, kind: str) -> np.ndarray:
@@ -333,9 +381,9 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def judge(data: Dataset, train_gpus: set[str], settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
+def judge(data: Dataset, train_gpus: set[str], recipe: Recipe, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
     """Held-out metrics of every report set under each calibration, and the shipped calibration maps."""
-    raw, fold = held_out(data, args.folds, train_gpus, settings, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
+    raw, fold = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
     return score_held_out(raw, fold, data, train_gpus, args)
 
 
@@ -389,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=Settings.hidden)
     parser.add_argument("--pair-hidden", type=int, default=Settings.pair_hidden, help="width of the pair-level correction (0: none)")
     parser.add_argument("--op-bootstrap", action="store_true", help="members bootstrap whole operations, not pairs")
+    parser.add_argument("--tree-weight", type=float, default=TREE_WEIGHT, help="share of the boosted trees in the forecast (0: none)")
+    parser.add_argument("--tree-rounds", type=int, default=TreeSettings.rounds)
     parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
@@ -398,8 +448,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give --pairs FILE and/or --cuda-l1 GPUS")
     if args.out is None and args.no_eval:
         parser.error("--no-eval without --out does nothing")
+    if not 0 <= args.tree_weight <= 1:
+        parser.error("--tree-weight is a share: 0 to 1")
     settings = replace(Settings(), epochs=args.epochs, members=args.members, hidden=args.hidden, pair_hidden=args.pair_hidden,
                        op_bootstrap=args.op_bootstrap, device=args.device)
+    recipe = Recipe(settings, replace(TreeSettings(), rounds=args.tree_rounds), args.tree_weight)
     log = sys.stderr
     started = time.perf_counter()
     data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir, args.jobs)
@@ -408,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     inputs = {"pairs": [str(p) for p in args.pairs], "cuda_l1": gpus, "cuda_l1_weight": args.cuda_l1_weight, "n_pairs": len(data)}
 
     if not args.no_eval:
-        report, maps = judge(data, train_gpus, settings, args)
+        report, maps = judge(data, train_gpus, recipe, args)
         report["inputs"] = inputs
         calibration.write_shipped(maps, args.calibration_out)
         if args.report:
@@ -418,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.out is None:
         return 0
-    model = train(data.features, data.log2_speedup, pair_weights(data, args.cuda_l1_weight), settings, args.seed, {"inputs": inputs}, data.op)
+    model = fit_shipped(data, recipe, args.cuda_l1_weight, args.seed, {"inputs": inputs}, args.jobs)
     model.save(args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB, {model.model_id}) in {time.perf_counter() - started:.0f} s", file=log)
     return 0

@@ -1,0 +1,73 @@
+"""The boosted trees of models/boosted.py: fitted with lightgbm, exported to numpy node arrays.
+
+Each pair is shown both ways round (reference, candidate → s; candidate, reference → −s) so the
+trees learn no side's role; the prediction halves g(a, b) − g(b, a), antisymmetric exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernelcast.models.boosted import BoostedTrees, pair_rows
+from kernelcast.models.training import CLIP_LOG2
+
+
+@dataclass(frozen=True)
+class TreeSettings:
+    """How to grow the trees; the defaults made the shipped ones (stored in the weights' meta)."""
+
+    rounds: int = 1200
+    learning_rate: float = 0.05
+    leaves: int = 63
+    min_pairs_in_leaf: int = 100
+    feature_fraction: float = 0.5
+    bagging_fraction: float = 0.7
+    l2: float = 1.0
+    # lightgbm's sums depend on how rows are split among threads: fixed, a seed gives the same trees.
+    threads: int = 2
+
+
+def train_trees(features: np.ndarray, log2_speedups: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
+    """Trees fitted to (N, 2, F) pair features and measured log2 S (clipped as the MLP's are); deterministic given `seed`."""
+    import lightgbm
+
+    rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
+    target = np.clip(log2_speedups, -CLIP_LOG2, CLIP_LOG2)
+    both_ways = np.concatenate([weights, weights])
+    parameters: dict[str, Any] = {
+        "objective": "l2", "learning_rate": settings.learning_rate, "num_leaves": settings.leaves,
+        "min_data_in_leaf": settings.min_pairs_in_leaf, "feature_fraction": settings.feature_fraction,
+        "bagging_fraction": settings.bagging_fraction, "bagging_freq": 1, "lambda_l2": settings.l2,
+        "num_threads": settings.threads, "seed": seed, "deterministic": True, "force_row_wise": True, "verbose": -1,
+    }
+    data = lightgbm.Dataset(rows, np.concatenate([target, -target]), weight=both_ways / both_ways.mean())
+    booster = lightgbm.train(parameters, data, num_boost_round=settings.rounds)
+    return export(booster.dump_model())
+
+
+def export(dump: dict[str, Any]) -> BoostedTrees:
+    """lightgbm's dump_model() → flat node arrays (numerical `<=` splits only: the features have no NaN or categories)."""
+    roots, feature, threshold, left, right, leaf_value = [], [], [], [], [], []
+
+    def visit(node: dict[str, Any]) -> int:
+        if "leaf_value" in node:
+            leaf_value.append(float(node["leaf_value"]))
+            return ~(len(leaf_value) - 1)
+        if node.get("decision_type") != "<=":
+            raise ValueError(f"unsupported split {node.get('decision_type')!r}")
+        index = len(feature)
+        feature.append(int(node["split_feature"]))
+        threshold.append(float(node["threshold"]))
+        left.append(0)
+        right.append(0)
+        left[index] = visit(node["left_child"])
+        right[index] = visit(node["right_child"])
+        return index
+
+    for tree in dump["tree_info"]:
+        roots.append(visit(tree["tree_structure"]))
+    return BoostedTrees(*(np.array(values, dtype=np.int64) for values in (roots, feature)), np.array(threshold),
+                        *(np.array(values, dtype=np.int64) for values in (left, right)), np.array(leaf_value))

@@ -1,0 +1,102 @@
+"""The embedded forecaster's boosted trees: numpy inference, lightgbm training and export, the blend with the MLP.
+
+Growing trees needs lightgbm (in the `[test]` and `[train]` extras); inference and the blend need numpy only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelcast.models.boosted import SIDE_COUNT, BoostedTrees, pair_rows
+from kernelcast.models.embedded import Prediction, TimeModel, blend
+from kernelcast.models.features import FEATURE_NAMES
+from kernelcast.models.training.boosting import TreeSettings, export, train_trees
+
+try:
+    import lightgbm
+except ImportError:
+    lightgbm = None
+needs_lightgbm = pytest.mark.skipif(lightgbm is None, reason="growing trees needs lightgbm: pip install 'kernelcast[train]'")
+SMALL = TreeSettings(rounds=60, leaves=15, min_pairs_in_leaf=5, threads=1)
+
+# One tree: column 0 ≤ 1.5 → (column 2 ≤ −1 → leaf 0, else leaf 1), else leaf 2; a second tree is one leaf.
+HAND_MADE = BoostedTrees(
+    roots=np.array([0, ~3]), feature=np.array([0, 2]), threshold=np.array([1.5, -1.0]),
+    left=np.array([1, ~0]), right=np.array([~2, ~1]), leaf_value=np.array([10.0, 20.0, 30.0, 0.5]),
+)
+
+
+def _synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs whose log2 time per side is 1.5·(feature 3) − (feature 7)."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(n, 2, len(FEATURE_NAMES)))
+    time = 1.5 * features[..., 3] - features[..., 7]
+    return features, time[:, 0] - time[:, 1]
+
+
+def test_rows_walk_down_the_branches_their_values_choose() -> None:
+    rows = np.array([[1.5, 0, -1.0], [1.0, 0, 0.0], [2.0, 0, -5.0]])
+    assert HAND_MADE.raw(rows) == pytest.approx([10.5, 20.5, 30.5])  # thresholds are inclusive, as lightgbm's
+
+
+def test_pair_rows_hold_both_sides_their_difference_and_the_context_once() -> None:
+    features, _ = _synthetic(3)
+    rows = pair_rows(features)
+    assert rows.shape == (3, 3 * SIDE_COUNT + len(FEATURE_NAMES) - SIDE_COUNT)
+    assert np.array_equal(rows[:, 2 * SIDE_COUNT : 3 * SIDE_COUNT], features[:, 1, :SIDE_COUNT] - features[:, 0, :SIDE_COUNT])
+
+
+def test_a_blend_is_a_two_part_mixture() -> None:
+    mlp = Prediction(np.array([1.0, -2.0]), np.array([0.5, 1.0]), np.array([[3.0, 2.0], [0.0, 2.0]]))
+    mixed = blend(mlp, np.array([2.0, -2.0]), weight=0.25)
+    assert mixed.mean == pytest.approx([1.25, -2.0])
+    assert mixed.sd == pytest.approx(np.sqrt([0.25 + 0.25 * 0.75 * 1.0, 1.0]))
+    assert mixed.log2_time[:, 0] - mixed.log2_time[:, 1] == pytest.approx(mixed.mean)
+
+
+@needs_lightgbm
+def test_exported_trees_forecast_what_lightgbm_does() -> None:
+    features, s = _synthetic(300)
+    rows = pair_rows(features)
+    booster = lightgbm.train({"objective": "l2", "num_leaves": 15, "min_data_in_leaf": 5, "verbose": -1}, lightgbm.Dataset(rows, s), 40)
+    assert export(booster.dump_model()).raw(rows) == pytest.approx(booster.predict(rows), abs=1e-12)
+
+
+@needs_lightgbm
+def test_trees_find_a_known_rule_on_held_out_pairs_and_are_antisymmetric() -> None:
+    features, s = _synthetic(1500)
+    trees = train_trees(features[:1200], s[:1200], np.ones(1200), SMALL, seed=0)
+    forecast = trees.predict(features[1200:])
+    assert np.corrcoef(forecast, s[1200:])[0, 1] > 0.8
+    assert trees.predict(features[1200:, ::-1]) == pytest.approx(-forecast, abs=1e-12)
+
+
+@needs_lightgbm
+def test_trees_are_reproducible_from_a_seed() -> None:
+    features, s = _synthetic(400)
+    weights = np.ones(400)
+    first, again, other = (train_trees(features, s, weights, SMALL, seed) for seed in (3, 3, 4))
+    assert all(np.array_equal(a, b) for a, b in zip(first.to_arrays().values(), again.to_arrays().values()))
+    assert not np.array_equal(first.leaf_value, other.leaf_value)
+
+
+@needs_lightgbm
+def test_a_model_with_trees_saves_and_loads_to_the_same_forecasts(tmp_path: Path) -> None:
+    features, s = _synthetic(400)
+    trees = train_trees(features, s, np.ones(400), SMALL, seed=0)
+    rng = np.random.default_rng(1)
+    members, hidden, width = 2, 4, len(FEATURE_NAMES)
+    mlp = TimeModel({
+        "mu": np.zeros(width), "sd": np.ones(width), "w1": rng.normal(size=(members, width, hidden)), "b1": np.zeros((members, hidden)),
+        "w2": rng.normal(size=(members, hidden, hidden)), "b2": np.zeros((members, hidden)), "w3": rng.normal(size=(members, hidden, 2)),
+        "b3": np.zeros((members, 2)), "alpha": np.ones(members), "sigma0": np.full(members, 0.3),
+    }, {"features": list(FEATURE_NAMES)})
+    model = mlp.with_trees(trees, 0.5, SMALL.__dict__)
+    model.save(tmp_path / "w.npz")
+    loaded = TimeModel.load(tmp_path / "w.npz")
+    assert loaded.model_id == model.model_id != mlp.model_id and loaded.model_id.startswith("time-mlp-trees-")
+    mixed = blend(mlp.predict(features), trees.predict(features), 0.5)
+    assert loaded.predict(features).mean == pytest.approx(mixed.mean, abs=1e-4)
+    assert loaded.predict(features[:, ::-1]).mean == pytest.approx(-loaded.predict(features).mean, abs=1e-9)
