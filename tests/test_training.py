@@ -103,14 +103,15 @@ def test_edit_pairs_weigh_more_than_cross_pairs_of_their_operation() -> None:
 
 def test_folds_trained_in_parallel_processes_forecast_as_sequential_ones(capsys: pytest.CaptureFixture[str]) -> None:
     data = _dataset()
-    sequential, fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=1)
-    parallel, same_fold = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=2)
+    sequential, fold, parts = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=1)
+    parallel, same_fold, _ = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=2)
     assert np.array_equal(fold, same_fold) and set(fold) == {0, 1}
     assert np.allclose(sequential, parallel, atol=1e-12) and np.allclose(sequential.sum(axis=1), 1.0)
     log = capsys.readouterr().out
     assert log.count(": MLP trained") == 4 and log.count(": trees trained") == 4
-    mlp_alone, _ = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, tree_weight=0.0), 0, 0.5, None)
-    assert not np.allclose(mlp_alone, sequential, atol=1e-3)
+    mlp_alone, _, alone_parts = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, tree_weight=0.0), 0, 0.5, None)
+    assert not np.allclose(mlp_alone, sequential, atol=1e-3) and "trees_mean" not in alone_parts
+    assert np.array_equal(alone_parts["mlp_mean"], parts["mlp_mean"])  # the blend is made from the learners' own forecasts
 
 
 def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -> None:

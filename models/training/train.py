@@ -255,9 +255,10 @@ def _fold_trees(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, s
 
 def held_out(
     data: Dataset, folds: int, train_gpus: set[str], recipe: Recipe, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1
-) -> tuple[np.ndarray, np.ndarray]:
-    """Raw held-out probabilities of every pair, and its fold; with `jobs` > 1 the folds' MLPs and
-    trees train at once, each in a process of its own."""
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Raw held-out probabilities of every pair, its fold, and each learner's forecast apart (to judge
+    other blends without training again); with `jobs` > 1 the folds' MLPs and trees train at once,
+    each in a process of its own."""
     fold = folds_of(data.op, folds, seed)
     weights = pair_weights(data, cuda_l1_weight)
     trainable = np.isin(data.gpu, list(train_gpus))
@@ -285,12 +286,15 @@ def held_out(
             for future in concurrent.futures.as_completed(futures):
                 done(*futures[future], future.result())
     raw = np.zeros((len(data), 8))
+    parts = {name: np.zeros(len(data)) for name in ("mlp_mean", "mlp_sd", *(["trees_mean"] if recipe.tree_weight > 0 else []))}
     for k in range(folds):
         prediction = results["MLP", k]
+        parts["mlp_mean"][fold == k], parts["mlp_sd"][fold == k] = prediction.mean, prediction.sd
         if recipe.tree_weight > 0:
+            parts["trees_mean"][fold == k] = results["trees", k]
             prediction = blend(prediction, results["trees", k], recipe.tree_weight)
         raw[fold == k] = probabilities(prediction)
-    return raw, fold
+    return raw, fold, parts
 
 
 def fit_shipped(data: Dataset, recipe: Recipe, cuda_l1_weight: float, seed: int, meta: dict[str, Any], jobs: int = 1) -> TimeModel:
@@ -383,12 +387,12 @@ def markdown(report: dict[str, Any]) -> str:
 
 def judge(data: Dataset, train_gpus: set[str], recipe: Recipe, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
     """Held-out metrics of every report set under each calibration, and the shipped calibration maps."""
-    raw, fold = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
-    return score_held_out(raw, fold, data, train_gpus, args)
+    raw, fold, parts = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
+    return score_held_out(raw, fold, data, train_gpus, args, parts)
 
 
 def score_held_out(
-    raw: np.ndarray, fold: np.ndarray, data: Dataset, train_gpus: set[str], args: argparse.Namespace
+    raw: np.ndarray, fold: np.ndarray, data: Dataset, train_gpus: set[str], args: argparse.Namespace, parts: dict[str, np.ndarray] | None = None
 ) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
     """Calibrate held-out forecasts (cross-fitted), score every report set, fit the shipped maps.
 
@@ -415,7 +419,7 @@ def score_held_out(
     report["calibration"] = {"chosen": chosen, "held_out_direction_ece": ece, "maps": {k: v.to_json() for k, v in maps.items()}}
     if args.report:
         args.report.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(args.report / "held_out.npz", raw=raw, calibrated=versions[chosen], fold=fold, **data.__dict__)
+        np.savez_compressed(args.report / "held_out.npz", raw=raw, calibrated=versions[chosen], fold=fold, **(parts or {}), **data.__dict__)
     return report, maps
 
 
