@@ -19,9 +19,9 @@ from kernelcast.models.training import CLIP_LOG2
 class TreeSettings:
     """How to grow the trees; the defaults made the shipped ones (stored in the weights' meta)."""
 
-    rounds: int = 1200
+    rounds: int = 500
     learning_rate: float = 0.05
-    leaves: int = 63
+    leaves: int = 255
     min_pairs_in_leaf: int = 100
     feature_fraction: float = 0.5
     bagging_fraction: float = 0.7

@@ -419,7 +419,9 @@ def score_held_out(
     report["calibration"] = {"chosen": chosen, "held_out_direction_ece": ece, "maps": {k: v.to_json() for k, v in maps.items()}}
     if args.report:
         args.report.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(args.report / "held_out.npz", raw=raw, calibrated=versions[chosen], fold=fold, **(parts or {}), **data.__dict__)
+        # Without the features (0.8 GB for the corpus with its copies): the feature cache has them.
+        labels = {name: value for name, value in data.__dict__.items() if name != "features"}
+        np.savez_compressed(args.report / "held_out.npz", raw=raw, calibrated=versions[chosen], fold=fold, **(parts or {}), **labels)
     return report, maps
 
 
