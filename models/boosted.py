@@ -59,4 +59,5 @@ class BoostedTrees:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """(N,) forecast of s = log2 S for (N, 2, F) pair features; swapping the sides negates it exactly."""
-        return 0.5 * (self.raw(pair_rows(features)) - self.raw(pair_rows(features[:, ::-1])))
+        both_ways = self.raw(np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])]))
+        return 0.5 * (both_ways[: len(features)] - both_ways[len(features) :])
