@@ -63,8 +63,14 @@ def _as_rows(probabilities: Any) -> np.ndarray:
     return rows / rows.sum(axis=1, keepdims=True)
 
 
-def _true_bins(speedups: Any) -> np.ndarray:
-    return np.array([bin_of_speedup(float(s)) for s in np.atleast_1d(speedups)], dtype=int) - 1
+def true_bins(speedups: Any) -> np.ndarray:
+    """1-based bins of measured speedups, as kernelcast.forecast.bin_of_speedup gives them one at a time."""
+    values = np.atleast_1d(np.asarray(speedups, dtype=float))
+    bad = ~(values > 0) | np.isinf(values)
+    if bad.any():
+        bin_of_speedup(float(values[bad][0]))  # raises its message
+    log2 = np.fromiter(map(math.log2, values), dtype=float, count=len(values))  # math's log2, as bin_of_speedup's
+    return 1 + (log2[:, None] >= np.array(LOG2_EDGES)).sum(axis=1)
 
 
 def _with_temperature(rows: np.ndarray, value: float) -> np.ndarray:
@@ -137,7 +143,7 @@ def map_from_json(data: dict[str, Any]) -> CalibrationMap:
 
 def fit_temperature(probabilities: Any, speedups: Any) -> Temperature:
     """The T that minimises the held-out NLL of the true bins (golden-section search on log T)."""
-    rows, bins = _as_rows(probabilities), _true_bins(speedups)
+    rows, bins = _as_rows(probabilities), true_bins(speedups) - 1
 
     def loss(log_t: float) -> float:
         calibrated = _with_temperature(rows, math.exp(log_t))
@@ -175,7 +181,7 @@ def fit_isotonic(probabilities: Any, speedups: Any) -> IsotonicCdf:
     Fitted on every pair and its mirror (sides swapped: bins reversed, true bin mirrored), so
     g(1 − u) = 1 − g(u): calibrating a swapped pair gives the swapped forecast, as it must.
     """
-    rows, bins = _as_rows(probabilities), _true_bins(speedups)
+    rows, bins = _as_rows(probabilities), true_bins(speedups) - 1
     pairs = len(bins)
     rows, bins = np.concatenate([rows, rows[:, ::-1]]), np.concatenate([bins, NUM_BINS - 1 - bins])
     cdf = np.cumsum(rows, axis=1)[:, : NUM_BINS - 1]

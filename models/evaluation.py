@@ -18,16 +18,15 @@ confidence < threshold. Two sets of pairs are used, each for a reason:
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from kernelcast.forecast import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, _bin_bounds, bin_of_speedup
+from kernelcast.forecast import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, _bin_bounds
+from kernelcast.models.calibration import true_bins
 from kernelcast.models.forecaster import Forecaster
 from kernelcast.models.llm_common import LLMBackendError
 from kernelcast.pairs import LabelledPair, read_pairs
@@ -55,11 +54,6 @@ def normalised(probabilities: Any) -> np.ndarray:
     if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(sums <= 0):
         raise ValueError("probabilities must be finite, non-negative, with a positive sum per row")
     return p / sums[:, None]
-
-
-def true_bins(speedups: Any) -> np.ndarray:
-    """1-based bins of measured speedups (kernelcast.forecast.bin_of_speedup)."""
-    return np.array([bin_of_speedup(float(value)) for value in np.asarray(speedups, dtype=float)], dtype=int)
 
 
 def direction(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -150,19 +144,24 @@ def expected_log2(probabilities: np.ndarray) -> np.ndarray:
 def top_recovery(score: np.ndarray, speedups: np.ndarray, groups: Sequence[str]) -> dict[str, float]:
     """Per group of ≥ 2 pairs: best true S among the top ⌈0.1·n⌉ by score ÷ best true S of the group.
 
-    Pairs without a group, and groups of one (trivially 1.0), are left out.
+    Pairs without a group, and groups of one (trivially 1.0), are left out. Ties in score keep
+    the pairs' order. All groups at once: a judging run has tens of thousands of them.
     """
-    members: dict[str, list[int]] = defaultdict(list)
-    for index, group in enumerate(groups):
-        if group:
-            members[group].append(index)
-    recovered = {}
-    for group, indices in sorted(members.items()):
-        if len(indices) < 2:
-            continue
-        chosen = np.array(indices)[np.argsort(-score[indices], kind="stable")][: max(1, math.ceil(TOP_SHARE * len(indices)))]
-        recovered[group] = float(speedups[chosen].max() / speedups[indices].max())
-    return recovered
+    named = np.flatnonzero([bool(group) for group in groups])
+    if not len(named):
+        return {}
+    names, group = np.unique(np.array([groups[i] for i in named]), return_inverse=True)
+    score, speedups = np.asarray(score, dtype=float)[named], np.asarray(speedups, dtype=float)[named]
+    # By group, then best score first, then the pairs' own order.
+    order = np.lexsort((np.arange(len(named)), -score, group))
+    sizes = np.bincount(group)
+    rank = np.arange(len(order)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    kept = order[rank < np.maximum(1, np.ceil(TOP_SHARE * sizes[group[order]]))]
+    best = np.full(len(names), -np.inf)
+    np.maximum.at(best, group, speedups)
+    best_kept = np.full(len(names), -np.inf)
+    np.maximum.at(best_kept, group[kept], speedups[kept])
+    return {str(name): float(best_kept[i] / best[i]) for i, name in enumerate(names) if sizes[i] >= 2}
 
 
 def confusion(probabilities: np.ndarray, bins: np.ndarray) -> list[list[int]]:

@@ -92,6 +92,21 @@ def test_top10_recovery_keeps_the_top_tenth_of_each_group() -> None:
     assert top_recovery(score, speedups, groups) == {"a": 0.5}
 
 
+def test_top10_recovery_of_many_groups_with_tied_scores_is_each_groups_own() -> None:
+    """All groups are ranked at once; each must come out as ranking it alone would (ties keep order)."""
+    rng = np.random.default_rng(0)
+    groups = [f"g{index}" for index in rng.integers(0, 40, 600)]
+    score, speedups = rng.integers(0, 4, 600).astype(float), rng.uniform(0.2, 5.0, 600)
+    expected = {}
+    for name in sorted(set(groups)):
+        members = [i for i, group in enumerate(groups) if group == name]
+        ranked = sorted(members, key=lambda i: -score[i])  # sorted() is stable: ties keep their order
+        kept = ranked[: max(1, -(-len(members) // 10))]
+        if len(members) >= 2:
+            expected[name] = max(speedups[kept]) / max(speedups[members])
+    assert top_recovery(score, speedups, groups) == pytest.approx(expected, rel=1e-12)
+
+
 def test_risk_coverage_sweeps_distinct_thresholds() -> None:
     points = risk_coverage(np.array([0.9, 0.6, 0.9, 0.55]), np.array([True, False, False, True]))
     assert points == [
