@@ -50,24 +50,21 @@ def train_trees(features: np.ndarray, log2_speedups: np.ndarray, weights: np.nda
 
 def export(dump: dict[str, Any]) -> BoostedTrees:
     """lightgbm's dump_model() → flat node arrays (numerical `<=` splits only: the features have no NaN or categories)."""
-    roots, feature, threshold, left, right, leaf_value = [], [], [], [], [], []
+    arrays: dict[str, list[Any]] = {name: [] for name in BoostedTrees.ARRAYS}
 
     def visit(node: dict[str, Any]) -> int:
         if "leaf_value" in node:
-            leaf_value.append(float(node["leaf_value"]))
-            return ~(len(leaf_value) - 1)
+            arrays["leaf_value"].append(node["leaf_value"])
+            return ~(len(arrays["leaf_value"]) - 1)
         if node.get("decision_type") != "<=":
             raise ValueError(f"unsupported split {node.get('decision_type')!r}")
-        index = len(feature)
-        feature.append(int(node["split_feature"]))
-        threshold.append(float(node["threshold"]))
-        left.append(0)
-        right.append(0)
-        left[index] = visit(node["left_child"])
-        right[index] = visit(node["right_child"])
+        index = len(arrays["feature"])
+        arrays["feature"].append(node["split_feature"])
+        arrays["threshold"].append(node["threshold"])
+        arrays["left"].append(None)  # children are numbered after their parent
+        arrays["right"].append(None)
+        arrays["left"][index], arrays["right"][index] = visit(node["left_child"]), visit(node["right_child"])
         return index
 
-    for tree in dump["tree_info"]:
-        roots.append(visit(tree["tree_structure"]))
-    return BoostedTrees(*(np.array(values, dtype=np.int64) for values in (roots, feature)), np.array(threshold),
-                        *(np.array(values, dtype=np.int64) for values in (left, right)), np.array(leaf_value))
+    arrays["roots"] = [visit(tree["tree_structure"]) for tree in dump["tree_info"]]
+    return BoostedTrees.from_arrays({name: np.array(values) for name, values in arrays.items()})

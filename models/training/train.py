@@ -286,14 +286,15 @@ def held_out(
             for future in concurrent.futures.as_completed(futures):
                 done(*futures[future], future.result())
     raw = np.zeros((len(data), 8))
-    parts = {name: np.zeros(len(data)) for name in ("mlp_mean", "mlp_sd", *(["trees_mean"] if recipe.tree_weight > 0 else []))}
+    parts: dict[str, np.ndarray] = {}
     for k in range(folds):
-        prediction = results["MLP", k]
-        parts["mlp_mean"][fold == k], parts["mlp_sd"][fold == k] = prediction.mean, prediction.sd
+        held, prediction = fold == k, results["MLP", k]
+        parts.setdefault("mlp_mean", np.zeros(len(data)))[held] = prediction.mean
+        parts.setdefault("mlp_sd", np.zeros(len(data)))[held] = prediction.sd
         if recipe.tree_weight > 0:
-            parts["trees_mean"][fold == k] = results["trees", k]
+            parts.setdefault("trees_mean", np.zeros(len(data)))[held] = results["trees", k]
             prediction = blend(prediction, results["trees", k], recipe.tree_weight)
-        raw[fold == k] = probabilities(prediction)
+        raw[held] = probabilities(prediction)
     return raw, fold, parts
 
 
