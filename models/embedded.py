@@ -5,9 +5,10 @@ r is a small MLP ensemble trained on measured pairs (models/training) and the fl
 from models/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
 construction: swap the sides and s flips. Boosted trees on the pair (models/boosted.py),
 antisymmetric too, forecast s directly and are blended in: the two learners err on different
-pairs of operations neither saw. The spread is learned per side (how unsure the model is
-about each side's time) plus the members' and the two learners' disagreement, then
-calibrated on held-out operations by the shared calibration layer. Pure numpy: no download,
+pairs of operations neither saw. The spread comes from trees fitted to how far held-out
+forecasts missed (models/spread.py), or else from each side's learned spread plus the
+members' and the two learners' disagreement; then the shared calibration layer calibrates it
+on held-out operations. Pure numpy: no download,
 no GPU, a few milliseconds a pair.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,6 +27,7 @@ from kernelcast.forecast import ForecastRequest, normal_bin_probabilities
 from kernelcast.models import backends
 from kernelcast.models.boosted import BoostedTrees
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+from kernelcast.models.spread import forecast_columns, learned_sd
 
 WEIGHTS_PATH = Path(__file__).parent / "weights" / "embedded.npz"
 # The code between a request and the weights: a change in any of it changes the forecast
@@ -38,6 +40,7 @@ READER_MODULES = (
     "kernelcast.models.loop_trips",
     "kernelcast.models.features",
     "kernelcast.models.boosted",
+    "kernelcast.models.spread",
     __name__,
 )
 
@@ -69,22 +72,36 @@ class Prediction:
 
 
 TREE_PREFIX = "tree_"
+SPREAD_PREFIX = "spread_"
 
 
 class TimeModel:
     """An ensemble of per-side MLPs, stored as stacked arrays (member first) in one .npz, and
-    optionally boosted trees (arrays named tree_*) blended in with meta["tree_weight"]."""
+    optionally boosted trees (arrays named tree_*) blended in with meta["tree_weight"], and
+    optionally the spread trees (spread_*) that set the blend's sd."""
 
     def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         if tuple(meta.get("features", ())) != FEATURE_NAMES:
             raise ValueError("weights were trained on other features; retrain with models/training/train.py")
-        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(TREE_PREFIX)}
+        trees = (TREE_PREFIX, SPREAD_PREFIX)
+        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(trees)}
         self.trees = BoostedTrees.from_arrays(arrays, TREE_PREFIX) if TREE_PREFIX + "roots" in arrays else None
+        self.spread = BoostedTrees.from_arrays(arrays, SPREAD_PREFIX) if SPREAD_PREFIX + "roots" in arrays else None
+        if self.spread is not None and self.trees is None:
+            raise ValueError("spread trees read the blend of the MLP and the trees; these weights have no trees")
         self.meta = meta
+
+    def _tree_arrays(self) -> dict[str, np.ndarray]:
+        arrays = self.trees.to_arrays(TREE_PREFIX) if self.trees is not None else {}
+        return {**arrays, **(self.spread.to_arrays(SPREAD_PREFIX) if self.spread is not None else {})}
 
     def with_trees(self, trees: BoostedTrees, weight: float, settings: dict[str, Any]) -> "TimeModel":
         """This MLP ensemble blended with `trees`, which get `weight` of the forecast."""
         return TimeModel({**self.arrays, **trees.to_arrays(TREE_PREFIX)}, {**self.meta, "tree_weight": weight, "tree_settings": settings})
+
+    def with_spread(self, trees: BoostedTrees, settings: dict[str, Any]) -> "TimeModel":
+        """This blend with its sd from `trees` (models/spread.py)."""
+        return TimeModel({**self.arrays, **self._tree_arrays(), **trees.to_arrays(SPREAD_PREFIX)}, {**self.meta, "spread_settings": settings})
 
     @classmethod
     def load(cls, path: Path = WEIGHTS_PATH) -> "TimeModel":
@@ -96,9 +113,8 @@ class TimeModel:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {name: value.astype(np.float32) for name, value in self.arrays.items()}
-        if self.trees is not None:
-            # Thresholds stay float64: a float32 one could send a row down the other branch.
-            arrays.update(self.trees.to_arrays(TREE_PREFIX))
+        # Thresholds stay float64: a float32 one could send a row down the other branch.
+        arrays.update(self._tree_arrays())
         with open(path, "wb") as stream:
             np.savez_compressed(stream, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
 
@@ -107,11 +123,10 @@ class TimeModel:
         digest = hashlib.sha256()
         for name in sorted(self.arrays):
             digest.update(self.arrays[name].astype(np.float32).tobytes())
-        if self.trees is None:
-            return f"time-mlp-{digest.hexdigest()[:10]}"
-        for name, value in sorted(self.trees.to_arrays().items()):
+        for name, value in sorted(self._tree_arrays().items()):
             digest.update(value.tobytes())
-        return f"time-mlp-trees-{digest.hexdigest()[:10]}"
+        parts = ["mlp", *(["trees"] if self.trees is not None else []), *(["spread"] if self.spread is not None else [])]
+        return f"time-{'-'.join(parts)}-{digest.hexdigest()[:10]}"
 
     def side_outputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(members, N) log2 time and sd of each row of features (N, F)."""
@@ -147,7 +162,12 @@ class TimeModel:
         mlp = Prediction(means.mean(axis=0), np.sqrt(variances.mean(axis=0) + means.var(axis=0)), log2_time.mean(axis=0))
         if self.trees is None:
             return mlp
-        return blend(mlp, self.trees.predict(features), float(self.meta["tree_weight"]))
+        trees_mean = self.trees.predict(features)
+        blended = blend(mlp, trees_mean, float(self.meta["tree_weight"]))
+        if self.spread is None:
+            return blended
+        forecasts = forecast_columns(mlp.mean, mlp.sd, trees_mean, blended.mean, blended.sd)
+        return replace(blended, sd=learned_sd(self.spread, features, forecasts))
 
 
 def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:

@@ -12,7 +12,8 @@ import pytest
 from kernelcast.models.boosted import SIDE_COUNT, BoostedTrees, pair_rows
 from kernelcast.models.embedded import Prediction, TimeModel, blend
 from kernelcast.models.features import FEATURE_NAMES
-from kernelcast.models.training.boosting import TreeSettings, export, train_trees
+from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
+from kernelcast.models.training.boosting import TreeSettings, export, train_spread, train_trees
 
 try:
     import lightgbm
@@ -82,17 +83,21 @@ def test_trees_are_reproducible_from_a_seed() -> None:
     assert not np.array_equal(first.leaf_value, other.leaf_value)
 
 
-@needs_lightgbm
-def test_a_model_with_trees_saves_and_loads_to_the_same_forecasts(tmp_path: Path) -> None:
-    features, s = _synthetic(400)
-    trees = train_trees(features, s, np.ones(400), SMALL, seed=0)
+def _small_mlp() -> TimeModel:
     rng = np.random.default_rng(1)
     members, hidden, width = 2, 4, len(FEATURE_NAMES)
-    mlp = TimeModel({
+    return TimeModel({
         "mu": np.zeros(width), "sd": np.ones(width), "w1": rng.normal(size=(members, width, hidden)), "b1": np.zeros((members, hidden)),
         "w2": rng.normal(size=(members, hidden, hidden)), "b2": np.zeros((members, hidden)), "w3": rng.normal(size=(members, hidden, 2)),
         "b3": np.zeros((members, 2)), "alpha": np.ones(members), "sigma0": np.full(members, 0.3),
     }, {"features": list(FEATURE_NAMES)})
+
+
+@needs_lightgbm
+def test_a_model_with_trees_saves_and_loads_to_the_same_forecasts(tmp_path: Path) -> None:
+    features, s = _synthetic(400)
+    trees = train_trees(features, s, np.ones(400), SMALL, seed=0)
+    mlp = _small_mlp()
     model = mlp.with_trees(trees, 0.5, SMALL.__dict__)
     model.save(tmp_path / "w.npz")
     loaded = TimeModel.load(tmp_path / "w.npz")
@@ -100,3 +105,25 @@ def test_a_model_with_trees_saves_and_loads_to_the_same_forecasts(tmp_path: Path
     mixed = blend(mlp.predict(features), trees.predict(features), 0.5)
     assert loaded.predict(features).mean == pytest.approx(mixed.mean, abs=1e-4)
     assert loaded.predict(features[:, ::-1]).mean == pytest.approx(-loaded.predict(features).mean, abs=1e-9)
+
+
+@needs_lightgbm
+def test_spread_trees_set_the_blends_sd_and_save_with_it(tmp_path: Path) -> None:
+    features, s = _synthetic(400)
+    mlp = _small_mlp()
+    with_trees = mlp.with_trees(train_trees(features, s, np.ones(400), SMALL, seed=0), 0.5, SMALL.__dict__)
+    blended, mlp_alone = with_trees.predict(features), mlp.predict(features)
+    forecasts = forecast_columns(mlp_alone.mean, mlp_alone.sd, with_trees.trees.predict(features), blended.mean, blended.sd)
+    misses = np.where(features[:, 0, 5] > 0, 1.0, 0.1) * np.random.default_rng(3).normal(size=400)
+    spread_trees = train_spread(features, forecasts, log_squared_error(blended.mean + misses, blended.mean), SMALL, seed=0)
+    model = with_trees.with_spread(spread_trees, SMALL.__dict__)
+    model.save(tmp_path / "w.npz")
+    loaded = TimeModel.load(tmp_path / "w.npz")
+    assert loaded.model_id == model.model_id != with_trees.model_id and loaded.model_id.startswith("time-mlp-trees-spread-")
+    forecast = loaded.predict(features)
+    assert forecast.mean == pytest.approx(blended.mean, abs=1e-4)  # the spread trees touch the sd alone
+    assert forecast.sd == pytest.approx(learned_sd(spread_trees, features, forecasts), rel=1e-4)
+    assert np.median(forecast.sd[features[:, 0, 5] > 0]) > 2 * np.median(forecast.sd[features[:, 0, 5] <= 0])
+    assert loaded.predict(features[:, ::-1]).sd == pytest.approx(forecast.sd, rel=1e-9)
+    with pytest.raises(ValueError, match="these weights have no trees"):
+        TimeModel({**mlp.arrays, **spread_trees.to_arrays("spread_")}, mlp.meta)

@@ -14,8 +14,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training needs torch: pip install 'kernelcast[train]'")
 
+from kernelcast.models.calibration import true_bins
 from kernelcast.models.embedded import TimeModel
+from kernelcast.models.evaluation import nll
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX
+from kernelcast.models.spread import learned_sd
 from kernelcast.models.training import train as train_cli
 from kernelcast.models.training.boosting import TreeSettings
 from kernelcast.models.training.learner import Settings, _Ensemble, _standardisation, export, train
@@ -103,15 +106,52 @@ def test_edit_pairs_weigh_more_than_cross_pairs_of_their_operation() -> None:
 
 def test_folds_trained_in_parallel_processes_forecast_as_sequential_ones(capsys: pytest.CaptureFixture[str]) -> None:
     data = _dataset()
-    sequential, fold, parts = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=1)
-    parallel, same_fold, _ = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=2)
+    fold, parts = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=1)
+    same_fold, parallel = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=2)
     assert np.array_equal(fold, same_fold) and set(fold) == {0, 1}
-    assert np.allclose(sequential, parallel, atol=1e-12) and np.allclose(sequential.sum(axis=1), 1.0)
+    assert set(parts) == {"mlp_mean", "mlp_sd", "trees_mean"}
+    assert all(np.allclose(parts[name], parallel[name], atol=1e-12) for name in parts)
     log = capsys.readouterr().out
     assert log.count(": MLP trained") == 4 and log.count(": trees trained") == 4
-    mlp_alone, _, alone_parts = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, tree_weight=0.0), 0, 0.5, None)
-    assert not np.allclose(mlp_alone, sequential, atol=1e-3) and "trees_mean" not in alone_parts
-    assert np.array_equal(alone_parts["mlp_mean"], parts["mlp_mean"])  # the blend is made from the learners' own forecasts
+    _, alone = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, tree_weight=0.0), 0, 0.5, None)
+    assert "trees_mean" not in alone and np.array_equal(alone["mlp_mean"], parts["mlp_mean"])
+
+
+def _noisy_held_out(n: int = 1200) -> tuple[train_cli.Dataset, train_cli.HeldOut]:
+    """Held-out forecasts that miss by 0.1 where feature 5 of both sides is below 0, by 1.0 elsewhere."""
+    data = _dataset(n)
+    rng = np.random.default_rng(2)
+    noisy = data.features[:, :, 5].min(axis=1) >= 0
+    miss = rng.normal(size=n) * np.where(noisy, 1.0, 0.1)
+    forecast = data.log2_speedup + miss
+    parts = {"mlp_mean": forecast, "mlp_sd": np.full(n, 0.4), "trees_mean": forecast + 0.01 * rng.normal(size=n)}
+    return data, (np.arange(n) % 2, parts)
+
+
+def test_spread_trees_learn_which_held_out_forecasts_miss_by_more_and_read_sides_either_way() -> None:
+    data, held = _noisy_held_out()
+    fit = np.arange(len(data)) < 1000
+    trees = train_cli.fit_spread(data, held, SMALL_RECIPE, fit, seed=0)
+    blended, forecasts = train_cli._blended(held[1], SMALL_RECIPE)
+    assert trees is not None and forecasts is not None
+    sd = learned_sd(trees, data.features[~fit], forecasts[~fit])
+    noisy = data.features[~fit, :, 5].min(axis=1) >= 0
+    assert np.median(sd[noisy]) > 0.6 and np.median(sd[~noisy]) < 0.25  # the misses' sd: 1.0 and 0.1
+    assert learned_sd(trees, data.features[~fit, ::-1], forecasts[~fit]) == pytest.approx(sd, abs=1e-12)
+    assert train_cli.fit_spread(data, held, replace(SMALL_RECIPE, spread=None), fit, seed=0) is None
+
+
+def test_held_out_spread_is_cross_fitted_and_sharpens_the_forecasts_it_can_trust() -> None:
+    data, held = _noisy_held_out()
+    everything = np.ones(len(data), dtype=bool)
+    learned = train_cli.held_out_forecasts(data, held, SMALL_RECIPE, everything, seed=0)
+    own = train_cli.held_out_forecasts(data, held, replace(SMALL_RECIPE, spread=None), everything, seed=0)
+    quiet = data.features[:, :, 5].min(axis=1) < 0
+    assert learned.max(axis=1)[quiet].mean() > own.max(axis=1)[quiet].mean() + 0.1  # sharper where misses are small
+    assert learned.max(axis=1)[~quiet].mean() < own.max(axis=1)[~quiet].mean()  # wider where they are large
+    bins = true_bins(data.speedup)
+    assert nll(learned, bins).mean() < nll(own, bins).mean() - 0.1
+    assert np.allclose(learned.sum(axis=1), 1.0)
 
 
 def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -> None:
@@ -121,9 +161,37 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -
     model = TimeModel.load(tmp_path / "w.npz")
     assert model.meta["seed"] == 0 and model.meta["inputs"]["pairs"] == [str(PAIRS)]
     assert model.trees is not None and model.meta["tree_weight"] == train_cli.TREE_WEIGHT
+    assert model.spread is not None and model.model_id.startswith("time-mlp-trees-spread-")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["sets"]["corpus (H100)"]["raw"]["n"] == 18
     assert "| corpus (H100) | raw | 18 |" in (tmp_path / "report" / "report.md").read_text()
+
+    # Judged again from the saved held-out forecasts, no fold trained: the same report and spread trees.
+    again = ["--pairs", str(PAIRS), "--held-out", str(tmp_path / "report" / "held_out.npz"), "--out", str(tmp_path / "w2.npz"),
+             "--calibration-out", str(tmp_path / "c2.json"), "--report", str(tmp_path / "again"), "--folds", "2", "--epochs", "2",
+             "--members", "2", "--tree-rounds", "20"]
+    assert train_cli.main(again) == 0
+    assert json.loads((tmp_path / "again" / "report.json").read_text())["sets"] == report["sets"]
+    assert (tmp_path / "c2.json").read_text() == (tmp_path / "c.json").read_text()
+    assert np.array_equal(TimeModel.load(tmp_path / "w2.npz").spread.leaf_value, model.spread.leaf_value)
+
+
+def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--pairs", str(PAIRS), "--report", str(tmp_path / "r"), "--calibration-out", str(tmp_path / "c.json"), "--folds", "2",
+            "--epochs", "1", "--members", "1", "--tree-rounds", "5"]
+    assert train_cli.main(args) == 0
+    held = str(tmp_path / "r" / "held_out.npz")
+    with pytest.raises(SystemExit):
+        train_cli.main([*args, "--held-out", held, "--seed", "5"])
+    assert "its folds are not those of --folds 2 --seed 5" in capsys.readouterr().err
+    np.savez(tmp_path / "short.npz", fold=np.zeros(3), log2_speedup=np.zeros(3), mlp_mean=np.zeros(3), mlp_sd=np.ones(3))
+    with pytest.raises(SystemExit):
+        train_cli.main([*args, "--held-out", str(tmp_path / "short.npz")])
+    assert "other pairs than --pairs and --cuda-l1 give (3 pairs, not 33)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_cli.main(["--pairs", str(PAIRS), "--no-eval", "--out", str(tmp_path / "w.npz")])
+    assert "give --held-out FILE" in capsys.readouterr().err
+
 
 def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:
     pair = next(iter(read_pairs(PAIRS)))

@@ -1,7 +1,8 @@
-"""The boosted trees of models/boosted.py: fitted with lightgbm, exported to numpy node arrays.
+"""The boosted trees of models/boosted.py and models/spread.py: fitted with lightgbm, exported to numpy node arrays.
 
 Each pair is shown both ways round (reference, candidate → s; candidate, reference → −s) so the
-trees learn no side's role; the prediction halves g(a, b) − g(b, a), antisymmetric exactly.
+trees learn no side's role; the forecast halves g(a, b) − g(b, a), antisymmetric exactly, and
+the spread averages both ways, symmetric exactly.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.boosted import BoostedTrees, pair_rows
+from kernelcast.models.spread import spread_rows
 from kernelcast.models.training import CLIP_LOG2
 
 
@@ -30,20 +32,32 @@ class TreeSettings:
     threads: int = 2
 
 
+# The spread trees: smaller, fitted to the held-out pairs of the training GPUs only (~100k for the corpus).
+SPREAD_SETTINGS = TreeSettings(rounds=300, leaves=31, min_pairs_in_leaf=200, feature_fraction=0.7, l2=0.0)
+
+
 def train_trees(features: np.ndarray, log2_speedups: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
     """Trees fitted to (N, 2, F) pair features and measured log2 S (clipped as the MLP's are); deterministic given `seed`."""
-    import lightgbm
-
     rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
     target = np.clip(log2_speedups, -CLIP_LOG2, CLIP_LOG2)
-    both_ways = np.concatenate([weights, weights])
+    return _grow(rows, np.concatenate([target, -target]), np.concatenate([weights, weights]), settings, seed)
+
+
+def train_spread(features: np.ndarray, forecasts: np.ndarray, log_squared_errors: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
+    """Spread trees (models/spread.py) fitted to held-out forecasts' log squared errors; deterministic given `seed`."""
+    return _grow(spread_rows(features, forecasts), np.concatenate([log_squared_errors] * 2), np.ones(2 * len(features)), settings, seed)
+
+
+def _grow(rows: np.ndarray, target: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
+    import lightgbm
+
     parameters: dict[str, Any] = {
         "objective": "l2", "learning_rate": settings.learning_rate, "num_leaves": settings.leaves,
         "min_data_in_leaf": settings.min_pairs_in_leaf, "feature_fraction": settings.feature_fraction,
         "bagging_fraction": settings.bagging_fraction, "bagging_freq": 1, "lambda_l2": settings.l2,
         "num_threads": settings.threads, "seed": seed, "deterministic": True, "force_row_wise": True, "verbose": -1,
     }
-    data = lightgbm.Dataset(rows, np.concatenate([target, -target]), weight=both_ways / both_ways.mean())
+    data = lightgbm.Dataset(rows, target, weight=weights / weights.mean())
     booster = lightgbm.train(parameters, data, num_boost_round=settings.rounds)
     return export(booster.dump_model())
 

@@ -7,8 +7,10 @@ Judging (FORECAST.md, issue 5): operations are split into folds (group split, ne
 random pairs); each fold's pairs are forecast by a model that never saw its operations
 and, for GPUs outside --train-gpus, never saw that GPU either. The calibration of a
 fold's forecasts is fitted on the other folds' held-out forecasts (cross-fitted), so the
-reported calibration is held-out too. Then the shipped model is fitted on every pair and
-the shipped calibration on all held-out forecasts.
+reported calibration is held-out too, and so is the spread (models/spread.py). Then the
+shipped model is fitted on every pair, and the shipped spread trees and calibration on all
+held-out forecasts. `--held-out` reads the learners' held-out forecasts of an earlier run
+instead of training the folds again.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import numpy as np
 from kernelcast.forecast import KernelSide, normal_bin_probabilities
 from kernelcast.models import calibration, features
 from kernelcast.models.embedded import Prediction, TimeModel, blend
+from kernelcast.models.boosted import BoostedTrees
 from kernelcast.models.evaluation import evaluate
 from kernelcast.models.features import pair_features
-from kernelcast.models.training import cuda_l1
-from kernelcast.models.training.boosting import TreeSettings, train_trees
+from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
+from kernelcast.models.training import CLIP_LOG2, cuda_l1
+from kernelcast.models.training.boosting import SPREAD_SETTINGS, TreeSettings, train_spread, train_trees
 from kernelcast.models.training.learner import Settings, train
 from kernelcast.pairs import LabelledPair, read_pairs
 
@@ -231,11 +235,18 @@ def probabilities(prediction: Prediction) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Recipe:
-    """Both learners' settings and the trees' share of the blend (0: no trees are grown)."""
+    """Both learners' settings, the trees' share of the blend (0: no trees are grown) and the
+    spread trees' settings (None, or no trees: the blend's own spread)."""
 
     mlp: Settings
     trees: TreeSettings
     tree_weight: float = TREE_WEIGHT
+    spread: TreeSettings | None = SPREAD_SETTINGS
+
+
+# Each learner's held-out forecast of every pair, by name (mlp_mean, mlp_sd, trees_mean), and the fold that held it out.
+HeldOut = tuple[np.ndarray, dict[str, np.ndarray]]
+LEARNER_PARTS = ("mlp_mean", "mlp_sd", "trees_mean")
 
 
 def _fold_mlp(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[Prediction, float]:
@@ -255,10 +266,9 @@ def _fold_trees(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, s
 
 def held_out(
     data: Dataset, folds: int, train_gpus: set[str], recipe: Recipe, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1
-) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """Raw held-out probabilities of every pair, its fold, and each learner's forecast apart (to judge
-    other blends without training again); with `jobs` > 1 the folds' MLPs and trees train at once,
-    each in a process of its own."""
+) -> HeldOut:
+    """Each pair's fold and each learner's forecast of it by the model that held its fold out; with
+    `jobs` > 1 the folds' MLPs and trees train at once, each in a process of its own."""
     fold = folds_of(data.op, folds, seed)
     weights = pair_weights(data, cuda_l1_weight)
     trainable = np.isin(data.gpu, list(train_gpus))
@@ -285,7 +295,6 @@ def held_out(
             futures = {pool.submit(fit, *task(k, settings)): (name, k) for k in range(folds) for name, fit, settings in learners}
             for future in concurrent.futures.as_completed(futures):
                 done(*futures[future], future.result())
-    raw = np.zeros((len(data), 8))
     parts: dict[str, np.ndarray] = {}
     for k in range(folds):
         held, prediction = fold == k, results["MLP", k]
@@ -293,13 +302,69 @@ def held_out(
         parts.setdefault("mlp_sd", np.zeros(len(data)))[held] = prediction.sd
         if recipe.tree_weight > 0:
             parts.setdefault("trees_mean", np.zeros(len(data)))[held] = results["trees", k]
-            prediction = blend(prediction, results["trees", k], recipe.tree_weight)
-        raw[held] = probabilities(prediction)
-    return raw, fold, parts
+    return fold, parts
 
 
-def fit_shipped(data: Dataset, recipe: Recipe, cuda_l1_weight: float, seed: int, meta: dict[str, Any], jobs: int = 1) -> TimeModel:
-    """The shipped model, fitted on every pair; with `jobs` > 1 the trees grow in a second process while the MLP trains."""
+def _blended(parts: dict[str, np.ndarray], recipe: Recipe) -> tuple[Prediction, np.ndarray | None]:
+    """The learners' blend, and what spread trees read of it (None: the recipe has no spread trees)."""
+    mlp = Prediction(parts["mlp_mean"], parts["mlp_sd"], np.zeros((len(parts["mlp_mean"]), 2)))
+    if "trees_mean" not in parts:
+        return mlp, None
+    blended = blend(mlp, parts["trees_mean"], recipe.tree_weight)
+    if recipe.spread is None:
+        return blended, None
+    return blended, forecast_columns(mlp.mean, mlp.sd, parts["trees_mean"], blended.mean, blended.sd)
+
+
+def _clipped_errors(data: Dataset, blended: Prediction) -> np.ndarray:
+    return log_squared_error(np.clip(data.log2_speedup, -CLIP_LOG2, CLIP_LOG2), blended.mean)
+
+
+def held_out_forecasts(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: np.ndarray, seed: int) -> np.ndarray:
+    """Raw held-out probabilities of every pair: the learners' blend, with each fold's spread from
+    spread trees fitted on the other folds' held-out pairs in `fit_mask` (cross-fitted)."""
+    fold, parts = held
+    blended, forecasts = _blended(parts, recipe)
+    if forecasts is None or recipe.spread is None:
+        return probabilities(blended)
+    errors = _clipped_errors(data, blended)
+    sd = np.zeros(len(data))
+    for k in np.unique(fold):
+        source, target = fit_mask & (fold != k), fold == k
+        trees = train_spread(data.features[source], forecasts[source], errors[source], recipe.spread, seed + int(k))
+        sd[target] = learned_sd(trees, data.features[target], forecasts[target])
+    return probabilities(replace(blended, sd=sd))
+
+
+def fit_spread(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: np.ndarray, seed: int) -> BoostedTrees | None:
+    """The shipped spread trees, fitted on every held-out pair in `fit_mask` (None: the recipe has none)."""
+    blended, forecasts = _blended(held[1], recipe)
+    if forecasts is None or recipe.spread is None:
+        return None
+    return train_spread(data.features[fit_mask], forecasts[fit_mask], _clipped_errors(data, blended)[fit_mask], recipe.spread, seed)
+
+
+def load_held_out(path: Path, data: Dataset, folds: int, seed: int) -> HeldOut:
+    """The learners' held-out forecasts from a judging run's held_out.npz, checked to be of these pairs and folds."""
+    with np.load(path) as stored:
+        missing = {"fold", "log2_speedup", "mlp_mean", "mlp_sd"} - set(stored.files)
+        if missing:
+            raise ValueError(f"{path}: no {', '.join(sorted(missing))}: not a held_out.npz of this command")
+        fold, labels = stored["fold"].astype(int), stored["log2_speedup"]
+        parts = {name: stored[name].astype(np.float64) for name in LEARNER_PARTS if name in stored.files}
+    if len(fold) != len(data) or not np.allclose(labels, data.log2_speedup, atol=1e-3):
+        raise ValueError(f"{path}: its forecasts are of other pairs than --pairs and --cuda-l1 give ({len(fold)} pairs, not {len(data)})")
+    if not np.array_equal(fold, folds_of(data.op, folds, seed)):
+        raise ValueError(f"{path}: its folds are not those of --folds {folds} --seed {seed}")
+    return fold, parts
+
+
+def fit_shipped(
+    data: Dataset, recipe: Recipe, cuda_l1_weight: float, seed: int, meta: dict[str, Any], jobs: int = 1,
+    spread: BoostedTrees | None = None,
+) -> TimeModel:
+    """The shipped model, fitted on every pair, its sd from `spread` (fit_spread) if given; with
+    `jobs` > 1 the trees grow in a second process while the MLP trains."""
     weights = pair_weights(data, cuda_l1_weight)
 
     def mlp() -> TimeModel:
@@ -313,7 +378,8 @@ def fit_shipped(data: Dataset, recipe: Recipe, cuda_l1_weight: float, seed: int,
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             growing = pool.submit(train_trees, data.features, data.log2_speedup, weights, recipe.trees, seed)
             model, trees = mlp(), growing.result()
-    return model.with_trees(trees, recipe.tree_weight, recipe.trees.__dict__)
+    model = model.with_trees(trees, recipe.tree_weight, recipe.trees.__dict__)
+    return model if spread is None or recipe.spread is None else model.with_spread(spread, recipe.spread.__dict__)
 
 
 def cross_fitted(raw: np.ndarray, data: Dataset, fold: np.ndarray, fit_mask: np.ndarray, kind: str) -> np.ndarray:
@@ -326,6 +392,11 @@ def cross_fitted(raw: np.ndarray, data: Dataset, fold: np.ndarray, fit_mask: np.
             if target.any() and source.sum() >= calibration.MIN_PAIRS_FOR_TEMPERATURE:
                 calibrated[target] = calibration.fit(raw[source], data.speedup[source], kind).apply_rows(raw[target])
     return calibrated
+
+
+def calibration_pairs(data: Dataset, train_gpus: set[str]) -> np.ndarray:
+    """The held-out pairs the calibration maps and the spread trees are fitted on: originals of the training GPUs."""
+    return np.isin(data.gpu, list(train_gpus)) & (data.variant == "")
 
 
 def _report_sets(data: Dataset, train_gpus: set[str]) -> dict[str, np.ndarray]:
@@ -386,10 +457,16 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def judge(data: Dataset, train_gpus: set[str], recipe: Recipe, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap]]:
-    """Held-out metrics of every report set under each calibration, and the shipped calibration maps."""
-    raw, fold, parts = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
-    return score_held_out(raw, fold, data, train_gpus, args, parts)
+def judge(
+    data: Dataset, train_gpus: set[str], recipe: Recipe, args: argparse.Namespace, held: HeldOut | None = None
+) -> tuple[dict[str, Any], dict[str, calibration.CalibrationMap], HeldOut]:
+    """Held-out metrics of every report set under each calibration, the shipped calibration maps,
+    and the learners' held-out forecasts (`held`, else from training the folds)."""
+    if held is None:
+        held = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, sys.stderr, args.jobs)
+    raw = held_out_forecasts(data, held, recipe, calibration_pairs(data, train_gpus), args.seed)
+    report, maps = score_held_out(raw, held[0], data, train_gpus, args, held[1])
+    return report, maps, held
 
 
 def score_held_out(
@@ -399,7 +476,7 @@ def score_held_out(
 
     Apart from training so that a calibration change can be judged again from `held_out.npz`.
     """
-    fit_mask = np.isin(data.gpu, list(train_gpus)) & (data.variant == "")
+    fit_mask = calibration_pairs(data, train_gpus)
     versions = {"raw": raw, **{kind: cross_fitted(raw, data, fold, fit_mask, kind) for kind in CALIBRATION_KINDS}}
     # The shipped map: the kind with the lower held-out direction ECE on the pairs it is fitted from.
     ece = {kind: _evaluate(versions[kind], data, fit_mask)["overall"]["direction_ece"] for kind in CALIBRATION_KINDS}
@@ -446,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--op-bootstrap", action="store_true", help="members bootstrap whole operations, not pairs")
     parser.add_argument("--tree-weight", type=float, default=TREE_WEIGHT, help="share of the boosted trees in the forecast (0: none)")
     parser.add_argument("--tree-rounds", type=int, default=TreeSettings.rounds)
+    parser.add_argument("--no-spread", action="store_true", help="the blend's own spread, no spread trees fitted to held-out errors")
+    parser.add_argument("--held-out", type=Path, help="the learners' held-out forecasts of an earlier run (its held_out.npz): judge and fit the spread from them, no folds trained")
     parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
@@ -457,18 +536,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--no-eval without --out does nothing")
     if not 0 <= args.tree_weight <= 1:
         parser.error("--tree-weight is a share: 0 to 1")
+    spread = None if args.no_spread or args.tree_weight == 0 else SPREAD_SETTINGS
+    if args.out is not None and args.no_eval and spread is not None and args.held_out is None:
+        parser.error("--no-eval --out: the spread trees learn from held-out forecasts; give --held-out FILE (a judging run's held_out.npz) or --no-spread")
     settings = replace(Settings(), epochs=args.epochs, members=args.members, hidden=args.hidden, pair_hidden=args.pair_hidden,
                        op_bootstrap=args.op_bootstrap, device=args.device)
-    recipe = Recipe(settings, replace(TreeSettings(), rounds=args.tree_rounds), args.tree_weight)
+    recipe = Recipe(settings, replace(TreeSettings(), rounds=args.tree_rounds), args.tree_weight, spread)
     log = sys.stderr
     started = time.perf_counter()
     data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir, args.jobs)
     print(f"{len(data)} pairs, {len(set(data.op))} operations, featurized in {time.perf_counter() - started:.0f} s", file=log)
     train_gpus = set(args.train_gpus.split(","))
     inputs = {"pairs": [str(p) for p in args.pairs], "cuda_l1": gpus, "cuda_l1_weight": args.cuda_l1_weight, "n_pairs": len(data)}
+    held = None
+    if args.held_out is not None:
+        try:
+            held = load_held_out(args.held_out, data, args.folds, args.seed)
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
 
     if not args.no_eval:
-        report, maps = judge(data, train_gpus, recipe, args)
+        report, maps, held = judge(data, train_gpus, recipe, args, held)
         report["inputs"] = inputs
         calibration.write_shipped(maps, args.calibration_out)
         if args.report:
@@ -478,7 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.out is None:
         return 0
-    model = fit_shipped(data, recipe, args.cuda_l1_weight, args.seed, {"inputs": inputs}, args.jobs)
+    spread_trees = fit_spread(data, held, recipe, calibration_pairs(data, train_gpus), args.seed) if held is not None else None
+    model = fit_shipped(data, recipe, args.cuda_l1_weight, args.seed, {"inputs": inputs}, args.jobs, spread_trees)
     model.save(args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB, {model.model_id}) in {time.perf_counter() - started:.0f} s", file=log)
     return 0
