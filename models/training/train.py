@@ -63,8 +63,9 @@ COPIES = (*VARIANTS, RESPELLED)
 _GENERATOR_SPELLINGS = re.compile(r"[ \t]*\b__restrict__\b|\(\s*(?:long long|int64_t|size_t)\s*\)\s*")
 CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
 # Share of the boosted trees in the blended forecast (0: the MLP alone). On the proxy of
-# held-out operations an even blend beat either learner alone (models/training/README.md).
-TREE_WEIGHT = 0.5
+# held-out operations an even blend beat either learner alone; judged with the full recipe
+# on two fold splits, 0.3–0.4 beat 0.5 on direction, bins and edits (models/training/README.md).
+TREE_WEIGHT = 0.4
 # Headline metrics of the report, with issue 5's targets (None: reported, no target).
 TARGETS: dict[str, float | None] = {
     "direction_accuracy": 0.85, "bin_accuracy": 0.50, "within_one_bin": 0.85, "direction_ece": 0.05,
