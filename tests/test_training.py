@@ -184,10 +184,16 @@ def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_pa
     with pytest.raises(SystemExit):
         train_cli.main([*args, "--held-out", held, "--seed", "5"])
     assert "its folds are not those of --folds 2 --seed 5" in capsys.readouterr().err
-    np.savez(tmp_path / "short.npz", fold=np.zeros(3), log2_speedup=np.zeros(3), mlp_mean=np.zeros(3), mlp_sd=np.ones(3))
+    np.savez(tmp_path / "short.npz", fold=np.zeros(3), log2_speedup=np.zeros(3), mlp_mean=np.zeros(3), mlp_sd=np.ones(3), trees_mean=np.zeros(3))
     with pytest.raises(SystemExit):
         train_cli.main([*args, "--held-out", str(tmp_path / "short.npz")])
     assert "other pairs than --pairs and --cuda-l1 give (3 pairs, not 33)" in capsys.readouterr().err
+    with np.load(held) as stored:
+        np.savez(tmp_path / "mlp_only.npz", **{name: stored[name] for name in stored.files if name != "trees_mean"})
+    with pytest.raises(SystemExit):
+        train_cli.main([*args, "--held-out", str(tmp_path / "mlp_only.npz")])
+    assert "no trees_mean: not a held_out.npz of this command and recipe" in capsys.readouterr().err
+    assert train_cli.main([*args, "--held-out", str(tmp_path / "mlp_only.npz"), "--tree-weight", "0"]) == 0
     with pytest.raises(SystemExit):
         train_cli.main(["--pairs", str(PAIRS), "--no-eval", "--out", str(tmp_path / "w.npz")])
     assert "give --held-out FILE" in capsys.readouterr().err

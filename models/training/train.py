@@ -31,8 +31,8 @@ import numpy as np
 
 from kernelcast.forecast import KernelSide, normal_bin_probabilities
 from kernelcast.models import calibration, features
-from kernelcast.models.embedded import Prediction, TimeModel, blend
 from kernelcast.models.boosted import BoostedTrees
+from kernelcast.models.embedded import Prediction, TimeModel, blend
 from kernelcast.models.evaluation import evaluate
 from kernelcast.models.features import pair_features
 from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
@@ -345,12 +345,14 @@ def fit_spread(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: np.ndarra
     return train_spread(data.features[fit_mask], forecasts[fit_mask], _clipped_errors(data, blended)[fit_mask], recipe.spread, seed)
 
 
-def load_held_out(path: Path, data: Dataset, folds: int, seed: int) -> HeldOut:
-    """The learners' held-out forecasts from a judging run's held_out.npz, checked to be of these pairs and folds."""
+def load_held_out(path: Path, data: Dataset, folds: int, seed: int, recipe: Recipe) -> HeldOut:
+    """The learners' held-out forecasts from a judging run's held_out.npz, checked to be of these pairs and folds,
+    and to hold the trees' forecasts where the recipe blends them in."""
     with np.load(path) as stored:
-        missing = {"fold", "log2_speedup", "mlp_mean", "mlp_sd"} - set(stored.files)
+        wanted = {"fold", "log2_speedup", "mlp_mean", "mlp_sd", *(["trees_mean"] if recipe.tree_weight > 0 else [])}
+        missing = wanted - set(stored.files)
         if missing:
-            raise ValueError(f"{path}: no {', '.join(sorted(missing))}: not a held_out.npz of this command")
+            raise ValueError(f"{path}: no {', '.join(sorted(missing))}: not a held_out.npz of this command and recipe (--tree-weight 0 judges the MLP alone)")
         fold, labels = stored["fold"].astype(int), stored["log2_speedup"]
         parts = {name: stored[name].astype(np.float64) for name in LEARNER_PARTS if name in stored.files}
     if len(fold) != len(data) or not np.allclose(labels, data.log2_speedup, atol=1e-3):
@@ -552,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = None
     if args.held_out is not None:
         try:
-            held = load_held_out(args.held_out, data, args.folds, args.seed)
+            held = load_held_out(args.held_out, data, args.folds, args.seed, recipe)
         except (OSError, ValueError) as error:
             parser.error(str(error))
 
