@@ -12,7 +12,9 @@ import pytest
 
 from lsp_support import EXAMPLES, isolated_env, stop_service
 
-NVIM = shutil.which("nvim")
+# On PATH, or beside this interpreter: the test extra installs it into the venv, whose bin/ the
+# README's `.venv/bin/python -m pytest` does not put on PATH.
+NVIM = shutil.which("nvim") or shutil.which("nvim", path=str(Path(sys.executable).parent))
 
 SCRIPT = r"""
 local python, file, out = _G.args[1], _G.args[2], _G.args[3]
