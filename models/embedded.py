@@ -83,8 +83,8 @@ class TimeModel:
     def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         if tuple(meta.get("features", ())) != FEATURE_NAMES:
             raise ValueError("weights were trained on other features; retrain with models/training/train.py")
-        trees = (TREE_PREFIX, SPREAD_PREFIX)
-        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(trees)}
+        tree_prefixes = (TREE_PREFIX, SPREAD_PREFIX)
+        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(tree_prefixes)}
         self.trees = BoostedTrees.from_arrays(arrays, TREE_PREFIX) if TREE_PREFIX + "roots" in arrays else None
         self.spread = BoostedTrees.from_arrays(arrays, SPREAD_PREFIX) if SPREAD_PREFIX + "roots" in arrays else None
         if self.spread is not None and self.trees is None:

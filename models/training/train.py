@@ -317,8 +317,10 @@ def _blended(parts: dict[str, np.ndarray], recipe: Recipe) -> tuple[Prediction, 
     return blended, forecast_columns(mlp.mean, mlp.sd, parts["trees_mean"], blended.mean, blended.sd)
 
 
-def _clipped_errors(data: Dataset, blended: Prediction) -> np.ndarray:
-    return log_squared_error(np.clip(data.log2_speedup, -CLIP_LOG2, CLIP_LOG2), blended.mean)
+def _spread_trees(data: Dataset, blended: Prediction, forecasts: np.ndarray, settings: TreeSettings, mask: np.ndarray, seed: int) -> BoostedTrees:
+    """Spread trees fitted to the log squared errors of the blend's held-out forecasts of the pairs in `mask`."""
+    errors = log_squared_error(np.clip(data.log2_speedup[mask], -CLIP_LOG2, CLIP_LOG2), blended.mean[mask])
+    return train_spread(data.features[mask], forecasts[mask], errors, settings, seed)
 
 
 def held_out_forecasts(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: np.ndarray, seed: int) -> np.ndarray:
@@ -328,12 +330,10 @@ def held_out_forecasts(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: n
     blended, forecasts = _blended(parts, recipe)
     if forecasts is None or recipe.spread is None:
         return probabilities(blended)
-    errors = _clipped_errors(data, blended)
     sd = np.zeros(len(data))
     for k in np.unique(fold):
-        source, target = fit_mask & (fold != k), fold == k
-        trees = train_spread(data.features[source], forecasts[source], errors[source], recipe.spread, seed + int(k))
-        sd[target] = learned_sd(trees, data.features[target], forecasts[target])
+        trees = _spread_trees(data, blended, forecasts, recipe.spread, fit_mask & (fold != k), seed + int(k))
+        sd[fold == k] = learned_sd(trees, data.features[fold == k], forecasts[fold == k])
     return probabilities(replace(blended, sd=sd))
 
 
@@ -342,7 +342,7 @@ def fit_spread(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: np.ndarra
     blended, forecasts = _blended(held[1], recipe)
     if forecasts is None or recipe.spread is None:
         return None
-    return train_spread(data.features[fit_mask], forecasts[fit_mask], _clipped_errors(data, blended)[fit_mask], recipe.spread, seed)
+    return _spread_trees(data, blended, forecasts, recipe.spread, fit_mask, seed)
 
 
 def load_held_out(path: Path, data: Dataset, folds: int, seed: int, recipe: Recipe) -> HeldOut:
