@@ -43,6 +43,9 @@ MODULES = (
     "ranking",
     "gram",
     "binning",
+    "scatters",
+    "caching",
+    "topsmall",
 )
 
 
