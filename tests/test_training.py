@@ -175,6 +175,16 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -
     assert (tmp_path / "c2.json").read_text() == (tmp_path / "c.json").read_text()
     assert np.array_equal(TimeModel.load(tmp_path / "w2.npz").spread.leaf_value, model.spread.leaf_value)
 
+    # The folds alone (a device call), then the judging from their forecasts (elsewhere): the same report.
+    folds = ["--pairs", str(PAIRS), "--folds-only", "--report", str(tmp_path / "folds"), "--folds", "2", "--epochs", "2",
+             "--members", "2", "--tree-rounds", "20"]
+    assert train_cli.main(folds) == 0
+    assert sorted(p.name for p in (tmp_path / "folds").iterdir()) == ["held_out.npz"]
+    judged = ["--pairs", str(PAIRS), "--held-out", str(tmp_path / "folds" / "held_out.npz"), "--calibration-out", str(tmp_path / "c3.json"),
+              "--report", str(tmp_path / "judged"), "--folds", "2"]
+    assert train_cli.main(judged) == 0
+    assert json.loads((tmp_path / "judged" / "report.json").read_text())["sets"] == report["sets"]
+
 
 def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--pairs", str(PAIRS), "--report", str(tmp_path / "r"), "--calibration-out", str(tmp_path / "c.json"), "--folds", "2",
@@ -197,6 +207,9 @@ def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_pa
     with pytest.raises(SystemExit):
         train_cli.main(["--pairs", str(PAIRS), "--no-eval", "--out", str(tmp_path / "w.npz")])
     assert "give --held-out FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_cli.main(["--pairs", str(PAIRS), "--folds-only"])
+    assert "--folds-only writes DIR/held_out.npz and nothing else" in capsys.readouterr().err
 
 
 def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:

@@ -531,12 +531,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
+    parser.add_argument("--folds-only", action="store_true",
+                        help="train the held-out folds and write only the learners' forecasts to --report DIR/held_out.npz (judge them later with --held-out)")
     args = parser.parse_args(argv)
     gpus = [gpu for gpu in args.cuda_l1.split(",") if gpu]
     if not args.pairs and not gpus:
         parser.error("give --pairs FILE and/or --cuda-l1 GPUS")
     if args.out is None and args.no_eval:
         parser.error("--no-eval without --out does nothing")
+    if args.folds_only and (args.report is None or args.out is not None or args.held_out is not None):
+        parser.error("--folds-only writes DIR/held_out.npz and nothing else: give --report DIR, and neither --out nor --held-out")
     if not 0 <= args.tree_weight <= 1:
         parser.error("--tree-weight is a share: 0 to 1")
     spread = None if args.no_spread or args.tree_weight == 0 else SPREAD_SETTINGS
@@ -558,6 +562,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as error:
             parser.error(str(error))
 
+    if args.folds_only:
+        # Scoring every report set takes minutes; on a device with a per-call limit it can run here later.
+        fold, parts = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, log, args.jobs)
+        args.report.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(args.report / "held_out.npz", fold=fold, log2_speedup=data.log2_speedup, **parts)
+        return 0
     if not args.no_eval:
         report, maps, held = judge(data, train_gpus, recipe, args, held)
         report["inputs"] = inputs
