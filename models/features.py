@@ -60,6 +60,12 @@ CODE_PATTERNS: dict[str, Callable[[str], float]] = {
     "syncs": _pattern(r"__syncthreads\s*\(|__syncwarp\s*\(|tl\.debug_barrier|\.sync\(\)"),
     "atomics": _pattern(r"atomic[A-Z]\w*\s*\(|tl\.atomic_\w+\("),
     "shuffles": _pattern(r"__shfl_\w*\s*\(|__reduce_\w+_sync\s*\("),
+    # A warp grouping its lanes by key before one atomic per group (pays only under contention).
+    "warp_match": _pattern(r"__match_(?:any|all)_sync\s*\("),
+    # Atomics that order nothing around them: Triton's sem="relaxed", CUDA's block-scoped ones.
+    "relaxed_atomics": _pattern(r"sem\s*=\s*[\"']relaxed|atomic[A-Z]\w*_block\s*\("),
+    # Loads and stores told which caches to use or skip (streaming, L2 only, evict first).
+    "cache_hints": _pattern(r"__(?:ld|st)(?:cg|ca|cs|lu|cv|wt)\s*\(|cache_modifier\s*=\s*[\"']\.\w|eviction_policy\s*=\s*[\"']evict"),
     "loops": _pattern(r"for\s*\(|while\s*\(|for\s+\w+\s+in\b"),
     "unroll": _pattern(r"#pragma\s+unroll|tl\.static_range"),
     "half_types": _pattern(r"(?:half|__half|__nv_bfloat16|bfloat16|float16|fp16|bf16|\.half\(\))\b"),
@@ -152,7 +158,7 @@ LAUNCH_NAMES = (
     "launches", "zero_fills", "launch_from_facts", "launch_from_pragma", "launch_from_code", "blocks", "threads_per_block",
     "total_threads", "blocks_per_sm", "dynamic_shared", "num_warps", "num_stages", "largest_constexpr",
     "waves", "elements_per_thread", "loop_iterations", "global_accesses", "shared_accesses",
-    "network_stages", "network_steps",
+    "network_stages", "network_steps", "global_atomics", "shared_atomics",
 )
 FACT_NAMES = (
     "has_facts", "registers", "shared_bytes", "spill_bytes", "occupancy", *(f"limited_by_{name}" for name in _LIMITERS),
@@ -345,6 +351,8 @@ def _launch_vector(
         _log2p(traffic.shared_accesses),
         _log2p(traffic.network_stages),
         _log2p(traffic.network_steps),
+        _log2p(traffic.global_atomics),
+        _log2p(traffic.shared_atomics),
     ]
 
 

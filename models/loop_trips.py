@@ -65,6 +65,10 @@ class ThreadWork(NamedTuple):
     shared_accesses: float  # subscripts of __shared__ arrays (Triton's shared memory is the compiler's)
     network_stages: float  # Triton: stages of block-wide sorts and scans, each a step all threads wait for
     network_steps: float  # Triton: a thread's steps through them, its share of the elements at each stage
+    # Atomics by where they land: contention on one global address costs a round trip to L2
+    # each, on a shared-memory address a retry in the SM; Triton's atomics are all global.
+    global_atomics: float = 0.0
+    shared_atomics: float = 0.0
 
     def __add__(self, other: tuple) -> ThreadWork:  # type: ignore[override]
         return ThreadWork(*(a + b for a, b in zip(self, other)))
@@ -289,12 +293,26 @@ class _Memory(NamedTuple):
             after = text[_matching(text, cast.end() - 1) + 1 :].lstrip()
             if cast.group(1) or after.startswith("["):
                 found.append(cast.group(2))
-        return ThreadWork(0.0, float(sum(name in self.global_names for name in found)), float(sum(name in self.shared_names for name in found)), 0.0, 0.0)
+        targets = [self.target(_split(text[call.end() : _matching(text, call.end() - 1)], ",")[0]) for call in _ATOMIC_CALL.finditer(text)]
+        return ThreadWork(
+            0.0, float(sum(name in self.global_names for name in found)), float(sum(name in self.shared_names for name in found)), 0.0, 0.0,
+            float(targets.count("global")), float(targets.count("shared")),
+        )
+
+    def target(self, address: str) -> str:
+        """Where an atomic's address points: the first global or shared name in it (`&t[i]`, `t + i`, a cast of `t`)."""
+        for name in re.findall(r"[A-Za-z_]\w*", address):
+            if name in self.global_names:
+                return "global"
+            if name in self.shared_names:
+                return "shared"
+        return ""
 
 
 _SHARED = re.compile(r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(?:const\s+)?(?:unsigned\s+)?[A-Za-z_][\w:]*\s+([^;]+);")
 _POINTER = re.compile(r"[A-Za-z_][\w:<>]*\s*\*\s*(?:const\s+)?(?:__restrict__\s+)?([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
 _SUBSCRIPT = re.compile(r"\b([A-Za-z_]\w*)\s*\[")
+_ATOMIC_CALL = re.compile(r"\batomic[A-Z]\w*\s*\(")
 _INTRINSIC_ACCESS = re.compile(r"\b__(?:ld|st)(?:g|cg|ca|cs|lu|cv|wb|wt)\s*\(\s*([A-Za-z_]\w*)\s*[+)]")
 _CAST_ACCESS = re.compile(r"(\*\s*)?\breinterpret_cast\s*<[^>]*>\s*\((?=\s*([A-Za-z_]\w*))")
 
@@ -469,12 +487,12 @@ def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, 
             total = total + _triton_span(statement.body, names, shapes, threads) + _triton_span(getattr(statement, "orelse", []), names, shapes, threads)
         else:
             calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call) and node.args]
-            elements = sum(
-                math.prod(_shape(node.args[0], names, shapes)) for node in calls
-                if _called(node) in ("load", "store") or _called(node).startswith("atomic_")
-            )
+            atomics = sum(math.prod(_shape(node.args[0], names, shapes)) for node in calls if _called(node).startswith("atomic_"))
+            elements = atomics + sum(math.prod(_shape(node.args[0], names, shapes)) for node in calls if _called(node) in ("load", "store"))
             networks = [_network(node, names, shapes, threads) for node in calls]
-            total = total + ThreadWork(0.0, float(elements), 0.0, sum(stages for stages, _ in networks), sum(steps for _, steps in networks))
+            total = total + ThreadWork(
+                0.0, float(elements), 0.0, sum(stages for stages, _ in networks), sum(steps for _, steps in networks), float(atomics), 0.0
+            )
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                 shapes[statement.targets[0].id] = _shape(statement.value, names, shapes)
     return total

@@ -170,8 +170,8 @@ def test_a_tiled_kernel_reads_global_memory_once_per_tile_and_its_shared_tile_on
 def test_triton_accesses_count_the_elements_of_each_loaded_and_stored_block() -> None:
     sizes = {"kernel": "matmul", "grid": [8, 8, 1], "args": ["a", "b", "c", *({"ctype": "i32", "value": 1024} for _ in range(3))],
              "constexprs": {"BM": 128, "BN": 64, "BK": 32}}
-    # K / BK = 32 trips of a 128 × 32 and a 32 × 64 block, one 128 × 64 store, an atomic on 128 rows.
-    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0, 0.0, 0.0)
+    # K / BK = 32 trips of a 128 × 32 and a 32 × 64 block, one 128 × 64 store, an atomic on 128 rows (global, as all Triton's are).
+    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0, 0.0, 0.0, 128.0, 0.0)
 
 
 TRITON_CHUNKED_TOP = """
@@ -253,3 +253,39 @@ def test_nested_doubling_loops_are_read_at_a_bounded_number_of_values() -> None:
     work = thread_work(code, "cuda", launch("nest", [1, 1, 1], [32, 1, 1]))
     assert time.process_time() - started < 5.0  # a hang guard, not a speed goal
     assert work.iterations > 48 and work.global_accesses > 0
+
+
+HISTOGRAMS = """
+__device__ __forceinline__ void add_one(int* hist, int v) {
+    unsigned peers = __match_any_sync(0xffffffffu, v);
+    if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(hist + v, __popc(peers));
+}
+extern "C" __global__ void global_bins(const int* __restrict__ x, int* counts, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) add_one(counts, x[i]);
+}
+extern "C" __global__ void shared_bins(const int* __restrict__ x, int* counts, int n, int bins) {
+    extern __shared__ int local[];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) add_one(local, x[i]);
+    __syncthreads();
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) atomicAdd(&counts[b], local[b]);
+}
+"""
+
+
+def test_atomics_count_where_they_land_also_through_a_helper() -> None:
+    """A helper's atomic goes where the caller's argument points: a block's shared table or global memory."""
+    global_bins = thread_work(HISTOGRAMS, "cuda", launch("global_bins", [4, 1, 1], [256, 1, 1], 4096))
+    shared_bins = thread_work(HISTOGRAMS, "cuda", launch("shared_bins", [4, 1, 1], [256, 1, 1], 4096, 256))
+    assert (global_bins.global_atomics, global_bins.shared_atomics) == (4.0, 0.0)  # 4096 / 1024 trips, one each
+    assert (shared_bins.global_atomics, shared_bins.shared_atomics) == (1.0, 4.0)  # then one flush per bin the thread owns
+
+
+def test_the_features_see_warp_aggregation_relaxed_atomics_and_cache_hints() -> None:
+    hardware = SPECS["H100-SXM"].to_json()
+    triton = 'tl.atomic_add(out_ptr + keys, v, mask=m, sem="relaxed")\ntl.load(x_ptr + j, cache_modifier=".cg", eviction_policy="evict_first")'
+    plain = 'tl.atomic_add(out_ptr + keys, v, mask=m)\ntl.load(x_ptr + j, cache_modifier="")'
+    sides = (KernelSide(HISTOGRAMS, "cuda"), KernelSide(triton, "triton"), KernelSide(plain, "triton"))
+    rows = [dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0])) for side in sides]
+    assert [row["code_warp_match"] for row in rows] == [1.0, 0.0, 0.0]  # log2(1 + count)
+    assert [row["code_relaxed_atomics"] for row in rows] == [0.0, 1.0, 0.0]
+    assert [row["code_cache_hints"] for row in rows] == [0.0, math.log2(3), 0.0]
