@@ -38,7 +38,7 @@ the default acq_rel.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, pack_struct
 from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
@@ -80,7 +80,7 @@ __device__ __forceinline__ void add_to(float* table, int key, float v) {{
 """
 
 
-def _defines(values: dict[str, int]) -> str:
+def define_lines(values: dict[str, int]) -> str:
     return "".join(f"#define {name} {value}\n" for name, value in values.items())
 
 
@@ -147,7 +147,7 @@ def _class_warp_row(aggregate: bool, warps: int, chunks: int) -> str:
             const float* row = x + (long long)(base + r) * d;
             for (int c = lane; c < d; c += 32) atomicAdd(out + (long long)target * d + c, row[c]);
         }}"""
-    return f"""{CUDA_HEADER}{_defines({"WARPS": warps, "CHUNKS": chunks})}
+    return f"""{CUDA_HEADER}{define_lines({"WARPS": warps, "CHUNKS": chunks})}
 {_class_signature()} {{
     int lane = threadIdx.x & 31;
     int first = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * 32 * CHUNKS;
@@ -184,14 +184,14 @@ def _class_loop(target: str) -> str:
 
 
 def _class_grid_stride(vector: int, aggregate: str) -> str:
-    return f"""{CUDA_HEADER}{_defines({"VEC": vector})}{pack_struct("f32", vector)}{_add_to(aggregate)}
+    return f"""{CUDA_HEADER}{define_lines({"VEC": vector})}{pack_struct("f32", vector)}{_add_to(aggregate)}
 {_class_signature()} {{
 {_class_loop("out")}}}
 """
 
 
 def _class_shared(aggregate: str) -> str:
-    return f"""{CUDA_HEADER}{_defines({"VEC": 1})}{pack_struct("f32", 1)}{_add_to(aggregate)}
+    return f"""{CUDA_HEADER}{define_lines({"VEC": 1})}{pack_struct("f32", 1)}{_add_to(aggregate)}
 {_class_signature(", int classes")} {{
     extern __shared__ float table[];  // this block's classes x d sums
     for (int t = threadIdx.x; t < classes * d; t += blockDim.x) table[t] = 0.0f;
@@ -241,7 +241,7 @@ def _class_args(sizes: Sizes, with_classes: bool = False) -> tuple[Any, ...]:
     return ("x", "labels", "out", i32(sizes["n"]), i32(sizes["d"])) + ((i32(sizes["classes"]),) if with_classes else ())
 
 
-def _cleared(launch: Launch) -> list[Launch]:
+def cleared_first(launch: Launch) -> list[Launch]:
     """Atomics add into out, so each call clears it first."""
     return [Launch(ZERO, grid1(1), ("out",)), launch]
 
@@ -255,7 +255,7 @@ def _class_cuda_variant(family: str, params: dict[str, Any], code: str, blocks, 
 
     def launches(s: Sizes) -> list[Launch]:
         shared_bytes = s["classes"] * s["d"] * 4 if shared else 0
-        return _cleared(Launch("class_sum", grid1(blocks(s)), _class_args(s, shared), block1(block), shared_bytes=shared_bytes))
+        return cleared_first(Launch("class_sum", grid1(blocks(s)), _class_args(s, shared), block1(block), shared_bytes=shared_bytes))
 
     return Variant(family, "cuda", params, code, launches, unsupported=unsupported(None, *checks))
 
@@ -284,7 +284,7 @@ def class_sum_variants() -> Iterable[Variant]:
         block, warps = params["BLOCK"], params["num_warps"]
         yield Variant(
             "triton-atomic", "triton", params, _class_triton_atomic(params["sem"]),
-            lambda s, block=block, warps=warps: _cleared(
+            lambda s, block=block, warps=warps: cleared_first(
                 Launch("class_sum", grid1(cdiv(s["n"] * s["d"], block)), _class_args(s), constexprs={"BLOCK": block}, num_warps=warps)),
         )
     for params in product({"BLOCK": [32, 128, 512], "num_warps": [2, 4, 8]}):
@@ -297,7 +297,7 @@ def _class_onehot_variant(params: dict[str, Any]) -> Variant:
     def launches(s: Sizes) -> list[Launch]:
         constexprs = {"CLASSES": next_pow2(s["classes"]), "D": next_pow2(s["d"]), "BLOCK": block}
         programs = resident_blocks(cdiv(s["n"], block), 4)
-        return _cleared(Launch("class_sum", grid1(programs), _class_args(s, True), constexprs=constexprs, num_warps=warps))
+        return cleared_first(Launch("class_sum", grid1(programs), _class_args(s, True), constexprs=constexprs, num_warps=warps))
 
     def too_wide(s: Sizes) -> str | None:
         if s["classes"] > ONEHOT_MAX_CLASSES:
@@ -399,7 +399,7 @@ __device__ __forceinline__ void add_pack(float* out, long long key, const Pack& 
 
 
 def _indexadd_prelude(defines: dict[str, int]) -> str:
-    return f"{CUDA_HEADER}{_defines(defines)}{pack_struct('f32', defines['VEC'])}{COPY_BASE}"
+    return f"{CUDA_HEADER}{define_lines(defines)}{pack_struct('f32', defines['VEC'])}{COPY_BASE}"
 
 
 def _indexadd_element(vector: int, aggregate: bool) -> str:
@@ -475,25 +475,26 @@ __device__ __forceinline__ void flush(float* to, const Pack& v) {{
 """
 
 
-def _indexadd_triton(sem: str) -> str:
+def tile_kernel(kernel: str, atomic: str, sem: str) -> str:
+    """The Triton tile program: each source row's BLOCK_D columns go to its key's row of out by tl.<atomic>."""
     return f"""{TRITON_HEADER}{TRITON_COPY_BASE}
 
 @triton.jit
-def indexadd_rows(src_ptr, idx_ptr, out_ptr, m, d, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+def {kernel}(src_ptr, idx_ptr, out_ptr, m, d, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     keys = tl.load(idx_ptr + rows, mask=rows < m, other=0)
     mask = (rows[:, None] < m) & (cols[None, :] < d)
     vals = tl.load(src_ptr + rows[:, None] * d + cols[None, :], mask=mask, other=0.0)
-    tl.atomic_add(out_ptr + keys[:, None] * d + cols[None, :], vals, mask=mask, sem="{sem}")
+    tl.{atomic}(out_ptr + keys[:, None] * d + cols[None, :], vals, mask=mask, sem="{sem}")
 """
 
 
-def _indexadd_args(sizes: Sizes) -> tuple[Any, ...]:
+def row_scatter_args(sizes: Sizes) -> tuple[Any, ...]:
     return ("src", "idx", "out", i32(sizes["m"]), i32(sizes["d"]))
 
 
-def _copied(language: str, sizes: Sizes, launch: Launch) -> list[Launch]:
+def copied_from_base(language: str, sizes: Sizes, launch: Launch) -> list[Launch]:
     """out starts as base, written by the variant's own copy kernel."""
     size = sizes["rows"] * sizes["d"]
     if language == "cuda":
@@ -507,7 +508,7 @@ def _indexadd_cuda_variant(family: str, params: dict[str, Any], code: str, block
     """The copy, then one CUDA kernel of `blocks(sizes)` blocks of `block` threads."""
 
     def launches(s: Sizes) -> list[Launch]:
-        return _copied("cuda", s, Launch("indexadd_rows", grid1(blocks(s)), _indexadd_args(s), block1(block)))
+        return copied_from_base("cuda", s, Launch("indexadd_rows", grid1(blocks(s)), row_scatter_args(s), block1(block)))
 
     return Variant(family, "cuda", params, code, launches, unsupported=unsupported(None, divisible("d", max(vector, 4))))
 
@@ -523,32 +524,42 @@ def indexadd_variants() -> Iterable[Variant]:
         rows = 4 * params["rows_per_warp"]
         yield _indexadd_cuda_variant("cuda-warp-segment", params, _indexadd_warp_segment(params["presum"], params["rows_per_warp"], params["vector"]),
                                      lambda s, rows=rows: cdiv(s["m"], rows), 128, params["vector"])
-    tiles = [*product({"BLOCK_M": [4, 16, 64], "BLOCK_D": [64], "num_warps": [4], "sem": ["relaxed", "acq_rel"]}),
-             *product({"BLOCK_M": [16], "BLOCK_D": [8, 256], "num_warps": [4], "sem": ["relaxed", "acq_rel"]}),
-             *product({"BLOCK_M": [16], "BLOCK_D": [64], "num_warps": [1, 8], "sem": ["relaxed"]})]
-    for params in tiles:
-        yield _indexadd_triton_variant(params)
+    for params in tile_params([4, 16, 64]):
+        yield tile_variant("indexadd_rows", params, tile_kernel("indexadd_rows", "atomic_add", params["sem"]), row_scatter_args)
 
 
-def _indexadd_triton_variant(params: dict[str, Any]) -> Variant:
+def tile_params(block_ms: list[int]) -> list[dict[str, Any]]:
+    """A Triton [BLOCK_M, BLOCK_D] row-scatter tile's settings: BLOCK_M, then BLOCK_D, each against sem; then num_warps."""
+    return [*product({"BLOCK_M": block_ms, "BLOCK_D": [64], "num_warps": [4], "sem": ["relaxed", "acq_rel"]}),
+            *product({"BLOCK_M": [16], "BLOCK_D": [8, 256], "num_warps": [4], "sem": ["relaxed", "acq_rel"]}),
+            *product({"BLOCK_M": [16], "BLOCK_D": [64], "num_warps": [1, 8], "sem": ["relaxed"]})]
+
+
+def tile_variant(kernel: str, params: dict[str, Any], code: str, args: Callable[[Sizes], tuple[Any, ...]]) -> Variant:
+    """A Triton program per [BLOCK_M, BLOCK_D] tile of the source rows, after the copy of base into out."""
     block_m, block_d, warps = params["BLOCK_M"], params["BLOCK_D"], params["num_warps"]
 
     def launches(s: Sizes) -> list[Launch]:
         grid = (cdiv(s["m"], block_m), cdiv(s["d"], block_d), 1)
-        return _copied("triton", s, Launch("indexadd_rows", grid, _indexadd_args(s), constexprs={"BLOCK_M": block_m, "BLOCK_D": block_d}, num_warps=warps))
+        return copied_from_base("triton", s, Launch(kernel, grid, args(s), constexprs={"BLOCK_M": block_m, "BLOCK_D": block_d}, num_warps=warps))
 
-    return Variant("triton-tile", "triton", params, _indexadd_triton(params["sem"]), launches)
+    return Variant("triton-tile", "triton", params, code, launches)
+
+
+def row_scatter_inputs(s: Sizes) -> dict[str, TensorSpec]:
+    """A keyed scatter of source rows: base (rows, d), idx (m) over the rows, src (m, d)."""
+    return {
+        "base": TensorSpec((s["rows"], s["d"])),
+        "idx": TensorSpec((s["m"],), "i64", f"randint:0:{s['rows']}"),
+        "src": TensorSpec((s["m"], s["d"])),
+    }
 
 
 INDEXADD_ROWS = Op(
     name="indexadd_rows",
     bound="memory",
     sizes=INDEXADD_SIZES,
-    inputs=lambda s: {
-        "base": TensorSpec((s["rows"], s["d"])),
-        "idx": TensorSpec((s["m"],), "i64", f"randint:0:{s['rows']}"),
-        "src": TensorSpec((s["m"], s["d"])),
-    },
+    inputs=row_scatter_inputs,
     outputs=lambda s: {"out": TensorSpec((s["rows"], s["d"]))},
     reference=lambda torch, inputs, sizes: {"out": inputs["base"].index_add(0, inputs["idx"], inputs["src"])},
     reference_code="def reference(base, idx, src):\n    return base.index_add(0, idx, src)\n",
