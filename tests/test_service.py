@@ -149,6 +149,39 @@ def test_client_starts_service_and_restarts_it_after_kill_9_without_losing_cache
     assert ResultCache(tmp_path / "cache").get("pair")["probabilities"]
 
 
+def test_a_busy_service_that_misses_health_checks_is_waited_for_not_replaced(tmp_path: Path) -> None:
+    """Three editors on two cores: the running service answers late, and no second one starts beside it."""
+    state_dir = tmp_path / "service"
+    state_dir.mkdir(mode=0o700)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    answered_after = 2.5  # past two 1-s health checks
+
+    def busy_service() -> None:
+        started = time.monotonic()
+        while True:
+            connection, _ = listener.accept()
+            connection.recv(4096)
+            if time.monotonic() - started < answered_after:
+                time.sleep(1.2)  # busy: the check times out before an answer comes
+                connection.close()
+                continue
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{\"ok\": true}")
+            connection.close()
+            return
+
+    (state_dir / "service.json").write_text(json.dumps({"url": f"http://127.0.0.1:{port}", "pid": os.getpid()}))
+    thread = threading.Thread(target=busy_service, daemon=True)
+    thread.start()
+    client = ForecasterClient(state_dir)
+    try:
+        assert client._start_service() == f"http://127.0.0.1:{port}"
+        assert read_state(state_dir)["pid"] == os.getpid()  # no new service was started
+    finally:
+        listener.close()
+        asyncio.run(client.close())
+
+
 def test_configured_url_that_does_not_answer_is_reported_quickly(tmp_path: Path) -> None:
     async def scenario() -> None:
         client = ForecasterClient(tmp_path, url="http://127.0.0.1:9")
