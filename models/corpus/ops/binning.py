@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, pack_struct
-from kernelcast.models.corpus.ops.rowkit import POS_INF, TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.rowkit import FULL_MASK, POS_INF, TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     ZERO,
@@ -59,8 +59,6 @@ from kernelcast.models.corpus.spec import (
     i32,
     product,
 )
-
-FULL_MASK = "0xffffffffu"
 
 
 def _shared_fits(name: str, copies: int = 1):

@@ -38,15 +38,15 @@ from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.atomics import ATOMIC_MAX
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, pack_struct
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, at_most, divisible, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.rowkit import FULL_MASK, TRITON_HEADER, at_most, divisible, resident_blocks, unsupported
 from kernelcast.models.corpus.ops.scatters import (
     COPY_BASE,
-    FULL_MASK,
     cleared_first,
     copied_from_base,
     define_lines,
     row_scatter_args,
     row_scatter_inputs,
+    scatter_row,
     tile_kernel,
     tile_params,
     tile_variant,
@@ -90,14 +90,7 @@ def _max_warp_row(atomic: str, vector: int, warps: int) -> str:
 {MAX_SIGNATURE} {{
     int row = blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= m) return;  // the same for the whole warp
-    const Pack* from = reinterpret_cast<const Pack*>(src + (long long)row * d);
-    float* to = out + idx[row] * d;
-    for (int c = threadIdx.x & 31; c < d / VEC; c += 32) {{
-        Pack v = from[c];
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) atomic_max_float(to + c * VEC + e, v.v[e]);
-    }}
-}}
+{scatter_row("src + (long long)row * d", "idx[row]", ("threadIdx.x & 31", "32"), "atomic_max_float")}}}
 """
 
 
@@ -211,14 +204,7 @@ def _embed_block_token(vector: int, tokens: int) -> str:
     int first = blockIdx.x * TOKENS;
     int last = min(first + TOKENS, tokens);
     for (int t = first; t < last; ++t) {{
-        const Pack* from = reinterpret_cast<const Pack*>(grad_out + (long long)t * d);
-        float* to = out + ids[t] * d;
-        for (int c = threadIdx.x; c < d / VEC; c += blockDim.x) {{
-            Pack v = from[c];
-            #pragma unroll
-            for (int e = 0; e < VEC; ++e) atomicAdd(to + c * VEC + e, v.v[e]);
-        }}
-    }}
+{scatter_row("grad_out + (long long)t * d", "ids[t]", ("threadIdx.x", "blockDim.x"), indent="        ")}    }}
 }}
 """
 
@@ -229,14 +215,7 @@ def _embed_warp_token(vector: int, warps: int, tokens: int) -> str:
     int first = (blockIdx.x * WARPS + (threadIdx.x >> 5)) * TOKENS;
     int last = min(first + TOKENS, tokens);
     for (int t = first; t < last; ++t) {{
-        const Pack* from = reinterpret_cast<const Pack*>(grad_out + (long long)t * d);
-        float* to = out + ids[t] * d;
-        for (int c = threadIdx.x & 31; c < d / VEC; c += 32) {{
-            Pack v = from[c];
-            #pragma unroll
-            for (int e = 0; e < VEC; ++e) atomicAdd(to + c * VEC + e, v.v[e]);
-        }}
-    }}
+{scatter_row("grad_out + (long long)t * d", "ids[t]", ("threadIdx.x & 31", "32"), indent="        ")}    }}
 }}
 """
 

@@ -18,6 +18,7 @@ THREADS_PER_SM = 2048  # H100: resident threads an SM holds, what a full-wave pe
 # NVRTC defines no INFINITY: ±inf as their bit patterns.
 NEG_INF = "__int_as_float(0xff800000)"
 POS_INF = "__int_as_float(0x7f800000)"
+FULL_MASK = "0xffffffffu"  # every lane of a warp, for the *_sync intrinsics
 # How two partials combine, and the partial of nothing.
 COMBINE = {"sum": "a + b", "max": "fmaxf(a, b)"}
 IDENTITY = {"sum": "0.0f", "max": NEG_INF}

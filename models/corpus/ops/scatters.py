@@ -41,7 +41,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.memkit import MAX_SHARED_BYTES, pack_struct
-from kernelcast.models.corpus.ops.rowkit import TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
+from kernelcast.models.corpus.ops.rowkit import FULL_MASK, TRITON_HEADER, divisible, next_pow2, resident_blocks, unsupported
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     ZERO,
@@ -57,7 +57,6 @@ from kernelcast.models.corpus.spec import (
     product,
 )
 
-FULL_MASK = "0xffffffffu"
 
 
 def _add_to(aggregate: str) -> str:
@@ -420,18 +419,25 @@ def _indexadd_element(vector: int, aggregate: bool) -> str:
 """
 
 
+def scatter_row(source: str, key: str, lanes: tuple[str, str], update: str = "atomicAdd", indent: str = "    ") -> str:
+    """CUDA lines sending one source row to its key's row of out, VEC columns a pack: `source` and
+    `key` name the row (`src + (long long)row * d`, `idx[row]`); `lanes` is the first lane and its step."""
+    first, step = lanes
+    return f"""{indent}const Pack* from = reinterpret_cast<const Pack*>({source});
+{indent}float* to = out + {key} * d;
+{indent}for (int c = {first}; c < d / VEC; c += {step}) {{
+{indent}    Pack v = from[c];
+{indent}    #pragma unroll
+{indent}    for (int e = 0; e < VEC; ++e) {update}(to + c * VEC + e, v.v[e]);
+{indent}}}
+"""
+
+
 def _indexadd_block_row(vector: int) -> str:
     return f"""{_indexadd_prelude({"VEC": vector})}
 {INDEXADD_SIGNATURE} {{
     int row = blockIdx.x;
-    const Pack* from = reinterpret_cast<const Pack*>(src + (long long)row * d);
-    float* to = out + idx[row] * d;
-    for (int c = threadIdx.x; c < d / VEC; c += blockDim.x) {{
-        Pack v = from[c];
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) atomicAdd(to + c * VEC + e, v.v[e]);
-    }}
-}}
+{scatter_row("src + (long long)row * d", "idx[row]", ("threadIdx.x", "blockDim.x"))}}}
 """
 
 

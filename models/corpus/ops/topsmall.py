@@ -53,7 +53,8 @@ from typing import Any, Callable, Iterable
 
 from kernelcast.models.corpus.ops.gemm import NAIVE_GFLOP, TILED_GFLOP, TRITON_F32, TRITON_HALF, cuda_prelude, gemm_args, supports, triton_params
 from kernelcast.models.corpus.ops.memkit import pack_struct
-from kernelcast.models.corpus.ops.rowkit import NEG_INF, TRITON_HEADER, Check, divisible, next_pow2, unsupported
+from kernelcast.models.corpus.ops.rowkit import FULL_MASK, NEG_INF, TRITON_HEADER, Check, divisible, next_pow2, unsupported
+from kernelcast.models.corpus.ops.sort import TOPK
 from kernelcast.models.corpus.spec import (
     CUDA_HEADER,
     ZERO,
@@ -70,7 +71,6 @@ from kernelcast.models.corpus.spec import (
     product,
 )
 
-FULL_MASK = "0xffffffffu"
 
 # --- rowtop_k --------------------------------------------------------------------------------------
 
@@ -311,8 +311,8 @@ ROWTOP_K = Op(
     sizes=ROWTOP_SIZES,
     inputs=lambda s: {"x": TensorSpec((s["rows"], s["n"]))},
     outputs=lambda s: {"out": TensorSpec((s["rows"], s["k"]))},
-    reference=lambda torch, inputs, sizes: {"out": torch.topk(inputs["x"], sizes["k"], dim=1).values},
-    reference_code="def reference(x, k):\n    return torch.topk(x, k, dim=1).values\n",
+    reference=TOPK.reference,  # the same call: the k largest values of each row
+    reference_code=TOPK.reference_code,
     variants=rowtop_variants,
     compare_sorted=True,
     tolerance={"f32": 0.0},  # values are copied, never computed
