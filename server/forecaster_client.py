@@ -119,7 +119,7 @@ class ForecasterClient:
             state = read_state(self.state_dir)
             # Busy (three editors on two cores) is not dead: a service that takes its connections but
             # misses a health check gets the start timeout to answer, so no second one starts beside it.
-            if state and _process_alive(state.get("pid")) and _answers_within(state["url"], self._headers, START_TIMEOUT_S):
+            if state and _process_alive(state.get("pid")) and _responds(state["url"], self._headers, START_TIMEOUT_S):
                 return state["url"]
             (self.state_dir / "service.json").unlink(missing_ok=True)
             log = open(self.state_dir / "service.log", "ab")
@@ -230,11 +230,11 @@ def _process_alive(pid: Any) -> bool:
     return True
 
 
-def _answers_within(url: str, headers: dict[str, str], seconds: float) -> bool:
+def _responds(url: str, headers: dict[str, str], patience_s: float = 0.0) -> bool:
     """True once the service answers its health check. False at once when nothing takes the
     connection (the service is gone, its pid reused) or something else answers; else after
-    `seconds` of timed-out checks (hung)."""
-    deadline = time.monotonic() + seconds
+    `patience_s` of timed-out checks (hung)."""
+    deadline = time.monotonic() + patience_s
     while True:
         try:
             return httpx.get(f"{url}/v1/health", headers=headers, timeout=HEALTH_TIMEOUT_S).status_code == 200
@@ -243,10 +243,3 @@ def _answers_within(url: str, headers: dict[str, str], seconds: float) -> bool:
                 return False
         except httpx.HTTPError:
             return False
-
-
-def _responds(url: str, headers: dict[str, str]) -> bool:
-    try:
-        return httpx.get(f"{url}/v1/health", headers=headers, timeout=HEALTH_TIMEOUT_S).status_code == 200
-    except httpx.HTTPError:
-        return False
