@@ -499,11 +499,16 @@ def score_held_out(
     }
     report["calibration"] = {"chosen": chosen, "held_out_direction_ece": ece, "maps": {k: v.to_json() for k, v in maps.items()}}
     if args.report:
-        args.report.mkdir(parents=True, exist_ok=True)
-        # Without the features (0.8 GB for the corpus with its copies): the feature cache has them.
-        labels = {name: value for name, value in data.__dict__.items() if name != "features"}
-        np.savez_compressed(args.report / "held_out.npz", raw=raw, calibrated=versions[chosen], fold=fold, **(parts or {}), **labels)
+        save_held_out(args.report, data, fold, parts or {}, raw=raw, calibrated=versions[chosen])
     return report, maps
+
+
+def save_held_out(directory: Path, data: Dataset, fold: np.ndarray, parts: dict[str, np.ndarray], **forecasts: np.ndarray) -> None:
+    """DIR/held_out.npz: each pair's fold, the learners' forecasts and the labels (what `--held-out`
+    reads back), without the features (0.8 GB for the corpus with its copies: the feature cache has them)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    labels = {name: value for name, value in data.__dict__.items() if name != "features"}
+    np.savez_compressed(directory / "held_out.npz", fold=fold, **forecasts, **parts, **labels)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -564,9 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.folds_only:
         # Scoring every report set takes minutes; on a device with a per-call limit it can run here later.
-        fold, parts = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, log, args.jobs)
-        args.report.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(args.report / "held_out.npz", fold=fold, log2_speedup=data.log2_speedup, **parts)
+        save_held_out(args.report, data, *held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, log, args.jobs))
         return 0
     if not args.no_eval:
         report, maps, held = judge(data, train_gpus, recipe, args, held)
