@@ -46,6 +46,8 @@ MODULES = (
     "scatters",
     "caching",
     "topsmall",
+    "rowkeyed",
+    "stridegather",
 )
 
 
