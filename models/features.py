@@ -159,6 +159,7 @@ LAUNCH_NAMES = (
     "total_threads", "blocks_per_sm", "dynamic_shared", "num_warps", "num_stages", "largest_constexpr",
     "waves", "elements_per_thread", "loop_iterations", "global_accesses", "shared_accesses",
     "network_stages", "network_steps", "global_atomics", "shared_atomics",
+    "bytes_in_flight", "instructions_per_sm", "serial_instructions", "accesses_per_thread", "wave_fill",
 )
 FACT_NAMES = (
     "has_facts", "registers", "shared_bytes", "spill_bytes", "occupancy", *(f"limited_by_{name}" for name in _LIMITERS),
@@ -327,8 +328,10 @@ def _launch_vector(
     constexprs = [v for launch in real for v in (launch.get("constexprs") or {}).values()
                   if isinstance(v, int) and not isinstance(v, bool)]
     # Waves: how many times the GPU is filled with resident blocks (tail effects, idle SMs below 1).
-    resident = float((facts.get("occupancy") or {}).get("active_blocks_per_sm") or 1) * hardware.sm_count
+    blocks_per_sm = float((facts.get("occupancy") or {}).get("active_blocks_per_sm") or 1)
+    waves = blocks / (blocks_per_sm * hardware.sm_count)
     traffic = _all_threads_work(side, real)
+    iterations = thread_work(side.code, side.language, main).iterations
     elements = work.bytes / work.dtype_bytes
     return [
         math.log2(count),
@@ -344,15 +347,43 @@ def _launch_vector(
         _log2p(float(main.get("num_warps") or 0) if main else 0.0),
         _log2p(float(main.get("num_stages") or 0) if main else 0.0),
         _log2p(float(max(constexprs, default=0))),
-        _log2p(blocks / resident),
+        _log2p(waves),
         _log2p(elements / total_threads) if total_threads and elements else 0.0,
-        _log2p(thread_work(side.code, side.language, main).iterations),
+        _log2p(iterations),
         _log2p(traffic.global_accesses),
         _log2p(traffic.shared_accesses),
         _log2p(traffic.network_stages),
         _log2p(traffic.network_steps),
         _log2p(traffic.global_atomics),
         _log2p(traffic.shared_atomics),
+        *_parallelism(facts.get("sass") or {}, min(blocks / hardware.sm_count, blocks_per_sm) * threads, waves, iterations,
+                      total_threads, traffic.global_accesses, hardware),
+    ]
+
+
+def _parallelism(
+    sass: dict[str, Any], resident_threads: float, waves: float, iterations: float, total_threads: float, global_accesses: float,
+    hardware: Hardware,
+) -> list[float]:
+    """What the SMs have in flight and how much each must issue, as products a model cannot form from their logs.
+
+    A block-size, num_warps or vector-width edit moves a memory-bound kernel by how many bytes
+    each SM has outstanding (its resident threads times each thread's loads and their width,
+    Little's law), and a compute-bound one by the instructions each SM issues; a tail of
+    blocks that only part-fills the last wave idles SMs. Static SASS counts stand in for one
+    pass of the loop body; without the SASS mix the first three read 0.
+    """
+    loads = float(sass.get("global_loads") or 0)
+    wide = float(sass.get("vector_loads_128") or 0) / loads if loads else 0.0
+    medium = float(sass.get("vector_loads_64") or 0) / loads if loads else 0.0
+    load_bytes = loads * (16.0 * wide + 8.0 * medium + 4.0 * (1.0 - wide - medium))
+    instructions = float(sass.get("total") or 0)
+    return [
+        _log2p(resident_threads * load_bytes),
+        _log2p(total_threads * instructions * max(iterations, 1.0) / hardware.sm_count),
+        _log2p(max(waves, 1.0) * max(iterations, 1.0) * instructions),
+        _log2p(global_accesses / total_threads) if total_threads else 0.0,
+        waves / math.ceil(waves) if waves >= 1.0 else waves,
     ]
 
 

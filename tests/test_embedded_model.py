@@ -83,6 +83,25 @@ def test_a_small_second_pass_adds_its_own_bytes_not_a_full_pass() -> None:
     assert finished["memory_log2_us"] - single["memory_log2_us"] < 0.01  # not log2(2) = 1 more
 
 
+def test_bytes_in_flight_follow_resident_threads_and_load_width() -> None:
+    """Little's law: an SM's outstanding bytes are its resident threads times each one's loads and their width."""
+    sms = SPECS["H100-SXM"].sm_count
+
+    def side(blocks: int, threads: int, resident_blocks: int, wide_loads: int) -> dict[str, float]:
+        facts = {"registers": 32, "occupancy": {"active_blocks_per_sm": resident_blocks},
+                 "sass": {"total": 40, "global_loads": 2, "vector_loads_128": wide_loads},
+                 "launches": [{"kernel": "k", "grid": [blocks, 1, 1], "block": [threads, 1, 1]}]}
+        code = KernelSide("__global__ void k() {}", "cuda", facts=facts)
+        return dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(code, code, HARDWARE, {"n": 1 << 24}))[0]))
+
+    full = side(64 * sms, 256, 8, 0)
+    assert full["bytes_in_flight"] == pytest.approx(np.log2(1 + 8 * 256 * 2 * 4))
+    assert side(64 * sms, 256, 8, 2)["bytes_in_flight"] == pytest.approx(np.log2(1 + 8 * 256 * 2 * 16))  # 128-bit loads
+    assert side(2 * sms, 256, 8, 0)["bytes_in_flight"] == pytest.approx(np.log2(1 + 2 * 256 * 2 * 4))  # too few blocks to fill an SM
+    assert full["wave_fill"] == 1.0 and side(12 * sms, 256, 8, 0)["wave_fill"] == pytest.approx(1.5 / 2)  # half the second wave idles
+    assert full["instructions_per_sm"] == pytest.approx(np.log2(1 + 64 * 256 * 40))
+
+
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
     row = {"level_id": 1, "task_id": 9, "ref_code": reference, "custom_code": "x = load_inline(name='k', cuda_sources='')",
