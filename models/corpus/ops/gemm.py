@@ -156,6 +156,24 @@ def smem_tiled_code(dtype: str, tile: int, b_layout: str, pad: int, unroll: bool
 """
 
 
+def register_tile_step(unroll: str = "") -> str:
+    """One BK-deep slice of the shared tiles As[BK][BM], Bs[BK][BN] into each thread's TM x TN accumulators
+    `acc` (thread tile tRow, tCol), its loop under `#pragma unroll{unroll}`."""
+    return f"""        #pragma unroll{unroll}
+        for (int k = 0; k < BK; ++k) {{
+            float ra[TM], rb[TN];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i) ra[i] = As[k][tRow * TM + i];
+            #pragma unroll
+            for (int j = 0; j < TN; ++j) rb[j] = Bs[k][tCol * TN + j];
+            #pragma unroll
+            for (int i = 0; i < TM; ++i)
+                #pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += ra[i] * rb[j];
+        }}
+"""
+
+
 def register_tiled_code(dtype: str, p: dict[str, Any], batched: str = "", bias: bool = False) -> str:
     """Block tile BM x BN x BK in shared memory (A transposed, both as float), TM x TN outputs per thread."""
     vec_bytes = p["vec"] * ELEMENT_BYTES[dtype]
@@ -191,19 +209,7 @@ struct __align__({vec_bytes}) Vec {{ T v[VEC]; }};
             for (int v = 0; v < VEC; ++v) Bs[r][c + v] = ld(p.v[v]);
         }}
         __syncthreads();
-        #pragma unroll {"" if p["unroll_k"] else "1"}
-        for (int k = 0; k < BK; ++k) {{
-            float ra[TM], rb[TN];
-            #pragma unroll
-            for (int i = 0; i < TM; ++i) ra[i] = As[k][tRow * TM + i];
-            #pragma unroll
-            for (int j = 0; j < TN; ++j) rb[j] = Bs[k][tCol * TN + j];
-            #pragma unroll
-            for (int i = 0; i < TM; ++i)
-                #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += ra[i] * rb[j];
-        }}
-        __syncthreads();
+{register_tile_step(" " if p["unroll_k"] else " 1")}        __syncthreads();
     }}
     #pragma unroll
     for (int i = 0; i < TM; ++i)

@@ -44,6 +44,7 @@ from kernelcast.models.corpus.ops.scatters import (
     cleared_first,
     copied_from_base,
     define_lines,
+    pack_atomics,
     row_scatter_args,
     row_scatter_inputs,
     scatter_row,
@@ -95,9 +96,8 @@ def _max_warp_row(atomic: str, vector: int, warps: int) -> str:
 
 
 def _max_pack(aggregate: bool) -> str:
-    """max_pack(out, key, v): VEC columns from out + key on; every lane calls it, key -1 takes nothing."""
-    if aggregate:
-        body = f"""    // lanes of the same address (equal idx, same columns) take the max of their packs; the first stores it
+    """max_pack(out, key, v): lanes of the same address (equal idx, same columns) take the max of their packs; the first stores it."""
+    best = f"""    // lanes of the same address (equal idx, same columns) take the max of their packs; the first stores it
     unsigned peers = __match_any_sync({FULL_MASK}, key);
     Pack best = v;
     for (int from = 0; from < 32; ++from) {{
@@ -107,20 +107,8 @@ def _max_pack(aggregate: bool) -> str:
             if ((peers >> from) & 1u) best.v[e] = fmaxf(best.v[e], other);
         }}
     }}
-    if (key >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) {{
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) atomic_max_float(out + key + e, best.v[e]);
-    }}"""
-    else:
-        body = """    if (key >= 0) {
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) atomic_max_float(out + key + e, v.v[e]);
-    }"""
-    return f"""
-__device__ __forceinline__ void max_pack(float* out, long long key, const Pack& v) {{
-{body}
-}}
 """
+    return pack_atomics("max_pack", "atomic_max_float", (best, "best") if aggregate else None)
 
 
 def _max_aggregate(aggregate: bool, vector: int) -> str:

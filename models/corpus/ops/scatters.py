@@ -366,10 +366,25 @@ INDEXADD_SIGNATURE = ('extern "C" __global__ void indexadd_rows(const float* __r
                       'float* __restrict__ out, int m, int d)')
 
 
+def pack_atomics(name: str, atomic: str, combined: tuple[str, str] | None = None) -> str:
+    """`name(out, key, v)`: VEC columns from out + key on, one `atomic` each; every lane calls it, key -1 takes
+    nothing. `combined`: the lines that fold the packs of a warp's lanes with the same key (`peers`) into one
+    pack, and that pack's name; the first of those lanes then makes the atomics for all of them."""
+    lines, pack = combined or ("", "v")
+    leader = " && (threadIdx.x & 31) == __ffs(peers) - 1" if combined else ""
+    return f"""
+__device__ __forceinline__ void {name}(float* out, long long key, const Pack& v) {{
+{lines}    if (key >= 0{leader}) {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) {atomic}(out + key + e, {pack}.v[e]);
+    }}
+}}
+"""
+
+
 def _add_pack(aggregate: bool) -> str:
-    """add_pack(out, key, v): VEC columns from out + key on; every lane calls it, key -1 adds nothing."""
-    if aggregate:
-        body = f"""    // lanes of the same address (equal idx, same columns) sum their packs; the first adds them
+    """add_pack(out, key, v): lanes of the same address (equal idx, same columns) sum their packs; the first adds them."""
+    summed = f"""    // lanes of the same address (equal idx, same columns) sum their packs; the first adds them
     unsigned peers = __match_any_sync({FULL_MASK}, key);
     Pack s;
     #pragma unroll
@@ -381,20 +396,8 @@ def _add_pack(aggregate: bool) -> str:
             if ((peers >> src) & 1u) s.v[e] += other;
         }}
     }}
-    if (key >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) {{
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) atomicAdd(out + key + e, s.v[e]);
-    }}"""
-    else:
-        body = """    if (key >= 0) {
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) atomicAdd(out + key + e, v.v[e]);
-    }"""
-    return f"""
-__device__ __forceinline__ void add_pack(float* out, long long key, const Pack& v) {{
-{body}
-}}
 """
+    return pack_atomics("add_pack", "atomicAdd", (summed, "s") if aggregate else None)
 
 
 def _indexadd_prelude(defines: dict[str, int]) -> str:

@@ -51,7 +51,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from kernelcast.models.corpus.ops.gemm import NAIVE_GFLOP, TILED_GFLOP, TRITON_F32, TRITON_HALF, cuda_prelude, gemm_args, supports, triton_params
+from kernelcast.models.corpus.ops.gemm import (
+    NAIVE_GFLOP,
+    TILED_GFLOP,
+    TRITON_F32,
+    TRITON_HALF,
+    cuda_prelude,
+    gemm_args,
+    register_tile_step,
+    supports,
+    triton_params,
+)
 from kernelcast.models.corpus.ops.memkit import pack_struct
 from kernelcast.models.corpus.ops.rowkit import FULL_MASK, NEG_INF, TRITON_HEADER, Check, divisible, next_pow2, unsupported
 from kernelcast.models.corpus.ops.sort import TOPK
@@ -429,19 +439,7 @@ def tn_register_code(dtype: str, p: dict[str, Any]) -> str:
             for (int e = 0; e < VEC; ++e) Bs[r][c + e] = ld(v.v[e]);
         }}
         __syncthreads();
-        #pragma unroll
-        for (int k = 0; k < BK; ++k) {{
-            float ra[TM], rb[TN];
-            #pragma unroll
-            for (int i = 0; i < TM; ++i) ra[i] = As[k][tRow * TM + i];
-            #pragma unroll
-            for (int j = 0; j < TN; ++j) rb[j] = Bs[k][tCol * TN + j];
-            #pragma unroll
-            for (int i = 0; i < TM; ++i)
-                #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += ra[i] * rb[j];
-        }}
-        __syncthreads();
+{register_tile_step()}        __syncthreads();
     }}
     #pragma unroll
     for (int i = 0; i < TM; ++i)
