@@ -373,10 +373,8 @@ def _parallelism(
     blocks that only part-fills the last wave idles SMs. Static SASS counts stand in for one
     pass of the loop body; without the SASS mix the first three read 0.
     """
-    loads = float(sass.get("global_loads") or 0)
-    wide = float(sass.get("vector_loads_128") or 0) / loads if loads else 0.0
-    medium = float(sass.get("vector_loads_64") or 0) / loads if loads else 0.0
-    load_bytes = loads * (16.0 * wide + 8.0 * medium + 4.0 * (1.0 - wide - medium))
+    wide, medium = _vector_shares(sass)
+    load_bytes = float(sass.get("global_loads") or 0) * (16.0 * wide + 8.0 * medium + 4.0 * (1.0 - wide - medium))
     instructions = float(sass.get("total") or 0)
     return [
         _log2p(resident_threads * load_bytes),
@@ -401,7 +399,6 @@ def _fact_vector(facts: dict[str, Any]) -> list[float]:
         return [0.0] * len(FACT_NAMES)
     occupancy = facts.get("occupancy") or {}
     sass = facts.get("sass") or {}
-    loads = float(sass.get("global_loads") or 0)
     limited = str(occupancy.get("limited_by") or "")
     return [
         1.0,
@@ -412,9 +409,16 @@ def _fact_vector(facts: dict[str, Any]) -> list[float]:
         *(float(name in limited) for name in _LIMITERS),
         *(_log2p(float(sass.get(name) or 0)) for name in _SASS_COUNTS),
         _log2p(float(sass.get("local_loads") or 0) + float(sass.get("local_stores") or 0)),
-        float(sass.get("vector_loads_128") or 0) / loads if loads else 0.0,
-        float(sass.get("vector_loads_64") or 0) / loads if loads else 0.0,
+        *_vector_shares(sass),
     ]
+
+
+def _vector_shares(sass: dict[str, Any]) -> tuple[float, float]:
+    """The shares of global loads that are 128-bit and 64-bit wide."""
+    loads = float(sass.get("global_loads") or 0)
+    if not loads:
+        return 0.0, 0.0
+    return float(sass.get("vector_loads_128") or 0) / loads, float(sass.get("vector_loads_64") or 0) / loads
 
 
 def _physics(
