@@ -11,11 +11,14 @@ threadIdx.x = 0 and threadIdx.x = 1; the difference is the distance between neig
 
 Evaluation runs on a small C expression parser (no compiler, no `eval`), on pairs of
 values (one per thread) with C's integer division and remainder. What the text does not
-say gets a fixed value: blockIdx 1, blockDim.x from `__launch_bounds__` or a launch pragma
-(else DEFAULT_BLOCK_X), a loop variable its first value plus LOOP_ITERATIONS steps, any
+say gets a fixed value: blockIdx 1, blockDim.x from `__launch_bounds__` (else
+DEFAULT_BLOCK_X), a loop variable its first value plus LOOP_ITERATIONS steps, any
 other name (sizes, scalar parameters) FREE_VALUE. A value loaded from memory is the same
 for both threads when its address is; an address that depends on per-thread data (a
-scatter, a register array) is *unresolved*, counted as such and never guessed.
+scatter, a register array) is *unresolved*, counted as such and never guessed. Given the
+side's launches (corpus facts, or a launch pragma's), a launched kernel is read with its
+block's extents and its scalar arguments' values instead: `idx % segments` is a stride or
+a constant depending on how many segments there are, which only the launch says.
 """
 
 from __future__ import annotations
@@ -24,9 +27,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Callable, Union
-
-from kernelcast.kernels_runtime.launch_spec import LaunchSpec, launch_specs
+from typing import Any, Callable, Sequence, Union
 
 ACCESS_NAMES: tuple[str, ...] = (
     "access_analysed",  # 1 when at least one global access was evaluated
@@ -50,6 +51,7 @@ DEFAULT_BLOCK_X = 256
 GRID_DIM = 1024
 BANKS = 32
 BANK_BYTES = 4
+WARP_SIZE = 32
 # Guards against hostile or huge input: definitions followed, parser nesting, macro output.
 MAX_DEFINITION_DEPTH = 24
 MAX_NESTING = 64
@@ -705,7 +707,7 @@ class _Reader:
     """Parses one function body (or the file's constants) and records its accesses."""
 
     def __init__(self, tokens: list[str], partner: list[int], types: set[str], sizes: dict[str, int],
-                 scope: _Scope, block_x: int, accesses: list[_Access]) -> None:
+                 scope: _Scope, block: tuple[int, int, int], accesses: list[_Access]) -> None:
         self.tokens = tokens
         self.partner = partner
         self.types = types
@@ -715,7 +717,7 @@ class _Reader:
         self.builtins = {
             "threadIdx": {"x": (0, 1), "y": (0, 0), "z": (0, 0)},
             "blockIdx": {"x": (1, 1), "y": (1, 1), "z": (1, 1)},
-            "blockDim": {"x": (block_x, block_x), "y": (1, 1), "z": (1, 1)},
+            "blockDim": {axis: (extent, extent) for axis, extent in zip("xyz", block)},
             "gridDim": {"x": (GRID_DIM, GRID_DIM), "y": (GRID_DIM, GRID_DIM), "z": (GRID_DIM, GRID_DIM)},
         }
         self.position = 0
@@ -1350,8 +1352,34 @@ def _split_tokens(tokens: list[str]) -> list[list[str]]:
     return parts
 
 
-def _block_x(reader: _Reader, function: _Function, pragmas: dict[str | None, LaunchSpec | Exception]) -> int:
-    """blockDim.x: `__launch_bounds__`'s first argument, else the kernel's launch pragma."""
+@dataclass(frozen=True)
+class _LaunchShape:
+    """What a launch tells the reader of its kernel: the block's extents and, by parameter position, the scalar values."""
+
+    block: tuple[int, int, int]
+    scalars: tuple[int | float | None, ...]
+
+
+def _launch_shapes(launches: Sequence[dict[str, Any]]) -> tuple[tuple[str, _LaunchShape], ...]:
+    """Each launched kernel's first launch, hashable (the summary is cached on it)."""
+    shapes: dict[str, _LaunchShape] = {}
+    for launch in launches:
+        kernel = launch.get("kernel") if isinstance(launch, dict) else None
+        if not isinstance(kernel, str) or kernel in shapes:
+            continue
+        extents = [int(v) for v in launch.get("block") or () if isinstance(v, (int, float)) and not isinstance(v, bool) and 1 <= v <= 1024]
+        scalars = tuple(
+            arg.get("value") if isinstance(arg, dict) and isinstance(arg.get("value"), (int, float)) and not isinstance(arg.get("value"), bool) else None
+            for arg in launch.get("args") or ()
+        )
+        shapes[kernel] = _LaunchShape(tuple((extents + [1, 1, 1])[:3]) if extents else (0, 0, 0), scalars)  # type: ignore[arg-type]
+    return tuple(shapes.items())
+
+
+def _block(reader: _Reader, function: _Function, shape: _LaunchShape | None) -> tuple[int, int, int]:
+    """blockDim: the launch's block, else `__launch_bounds__`'s first argument as x, else DEFAULT_BLOCK_X."""
+    if shape is not None and shape.block[0]:
+        return shape.block
     if function.launch_bounds is not None:
         start, stop = function.launch_bounds
         first_stop = reader.split(start, stop, ",")[0][1]
@@ -1361,14 +1389,22 @@ def _block_x(reader: _Reader, function: _Function, pragmas: dict[str | None, Lau
             node = None
         pair = _evaluated(lambda: node.evaluate(0)) if node is not None else None
         if pair is not None and isinstance(pair[0], int) and pair[0] == pair[1] and 1 <= pair[0] <= 1024:
-            return pair[0]
-    spec = pragmas.get(function.name) if function.kernel else None
-    if isinstance(spec, LaunchSpec) and spec.block:
-        return spec.block[0]
-    return DEFAULT_BLOCK_X
+            return (pair[0], 1, 1)
+    return (DEFAULT_BLOCK_X, 1, 1)
 
 
-def _accesses(code: str, language: str) -> list[_Access]:
+def _bound_parameters(parameters: dict[str, Binding], shape: _LaunchShape | None) -> dict[str, Binding]:
+    """Scalar parameters the launch gives a value become that value for both threads."""
+    if shape is None:
+        return parameters
+    bound = dict(parameters)
+    for name, value in zip(parameters, shape.scalars):
+        if value is not None and bound[name] is UNIFORM:
+            bound[name] = _Definition(_Constant((value, value)))
+    return bound
+
+
+def _accesses(code: str, language: str, launches: tuple[tuple[str, _LaunchShape], ...]) -> list[_Access]:
     tokens = _tokens(code, language)
     partner = _partners(tokens)
     types = set(_BUILTIN_TYPES)
@@ -1376,40 +1412,50 @@ def _accesses(code: str, language: str) -> list[_Access]:
     functions, constants = _scan(tokens, partner, types, sizes)
     constant_scope = _Scope({})
     accesses: list[_Access] = []
-    constant_reader = _Reader(tokens, partner, types, sizes, constant_scope, DEFAULT_BLOCK_X, [])
+    constant_reader = _Reader(tokens, partner, types, sizes, constant_scope, (DEFAULT_BLOCK_X, 1, 1), [])
     for start, stop in constants:
         constant_reader.statement(start, stop)
-    pragmas = launch_specs(code, "cuda")
+    shapes = dict(launches)
     # Kernels first (stable: in file order), then helpers; past MAX_FUNCTIONS the rest of a
     # generated file adds little to the shares and would cost every keystroke.
     for function in sorted(functions, key=lambda function: not function.kernel)[:MAX_FUNCTIONS]:
-        block_x = _block_x(constant_reader, function, pragmas)
-        scope = _Scope({**constant_scope.blocks[0], **_parameters(tokens, *function.parameters, sizes)})
-        reader = _Reader(tokens, partner, types, sizes, scope, block_x, accesses)
+        shape = shapes.get(function.name) if function.kernel else None
+        parameters = _bound_parameters(_parameters(tokens, *function.parameters, sizes), shape)
+        scope = _Scope({**constant_scope.blocks[0], **parameters})
+        reader = _Reader(tokens, partner, types, sizes, scope, _block(constant_reader, function, shape), accesses)
         reader.walk(*function.body)
     return accesses
 
 
 def _conflict_degree(distance: int, width: int) -> int:
-    """Threads of a warp on one shared-memory bank; wide accesses are served per half or quarter warp."""
-    words = distance // BANK_BYTES
-    if words == 0:
-        return 1
-    return max(1, math.gcd(words, BANKS) // max(1, width // BANK_BYTES))
+    """Distinct 4-byte words on the busiest bank among the threads served together (a warp; a
+    half or a quarter of one for 8- and 16-byte accesses); threads on one word share it."""
+    together = WARP_SIZE // max(1, width // BANK_BYTES)
+    words_by_bank: dict[int, set[int]] = {}
+    for lane in range(together):
+        start = lane * abs(distance)
+        for word in range(start // BANK_BYTES, (start + max(width, 1) - 1) // BANK_BYTES + 1):
+            words_by_bank.setdefault(word % BANKS, set()).add(word)
+    return max(len(words) for words in words_by_bank.values())
 
 
-@functools.lru_cache(maxsize=512)
-def access_summary(code: str, language: str) -> tuple[float, ...]:
+def access_summary(code: str, language: str, launches: Sequence[dict[str, Any]] = ()) -> tuple[float, ...]:
     """One number per ACCESS_NAMES entry for the CUDA kernels in `code`.
 
     The embedded forecaster's other features cannot tell a coalesced from a strided index
     or a padded from a conflicting shared tile; these can. Any language is read (CUDA
-    also lives in Python strings); text without `__global__` gets NEUTRAL. Never raises
-    on bad text: what it cannot evaluate counts in `unresolved_share`.
+    also lives in Python strings); text without `__global__` gets NEUTRAL. `launches` are
+    the side's launches as corpus facts list them (`LaunchSpec.as_launch` for a pragma).
+    Never raises on bad text: what it cannot evaluate counts in `unresolved_share`.
     """
     if "__global__" not in code:
         return NEUTRAL
-    accesses = _accesses(code, language)
+    return _summary(code, language, _launch_shapes(launches))
+
+
+@functools.lru_cache(maxsize=512)
+def _summary(code: str, language: str, launches: tuple[tuple[str, _LaunchShape], ...]) -> tuple[float, ...]:
+    accesses = _accesses(code, language, launches)
     global_known = [access for access in accesses if access.space == "global" and access.distance is not None]
     shared_known = [access for access in accesses if access.space == "shared" and access.distance is not None]
     unresolved = sum(access.distance is None for access in accesses)

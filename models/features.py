@@ -321,7 +321,9 @@ def _launch_vector(
         count = float(len(launches))
     else:
         count = max(1.0, counts["cuda_launch_sites"] + counts["triton_launch_sites"] + _torch_launches(counts))
-    main = max(real, key=lambda launch: _product(launch.get("grid")) * _threads(launch), default=None)
+    # The side's shape is its heaviest launch's (threads × loop trips each), not its widest's: a
+    # one-block kernel looping over all rows after a wide column-means pass is what takes the time.
+    main = max(real, key=lambda launch: _product(launch.get("grid")) * _threads(launch) * max(1.0, _iterations(side, launch)), default=None)
     blocks = _product(main.get("grid")) if main else 0.0
     threads = _threads(main) if main else 0.0
     total_threads = _total_threads(real)
@@ -331,7 +333,7 @@ def _launch_vector(
     blocks_per_sm = float((facts.get("occupancy") or {}).get("active_blocks_per_sm") or 1)
     waves = blocks / (blocks_per_sm * hardware.sm_count)
     traffic = _all_threads_work(side, real)
-    iterations = thread_work(side.code, side.language, main).iterations
+    iterations = _iterations(side, main)
     elements = work.bytes / work.dtype_bytes
     return [
         math.log2(count),
@@ -359,6 +361,10 @@ def _launch_vector(
         *_parallelism(facts.get("sass") or {}, min(blocks / hardware.sm_count, blocks_per_sm) * threads, waves, iterations,
                       total_threads, traffic.global_accesses, hardware),
     ]
+
+
+def _iterations(side: KernelSide, launch: dict[str, Any] | None) -> float:
+    return thread_work(side.code, side.language, launch).iterations
 
 
 def _parallelism(
@@ -491,7 +497,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
             *(float(side.language == name) for name in _LANGUAGES),
             *(_log2p(side_counts[name]) for name in CODE_PATTERNS),
             *(_log2p(side_counts[f"torch_{kind}"]) for kind in TORCH_OPS),
-            *access_summary(side.code, side.language),
+            *access_summary(side.code, side.language, found),
             *launch_part,
             *_fact_vector(facts),
             *_physics(side, side_counts, facts, sum(launch_bytes), 2.0 ** launch_part[0], work, hardware),

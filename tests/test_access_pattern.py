@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
+from kernelcast.kernels_runtime.launch_spec import launch_specs
 from kernelcast.models.access_pattern import ACCESS_NAMES, NEUTRAL, access_summary
 from kernelcast.models.corpus.ops.activation import _cuda_code
 
 
-def summary(code: str, language: str = "cuda") -> dict[str, float]:
-    values = access_summary(code, language)
+def summary(code: str, language: str = "cuda", launches: list[dict[str, Any]] | None = None) -> dict[str, float]:
+    values = access_summary(code, language, launches or ())
     assert len(values) == len(ACCESS_NAMES)
     return dict(zip(ACCESS_NAMES, values))
 
@@ -171,7 +173,7 @@ __global__ void row_sum(const float* __restrict__ x, float* __restrict__ y, int 
     assert found["global_broadcast_share"] == pytest.approx(1 / 3)
 
 
-def test_launch_bounds_sets_block_dim() -> None:
+def test_launch_block_else_launch_bounds_sets_block_dim() -> None:
     code = """
 __global__ void __launch_bounds__(64) k(const float* x, float* y) {
     y[threadIdx.x] = x[threadIdx.x * blockDim.x];
@@ -179,9 +181,55 @@ __global__ void __launch_bounds__(64) k(const float* x, float* y) {
 """
     assert summary(code)["global_stride_log2"] == pytest.approx((1 + math.log2(1 + 64)) / 2)
     pragma = "// kernelcast: launch grid=(4) block=(32) args=(x:f32[4096], y:f32[128]:out)\n" + code.replace("__launch_bounds__(64) ", "")
-    assert summary(pragma)["global_stride_log2"] == pytest.approx((1 + math.log2(1 + 32)) / 2)
+    launches = [spec.as_launch() for spec in launch_specs(pragma, "cuda").values()]
+    assert summary(pragma, launches=launches)["global_stride_log2"] == pytest.approx((1 + math.log2(1 + 32)) / 2)
     default = code.replace("__launch_bounds__(64) ", "")
     assert summary(default)["global_stride_log2"] == pytest.approx((1 + math.log2(1 + 256)) / 2)
+
+
+SEGMENTS = """
+__global__ void segment_sum(const float* x, float* out, int rows, int d, int seg_len) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    int segments = (rows + seg_len - 1) / seg_len;
+    int %s;
+    float sum = 0.0f;
+    for (int row = seg * seg_len; row < min((seg + 1) * seg_len, rows); ++row) sum += x[row * d + col];
+    out[seg * d + col] = sum;
+}
+"""
+
+
+def test_scalar_arguments_of_the_launch_decide_the_stride() -> None:
+    """Neighbours one segment apart are seg_len rows apart: only the launch's sizes say there are many segments."""
+    launch = {"kernel": "segment_sum", "grid": [64], "block": [256], "args": ["x", "out", {"ctype": "i32", "value": 65536},
+              {"ctype": "i32", "value": 256}, {"ctype": "i32", "value": 64}]}
+    column_fastest = SEGMENTS % "seg = idx / d, col = idx % d"
+    segment_fastest = SEGMENTS % "col = idx / segments, seg = idx % segments"
+    assert summary(column_fastest, launches=[launch])["global_coalesced_share"] == 1.0
+    strided = summary(segment_fastest, launches=[launch])
+    assert strided["global_uncoalesced_share"] == 1.0
+    # The load's neighbours are seg_len rows of d floats apart, the store's one row.
+    assert strided["global_stride_log2"] == pytest.approx((math.log2(1 + 64 * 256) + math.log2(1 + 256)) / 2)
+    # Without the launch, sizes are one large value each: there is one segment, and the two read alike.
+    assert summary(segment_fastest)["global_coalesced_share"] == summary(column_fastest)["global_coalesced_share"] == 1.0
+
+
+HALF_TILE = """
+#include <cuda_fp16.h>
+__global__ void transpose(const __half* x, __half* y, int n) {
+    __shared__ __half tile[64][64 + PAD];
+    tile[threadIdx.y][threadIdx.x] = x[blockIdx.y * 64 * n + threadIdx.y * n + threadIdx.x];
+    __syncthreads();
+    y[blockIdx.x * 64 * n + threadIdx.y * n + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+"""
+
+
+@pytest.mark.parametrize(("pad", "degree"), [(0, 32), (1, 2), (2, 1)])
+def test_half_tile_padding_spreads_the_column_read_over_banks(pad: int, degree: int) -> None:
+    """A column of a 64-wide half tile: rows 128 bytes apart share one bank; 130 apart, two rows a bank; 132, one."""
+    found = summary(f"#define PAD {pad}\n" + HALF_TILE)
+    assert found["shared_conflict_log2"] == pytest.approx(math.log2(degree) / 2)  # the row write is conflict-free
 
 
 def test_cuda_in_a_python_string_is_read_and_triton_is_neutral() -> None:

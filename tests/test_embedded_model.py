@@ -102,6 +102,26 @@ def test_bytes_in_flight_follow_resident_threads_and_load_width() -> None:
     assert full["instructions_per_sm"] == pytest.approx(np.log2(1 + 64 * 256 * 40))
 
 
+def test_the_heaviest_launch_not_the_widest_gives_a_side_its_shape() -> None:
+    """A wide column-means pass before a one-block kernel that walks every row: the one block is the time."""
+    code = """
+__global__ void means(const float* x, float* mean, int n, int d) { mean[threadIdx.x] = x[threadIdx.x]; }
+__global__ void walk(const float* x, float* out, int n, int d) {
+    float s = 0.0f;
+    for (int r = 0; r < n; ++r) s += x[r * d + threadIdx.x];
+    out[threadIdx.x] = s;
+}
+"""
+    launches = [
+        {"kernel": "means", "grid": [64, 1, 1], "block": [256, 1, 1], "args": ["x", "mean", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}]},
+        {"kernel": "walk", "grid": [1, 1, 1], "block": [128, 1, 1], "args": ["x", "out", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}]},
+    ]
+    side = KernelSide(code, "cuda", facts={"launches": launches})
+    found = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, HARDWARE, {"n": 5000, "d": 100}))[0]))
+    assert found["loop_iterations"] == pytest.approx(np.log2(1 + 5000))
+    assert found["blocks"] == pytest.approx(1.0) and found["threads_per_block"] == pytest.approx(np.log2(1 + 128))
+
+
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
     row = {"level_id": 1, "task_id": 9, "ref_code": reference, "custom_code": "x = load_inline(name='k', cuda_sources='')",

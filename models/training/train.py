@@ -30,7 +30,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from kernelcast.forecast import KernelSide, normal_bin_probabilities
-from kernelcast.models import calibration, features
+from kernelcast.kernels_runtime import hardware, launch_spec
+from kernelcast.models import access_pattern, calibration, features, loop_trips
 from kernelcast.models.boosted import BoostedTrees
 from kernelcast.models.embedded import Prediction, TimeModel, blend
 from kernelcast.models.evaluation import evaluate
@@ -165,10 +166,12 @@ def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = No
 
 def _cached(cache: Path | None, name: str, build: Callable[[], Dataset]) -> Dataset:
     """`build()`, kept in `cache` under `name` and the digest of the code that builds rows
-    (features.py, the CUDA-L1 converter, this module's copies), so changed code never reuses stale rows."""
+    (features.py and the readers it calls, the CUDA-L1 converter, this module's copies), so
+    changed code never reuses stale rows."""
     if cache is None:
         return build()
-    digest = hashlib.sha256(b"".join(Path(module.__file__).read_bytes() for module in (features, cuda_l1, sys.modules[__name__]))).hexdigest()[:12]
+    readers = (features, access_pattern, loop_trips, launch_spec, hardware, cuda_l1, sys.modules[__name__])
+    digest = hashlib.sha256(b"".join(Path(module.__file__).read_bytes() for module in readers)).hexdigest()[:12]
     path = cache / f"{name}-{digest}.npz"
     if path.exists():
         with np.load(path) as stored:
