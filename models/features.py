@@ -299,7 +299,7 @@ def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, 
 
 
 def _total_threads(launches: list[dict[str, Any]]) -> float:
-    return sum(_product(launch.get("grid")) * _threads(launch) for launch in launches if not str(launch.get("kernel", "")).startswith("__"))
+    return sum(_product(launch.get("grid")) * _threads(launch) for launch in _real(launches))
 
 
 def _torch_launches(counts: dict[str, float]) -> float:
@@ -313,17 +313,36 @@ def _threads(launch: dict[str, Any]) -> float:
     return _product(launch.get("block"))
 
 
+def _real(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kernel launches, without the corpus's zero fills (`__zero__`)."""
+    return [launch for launch in launches if not str(launch.get("kernel", "")).startswith("__")]
+
+
+def _heaviest(side: KernelSide, launches: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The launch whose shape is the side's: the most threads × loop trips each, not the most threads.
+
+    A one-block kernel looping over all rows after a wide column-means pass is what takes the time.
+    """
+    return max(_real(launches), key=lambda launch: _product(launch.get("grid")) * _threads(launch) * max(1.0, _iterations(side, launch)), default=None)
+
+
+def _kernel_facts(facts: dict[str, Any], main: dict[str, Any] | None) -> dict[str, Any]:
+    """The heaviest launch's own compiler facts where the side lists each kernel's (a corpus side
+    of several kernels); else the side's (the editor's: one kernel, its own)."""
+    kernels = facts.get("kernels")
+    own = kernels.get(main.get("kernel")) if isinstance(kernels, dict) and main else None
+    return own if isinstance(own, dict) and not own.get("error") else facts
+
+
 def _launch_vector(
-    side: KernelSide, launches: list[dict[str, Any]], origin: str, counts: dict[str, float], facts: dict[str, Any], work: Work, hardware: Hardware
+    side: KernelSide, launches: list[dict[str, Any]], main: dict[str, Any] | None, origin: str, counts: dict[str, float],
+    facts: dict[str, Any], work: Work, hardware: Hardware,
 ) -> list[float]:
-    real = [launch for launch in launches if not str(launch.get("kernel", "")).startswith("__")]
+    real = _real(launches)
     if launches:
         count = float(len(launches))
     else:
         count = max(1.0, counts["cuda_launch_sites"] + counts["triton_launch_sites"] + _torch_launches(counts))
-    # The side's shape is its heaviest launch's (threads × loop trips each), not its widest's: a
-    # one-block kernel looping over all rows after a wide column-means pass is what takes the time.
-    main = max(real, key=lambda launch: _product(launch.get("grid")) * _threads(launch) * max(1.0, _iterations(side, launch)), default=None)
     blocks = _product(main.get("grid")) if main else 0.0
     threads = _threads(main) if main else 0.0
     total_threads = _total_threads(real)
@@ -491,8 +510,9 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches))
     rows = []
     for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, bytes_per_launch):
-        facts = side.facts if isinstance(side.facts, dict) else {}
-        launch_part = _launch_vector(side, found, origin, side_counts, facts, work, hardware)
+        main = _heaviest(side, found)
+        facts = _kernel_facts(side.facts if isinstance(side.facts, dict) else {}, main)
+        launch_part = _launch_vector(side, found, main, origin, side_counts, facts, work, hardware)
         rows.append([
             *(float(side.language == name) for name in _LANGUAGES),
             *(_log2p(side_counts[name]) for name in CODE_PATTERNS),

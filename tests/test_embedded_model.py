@@ -116,10 +116,13 @@ __global__ void walk(const float* x, float* out, int n, int d) {
         {"kernel": "means", "grid": [64, 1, 1], "block": [256, 1, 1], "args": ["x", "mean", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}]},
         {"kernel": "walk", "grid": [1, 1, 1], "block": [128, 1, 1], "args": ["x", "out", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}]},
     ]
-    side = KernelSide(code, "cuda", facts={"launches": launches})
+    # A corpus side's facts are its first kernel's, with each kernel's own beside them.
+    kernels = {"means": {"registers": 16, "occupancy": {"fraction": 1.0}}, "walk": {"registers": 48, "occupancy": {"fraction": 0.5}}}
+    side = KernelSide(code, "cuda", facts={**kernels["means"], "launches": launches, "kernels": kernels})
     found = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, HARDWARE, {"n": 5000, "d": 100}))[0]))
     assert found["loop_iterations"] == pytest.approx(np.log2(1 + 5000))
     assert found["blocks"] == pytest.approx(1.0) and found["threads_per_block"] == pytest.approx(np.log2(1 + 128))
+    assert found["registers"] == 48 / 64 and found["occupancy"] == 0.5
 
 
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:

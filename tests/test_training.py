@@ -225,6 +225,19 @@ def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:
     assert copy.id.endswith("/respelled")
 
 
+def test_editor_copy_without_sass_has_none_in_any_kernels_facts() -> None:
+    """Features read the heaviest launch's own facts: a copy without the SASS mix must lose it there too."""
+    pair = next(iter(read_pairs(PAIRS)))
+    sass = {"total": 100, "global_loads": 4}
+    facts = {"registers": 32, "sass": sass, "launches": [{"kernel": "k", "grid": [8], "block": [128]}],
+             "kernels": {"k": {"registers": 32, "sass": sass}, "other": {"registers": 40, "sass": sass}}}
+    request = replace(pair.request, candidate=replace(pair.request.candidate, facts=facts))
+    copy = train_cli.as_editor_sends(replace(pair, request=request), "facts without SASS").request.candidate.facts
+    assert "sass" not in copy and all("sass" not in own for own in copy["kernels"].values())
+    assert copy["kernels"]["other"]["registers"] == 40 and copy["launches"] == facts["launches"]
+    assert facts["kernels"]["k"]["sass"] == sass  # the original pair is left as it was
+
+
 def test_featurizing_in_processes_gives_the_same_rows_in_the_same_order(monkeypatch: pytest.MonkeyPatch) -> None:
     pairs = list(read_pairs(PAIRS))
     labels = [f"copy {index % 3}" for index in range(len(pairs))]

@@ -118,10 +118,16 @@ def as_editor_sends(pair: LabelledPair, variant: str) -> LabelledPair:
     dropped = {"facts without launches": ("launches", "kernels", "sass") if halve else ("launches", "kernels"),
                "facts without SASS": ("sass",)}.get(variant, ())
 
+    def kept(facts: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in facts.items() if key not in dropped}
+
     def side(kernel: KernelSide) -> KernelSide:
         if variant == "without facts" or not kernel.facts:
             return replace(kernel, facts=None)
-        return replace(kernel, facts={key: value for key, value in kernel.facts.items() if key not in dropped})
+        facts = kept(kernel.facts)
+        if isinstance(facts.get("kernels"), dict):  # each kernel's own facts (features read the heaviest's) lose the same
+            facts["kernels"] = {name: kept(own) if isinstance(own, dict) else own for name, own in facts["kernels"].items()}
+        return replace(kernel, facts=facts)
 
     drop_sizes = variant == "without facts" and halve
     stripped = replace(request, reference=side(request.reference), candidate=side(request.candidate),
