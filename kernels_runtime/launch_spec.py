@@ -332,7 +332,7 @@ class LaunchSpec:
     def as_launch(self) -> dict[str, Any]:
         """The launch as corpus facts list it (grid, block, shared bytes, Triton options and
         constexprs; the arguments in parameter order, arrays by name and scalars with their
-        values) plus the bytes its arrays hold: what the forecaster's features read."""
+        values) plus the bytes its arrays hold, all and the outputs': what the forecaster's features read."""
         num_warps = self.options.get("num_warps")
         return {
             "kernel": self.kernel, "grid": list(self.grid), "block": list(self.block or (32 * (num_warps or 4),)),
@@ -340,6 +340,7 @@ class LaunchSpec:
             "constexprs": {name: value for name, value in self.options.items() if name not in TRITON_LAUNCH_OPTIONS} or None,
             "args": [arg.name if arg.is_array else {"ctype": arg.dtype, "value": arg.value} for arg in self.args],
             "bytes": sum(arg.nbytes for arg in self.args),
+            "output_bytes": sum(arg.nbytes for arg in self.args if arg.is_output),
         }
 
     def bytes_needed(self) -> int:

@@ -160,6 +160,7 @@ LAUNCH_NAMES = (
     "waves", "elements_per_thread", "loop_iterations", "global_accesses", "shared_accesses",
     "network_stages", "network_steps", "global_atomics", "shared_atomics",
     "bytes_in_flight", "instructions_per_sm", "serial_instructions", "accesses_per_thread", "wave_fill",
+    "atomics_per_output_word",
 )
 FACT_NAMES = (
     "has_facts", "registers", "shared_bytes", "spill_bytes", "occupancy", *(f"limited_by_{name}" for name in _LIMITERS),
@@ -173,6 +174,7 @@ SIDE_NAMES: tuple[str, ...] = (
 CONTEXT_NAMES: tuple[str, ...] = (
     "problem_known", "threads_log2", "dtype_bytes", "matmul_like", "bytes_log2", "bytes_over_l2",
     "hw_bandwidth", "hw_fp32", "hw_bf16", "hw_tf32", "hw_sms", "hw_cc", "hw_l2", "hw_threads_per_sm",
+    "output_log2", "bytes_per_output_log2",
 )
 FEATURE_NAMES: tuple[str, ...] = (*SIDE_NAMES, *CONTEXT_NAMES)
 FLOOR_INDEX = SIDE_NAMES.index("floor_log2_us")
@@ -379,7 +381,14 @@ def _launch_vector(
         _log2p(traffic.shared_atomics),
         *_parallelism(facts.get("sass") or {}, min(blocks / hardware.sm_count, blocks_per_sm) * threads, waves, iterations,
                       total_threads, traffic.global_accesses, hardware),
+        # How many updates each written word takes: a scatter into 16 keys serialises on them, one into a million does not.
+        _log2p(traffic.global_atomics / (_output_bytes(real) / 4)) if _output_bytes(real) else 0.0,
     ]
+
+
+def _output_bytes(launches: list[dict[str, Any]]) -> float:
+    """Bytes of the outputs the launches name (a launch pragma's `:out` arrays, the corpus's outputs)."""
+    return sum(float(launch.get("output_bytes") or 0) for launch in launches)
 
 
 def _iterations(side: KernelSide, launch: dict[str, Any] | None) -> float:
@@ -476,8 +485,10 @@ def _physics(
             float(tensor_cores), float(library)]
 
 
-def _context_vector(work: Work, hardware: Hardware, threads: float) -> list[float]:
-    """`threads`: the most threads either side launches, a second reading of the problem's scale.
+def _context_vector(work: Work, hardware: Hardware, threads: float, output: float) -> list[float]:
+    """`threads`: the most threads either side launches, a second reading of the problem's scale;
+    `output`: the most output bytes either side's launches name (0: unknown), against which the
+    bytes say how many inputs each output element reduces or gathers.
 
     Single sizes are left out on purpose: their sorted values name the operation (and let a
     model memorise it) more than they describe work on an operation it has not seen. So are
@@ -492,6 +503,7 @@ def _context_vector(work: Work, hardware: Hardware, threads: float) -> list[floa
         math.log2(hardware.bandwidth_gbs), math.log2(hardware.fp32_tflops), math.log2(hardware.bf16_tflops),
         math.log2(hardware.tf32_tflops), math.log2(hardware.sm_count), hardware.compute_capability,
         math.log2(hardware.l2_mb), hardware.threads_per_sm / 1024.0,
+        _log2p(output), _log2p(work.bytes) - _log2p(output) if output else 0.0,
     ]
 
 
@@ -507,7 +519,8 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     launches = tuple(_launches_of(side) for side in sides)
     bytes_per_launch = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
     work = work_of(request, counts, max(max(side, default=0.0) for side in bytes_per_launch))
-    context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches))
+    output = max(_output_bytes(_real(found)) for found, _ in launches)
+    context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches), output)
     rows = []
     for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, bytes_per_launch):
         main = _heaviest(side, found)

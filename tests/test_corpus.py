@@ -98,6 +98,7 @@ def test_launches_carry_the_bytes_of_the_arrays_they_name() -> None:
     (launch,) = describe(triton, wide)["launches"]
     arrays = {**triton.op.inputs(wide), **triton.op.outputs(wide)}
     assert launch["bytes"] == sum(arrays[arg].nbytes() for arg in launch["args"] if isinstance(arg, str)) > 0
+    assert launch["output_bytes"] == sum(array.nbytes() for array in triton.op.outputs(wide).values()) > 0
     assert describe(triton, narrow)["launches"][0]["bytes"] * 2 == pytest.approx(launch["bytes"], rel=0.01)
 
 

@@ -73,6 +73,25 @@ def test_each_side_reads_its_own_bytes_from_its_launches() -> None:
     assert wide["memory_log2_us"] > narrow["memory_log2_us"] > 0
 
 
+def test_a_scatter_reads_how_many_updates_each_output_word_takes() -> None:
+    """One atomicAdd a thread into 16 keys or into 2^20: the same code, the outputs' bytes tell them apart."""
+    code = "__global__ void k(const float* src, float* out) { atomicAdd(out + (threadIdx.x & 15), src[threadIdx.x]); }"
+
+    def row(output_words: int) -> dict[str, float]:
+        launch = {"kernel": "k", "grid": [1 << 14, 1, 1], "block": [256, 1, 1], "bytes": (1 << 24) + 4 * output_words,
+                  "output_bytes": 4 * output_words, "args": ["src", "out"]}
+        side = KernelSide(code, "cuda", facts={"launches": [launch]})
+        return dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, HARDWARE))[0]))
+
+    few, many = row(16), row(1 << 20)
+    assert few["atomics_per_output_word"] == pytest.approx(np.log2(1 + (1 << 22) / 16))  # 2^22 threads, one atomic each
+    assert many["atomics_per_output_word"] == pytest.approx(np.log2(1 + 4))
+    assert few["output_log2"] == pytest.approx(np.log2(1 + 64))
+    assert few["bytes_per_output_log2"] == pytest.approx(np.log2(1 + (1 << 24) + 64) - np.log2(1 + 64))
+    unknown = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(KernelSide(code, "cuda"), KernelSide(code, "cuda"), HARDWARE))[0]))
+    assert unknown["atomics_per_output_word"] == unknown["output_log2"] == unknown["bytes_per_output_log2"] == 0.0
+
+
 def test_a_small_second_pass_adds_its_own_bytes_not_a_full_pass() -> None:
     """A reduction that finishes with a tiny pass over partial sums moves about one pass of data, not two."""
     main = {"kernel": "partial", "grid": [1024, 1, 1], "block": [256, 1, 1], "bytes": 1 << 26}

@@ -96,6 +96,7 @@ def test_the_forecaster_sees_each_side_with_its_launch_pragma_and_macros() -> No
     for side in (request.candidate, request.reference):
         (launch,) = side.facts["launches"]
         assert launch["grid"] == [128, 128] and launch["block"] == [16, 16] and launch["bytes"] == 3 * 2048 * 2048 * 4
+        assert launch["output_bytes"] == 2048 * 2048 * 4
     assert request.candidate.code.startswith("#define TILE 16\n") and "#define" not in request.reference.code
     assert request.problem == {"N": 2048, "dtype": "f32"}  # the precision, as the corpus names problems
     assert "dtype" not in request_for(path.read_text().replace("f32[", "f16[")).problem  # a precision edit has none

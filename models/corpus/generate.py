@@ -84,14 +84,17 @@ def describe(entry: Entry, sizes: Sizes) -> dict[str, Any]:
 
 
 def with_array_bytes(entry: Entry, sizes: Sizes, launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each launch with the bytes of the arrays it names, as an editor's launch pragma gives
-    them (`LaunchSpec.as_launch`): the forecaster reads each side's own bytes from there, so a
-    precision edit (one shape, two dtypes) shows as half the traffic on one side."""
-    tensors = {**entry.op.inputs(sizes), **entry.op.outputs(sizes), **entry.variant.scratch(sizes)}
-    return [
-        {**launch, "bytes": sum(tensors[arg].nbytes() for arg in launch["args"] if isinstance(arg, str) and arg in tensors)}
-        for launch in launches
-    ]
+    """Each launch with the bytes of the arrays it names and of the outputs among them, as an
+    editor's launch pragma gives them (`LaunchSpec.as_launch`): the forecaster reads each side's
+    own bytes from there, so a precision edit (one shape, two dtypes) shows as half the traffic
+    on one side, and a scatter's outputs say how many updates each element takes."""
+    outputs = entry.op.outputs(sizes)
+    tensors = {**entry.op.inputs(sizes), **outputs, **entry.variant.scratch(sizes)}
+
+    def total(launch: dict[str, Any], names: dict[str, Any]) -> int:
+        return sum(names[arg].nbytes() for arg in launch["args"] if isinstance(arg, str) and arg in names)
+
+    return [{**launch, "bytes": total(launch, tensors), "output_bytes": total(launch, outputs)} for launch in launches]
 
 
 def describe_reference(op: Op, sizes: Sizes) -> dict[str, Any]:
