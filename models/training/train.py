@@ -30,10 +30,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from kernelcast.forecast import KernelSide, normal_bin_probabilities
-from kernelcast.kernels_runtime import hardware, launch_spec
-from kernelcast.models import access_pattern, calibration, features, loop_trips
+from kernelcast.models import calibration
 from kernelcast.models.boosted import BoostedTrees
-from kernelcast.models.embedded import Prediction, TimeModel, blend
+from kernelcast.models.embedded import READER_MODULES, Prediction, TimeModel, blend
 from kernelcast.models.evaluation import evaluate
 from kernelcast.models.features import pair_features
 from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
@@ -172,12 +171,12 @@ def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = No
 
 def _cached(cache: Path | None, name: str, build: Callable[[], Dataset]) -> Dataset:
     """`build()`, kept in `cache` under `name` and the digest of the code that builds rows
-    (features.py and the readers it calls, the CUDA-L1 converter, this module's copies), so
-    changed code never reuses stale rows."""
+    (the embedded backend's readers, the CUDA-L1 converter, this module's copies), so changed
+    code never reuses stale rows."""
     if cache is None:
         return build()
-    readers = (features, access_pattern, loop_trips, launch_spec, hardware, cuda_l1, sys.modules[__name__])
-    digest = hashlib.sha256(b"".join(Path(module.__file__).read_bytes() for module in readers)).hexdigest()[:12]
+    readers = [*READER_MODULES, cuda_l1.__name__, __name__]
+    digest = hashlib.sha256(b"".join(Path(str(sys.modules[name].__file__)).read_bytes() for name in readers)).hexdigest()[:12]
     path = cache / f"{name}-{digest}.npz"
     if path.exists():
         with np.load(path) as stored:
