@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.access_pattern import access_summary
+from kernelcast.models.access_pattern import clear_cache as forget_access_patterns
 from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend
 from kernelcast.models.features import read_code
 from kernelcast.models.loop_trips import clear_cache as forget_loops
@@ -46,7 +46,7 @@ def _cpu_ms(backend: EmbeddedBackend, request: ForecastRequest) -> list[float]:
     samples = []
     for _ in range(REPEATS):
         read_code.cache_clear()
-        access_summary.cache_clear()
+        forget_access_patterns()
         forget_loops()
         started = time.process_time()
         backend.predict(request)

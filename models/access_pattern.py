@@ -1453,6 +1453,11 @@ def access_summary(code: str, language: str, launches: Sequence[dict[str, Any]] 
     return _summary(code, language, _launch_shapes(launches))
 
 
+def clear_cache() -> None:
+    """Forget every text read so far: a benchmark of a fresh edit starts from nothing."""
+    _summary.cache_clear()
+
+
 @functools.lru_cache(maxsize=512)
 def _summary(code: str, language: str, launches: tuple[tuple[str, _LaunchShape], ...]) -> tuple[float, ...]:
     accesses = _accesses(code, language, launches)
