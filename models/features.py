@@ -382,7 +382,7 @@ def _launch_vector(
         *_parallelism(facts.get("sass") or {}, min(blocks / hardware.sm_count, blocks_per_sm) * threads, waves, iterations,
                       total_threads, traffic.global_accesses, hardware),
         # How many updates each written word takes: a scatter into 16 keys serialises on them, one into a million does not.
-        _log2p(traffic.global_atomics / (_output_bytes(real) / 4)) if _output_bytes(real) else 0.0,
+        _log2p(traffic.global_atomics / (output / 4)) if (output := _output_bytes(real)) else 0.0,
     ]
 
 
