@@ -66,6 +66,10 @@ CODE_PATTERNS: dict[str, Callable[[str], float]] = {
     "relaxed_atomics": _pattern(r"sem\s*=\s*[\"']relaxed|atomic[A-Z]\w*_block\s*\("),
     # Loads and stores told which caches to use or skip (streaming, L2 only, evict first).
     "cache_hints": _pattern(r"__(?:ld|st)(?:cg|ca|cs|lu|cv|wt)\s*\(|cache_modifier\s*=\s*[\"']\.\w|eviction_policy\s*=\s*[\"']evict"),
+    # Which way the hint points: a gather that re-reads its lines loses what streaming or L2-only loads
+    # drop (`__ldcs` against `__ldca` read the same as hints alone).
+    "streaming_hints": _pattern(r"__(?:ld|st)(?:cs|lu)\s*\(|eviction_policy\s*=\s*[\"']evict_first"),
+    "l1_bypass_hints": _pattern(r"__(?:ld|st)(?:cg|cv|wt)\s*\(|cache_modifier\s*=\s*[\"']\.c[gv]"),
     "loops": _pattern(r"for\s*\(|while\s*\(|for\s+\w+\s+in\b"),
     "unroll": _pattern(r"#pragma\s+unroll|tl\.static_range"),
     "half_types": _pattern(r"(?:half|__half|__nv_bfloat16|bfloat16|float16|fp16|bf16|\.half\(\))\b"),
@@ -320,12 +324,19 @@ def _real(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [launch for launch in launches if not str(launch.get("kernel", "")).startswith("__")]
 
 
-def _heaviest(side: KernelSide, launches: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The launch whose shape is the side's: the most threads × loop trips each, not the most threads.
+def _heaviest(side: KernelSide, launches: list[dict[str, Any]], facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The launch whose shape is the side's: the most instructions issued (threads × loop trips × its
+    kernel's SASS count where the facts give it), not the most threads.
 
-    A one-block kernel looping over all rows after a wide column-means pass is what takes the time.
+    A one-block kernel looping over all rows after a wide column-means pass is what takes the time,
+    and so is a Triton attention's tile product (thousands of instructions a thread) beside its
+    wider row softmax.
     """
-    return max(_real(launches), key=lambda launch: _product(launch.get("grid")) * _threads(launch) * max(1.0, _iterations(side, launch)), default=None)
+    def issued(launch: dict[str, Any]) -> float:
+        per_thread = float((_kernel_facts(facts, launch).get("sass") or {}).get("total") or 0) or 1.0
+        return _product(launch.get("grid")) * _threads(launch) * max(1.0, _iterations(side, launch)) * per_thread
+
+    return max(_real(launches), key=issued, default=None)
 
 
 def _kernel_facts(facts: dict[str, Any], main: dict[str, Any] | None) -> dict[str, Any]:
@@ -523,8 +534,9 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches), output)
     rows = []
     for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, bytes_per_launch):
-        main = _heaviest(side, found)
-        facts = _kernel_facts(side.facts if isinstance(side.facts, dict) else {}, main)
+        side_facts = side.facts if isinstance(side.facts, dict) else {}
+        main = _heaviest(side, found, side_facts)
+        facts = _kernel_facts(side_facts, main)
         launch_part = _launch_vector(side, found, main, origin, side_counts, facts, work, hardware)
         rows.append([
             *(float(side.language == name) for name in _LANGUAGES),

@@ -144,6 +144,24 @@ __global__ void walk(const float* x, float* out, int n, int d) {
     assert found["registers"] == 48 / 64 and found["occupancy"] == 0.5
 
 
+def test_the_kernel_issuing_the_most_instructions_gives_a_side_its_facts() -> None:
+    """A Triton tile product (thousands of SASS instructions a thread) beside a wider row softmax: the product is the time.
+
+    Counting threads alone picked the softmax, so a tf32 → ieee edit (tensor cores lost, spills) read as no change.
+    """
+    code = "@triton.jit\ndef scores(q_ptr, p_ptr):\n    pass\n@triton.jit\ndef softmax(p_ptr):\n    pass\n"
+    launches = [{"kernel": "scores", "grid": [8, 16, 16], "num_warps": 8}, {"kernel": "softmax", "grid": [16384, 1, 1], "num_warps": 8}]
+
+    def row(scores_sass: int) -> dict[str, float]:
+        kernels = {"scores": {"registers": 96, "sass": {"total": scores_sass}}, "softmax": {"registers": 20, "sass": {"total": 129}}}
+        side = KernelSide(code, "triton", facts={**kernels["scores"], "launches": launches, "kernels": kernels})
+        return dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, HARDWARE, {"n": 1 << 24}))[0]))
+
+    tile = row(2872)  # 2,048 programs × 2,872 instructions against 16,384 × 129
+    assert tile["blocks"] == pytest.approx(np.log2(1 + 2048)) and tile["registers"] == 96 / 64
+    assert row(100)["registers"] == 20 / 64  # a light tile: the softmax takes the time
+
+
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
     row = {"level_id": 1, "task_id": 9, "ref_code": reference, "custom_code": "x = load_inline(name='k', cuda_sources='')",

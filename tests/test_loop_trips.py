@@ -289,3 +289,17 @@ def test_the_features_see_warp_aggregation_relaxed_atomics_and_cache_hints() -> 
     assert [row["code_warp_match"] for row in rows] == [1.0, 0.0, 0.0]  # log2(1 + count)
     assert [row["code_relaxed_atomics"] for row in rows] == [0.0, 1.0, 0.0]
     assert [row["code_cache_hints"] for row in rows] == [0.0, math.log2(3), 0.0]
+
+
+def test_cache_hints_are_told_apart_by_what_they_drop() -> None:
+    """A gather re-reading its lines loses what `__ldcs` streams out and keeps what `__ldca` keeps: not one hint count."""
+    hardware = SPECS["H100-SXM"].to_json()
+    loads = ["__ldcs(p)", "__ldca(p)", "__ldcg(p)", "__ldg(p)"]
+    rows = [dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0]))
+            for side in (KernelSide(f"__device__ float fetch(const float* p) {{ return {load}; }}", "cuda") for load in loads)]
+    assert [row["code_cache_hints"] for row in rows] == [1.0, 1.0, 1.0, 0.0]
+    assert [row["code_streaming_hints"] for row in rows] == [1.0, 0.0, 0.0, 0.0]
+    assert [row["code_l1_bypass_hints"] for row in rows] == [0.0, 0.0, 1.0, 0.0]
+    triton = KernelSide('tl.load(x_ptr + j, cache_modifier=".cv", eviction_policy="evict_first")', "triton")
+    row = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(triton, triton, hardware))[0]))
+    assert (row["code_streaming_hints"], row["code_l1_bypass_hints"]) == (1.0, 1.0)
