@@ -305,7 +305,12 @@ def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, 
 
 
 def _total_threads(launches: list[dict[str, Any]]) -> float:
-    return sum(_product(launch.get("grid")) * _threads(launch) for launch in _real(launches))
+    return sum(_launch_threads(launch) for launch in _real(launches))
+
+
+def _launch_threads(launch: dict[str, Any]) -> float:
+    """All threads (CUDA) or all programs' threads (Triton) one launch starts."""
+    return _product(launch.get("grid")) * _threads(launch)
 
 
 def _torch_launches(counts: dict[str, float]) -> float:
@@ -334,7 +339,7 @@ def _heaviest(side: KernelSide, launches: list[dict[str, Any]], facts: dict[str,
     """
     def issued(launch: dict[str, Any]) -> float:
         per_thread = float((_kernel_facts(facts, launch).get("sass") or {}).get("total") or 0) or 1.0
-        return _product(launch.get("grid")) * _threads(launch) * max(1.0, _iterations(side, launch)) * per_thread
+        return _launch_threads(launch) * max(1.0, _iterations(side, launch)) * per_thread
 
     return max(_real(launches), key=issued, default=None)
 
