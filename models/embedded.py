@@ -5,7 +5,8 @@ r is a small MLP ensemble trained on measured pairs (models/training) and the fl
 from models/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
 construction: swap the sides and s flips. Boosted trees on the pair (models/boosted.py),
 antisymmetric too, forecast s directly and are blended in: the two learners err on different
-pairs of operations neither saw. The spread comes from trees fitted to how far held-out
+pairs of operations neither saw. Direction trees, which classify which side is faster, move
+the regression trees' forecast a bounded step toward the side they favour. The spread comes from trees fitted to how far held-out
 forecasts missed (models/spread.py), or else from each side's learned spread plus the
 members' and the two learners' disagreement; then the shared calibration layer calibrates it
 on held-out operations. Pure numpy: no download,
@@ -25,7 +26,7 @@ import numpy as np
 
 from kernelcast.forecast import ForecastRequest, normal_bin_probabilities
 from kernelcast.models import backends
-from kernelcast.models.boosted import BoostedTrees
+from kernelcast.models.boosted import BoostedTrees, toward_direction
 from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
 from kernelcast.models.spread import forecast_columns, learned_sd
 
@@ -72,32 +73,42 @@ class Prediction:
 
 
 TREE_PREFIX = "tree_"
+DIRECTION_PREFIX = "direction_"
 SPREAD_PREFIX = "spread_"
+TREE_PREFIXES = (TREE_PREFIX, DIRECTION_PREFIX, SPREAD_PREFIX)
 
 
 class TimeModel:
     """An ensemble of per-side MLPs, stored as stacked arrays (member first) in one .npz, and
-    optionally boosted trees (arrays named tree_*) blended in with meta["tree_weight"], and
-    optionally the spread trees (spread_*) that set the blend's sd."""
+    optionally boosted trees (arrays named tree_*) blended in with meta["tree_weight"], the
+    direction trees (direction_*) that move the trees' forecast by up to meta["direction_step"],
+    and the spread trees (spread_*) that set the blend's sd."""
 
     def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         if tuple(meta.get("features", ())) != FEATURE_NAMES:
             raise ValueError("weights were trained on other features; retrain with models/training/train.py")
-        tree_prefixes = (TREE_PREFIX, SPREAD_PREFIX)
-        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(tree_prefixes)}
-        self.trees = BoostedTrees.from_arrays(arrays, TREE_PREFIX) if TREE_PREFIX + "roots" in arrays else None
-        self.spread = BoostedTrees.from_arrays(arrays, SPREAD_PREFIX) if SPREAD_PREFIX + "roots" in arrays else None
-        if self.spread is not None and self.trees is None:
-            raise ValueError("spread trees read the blend of the MLP and the trees; these weights have no trees")
+        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(TREE_PREFIXES)}
+        self.trees, self.direction, self.spread = (
+            BoostedTrees.from_arrays(arrays, prefix) if prefix + "roots" in arrays else None for prefix in TREE_PREFIXES
+        )
+        if (self.spread is not None or self.direction is not None) and self.trees is None:
+            raise ValueError("direction and spread trees act on the blend of the MLP and the trees; these weights have no trees")
         self.meta = meta
 
     def _tree_arrays(self) -> dict[str, np.ndarray]:
-        arrays = self.trees.to_arrays(TREE_PREFIX) if self.trees is not None else {}
-        return {**arrays, **(self.spread.to_arrays(SPREAD_PREFIX) if self.spread is not None else {})}
+        sets = zip(TREE_PREFIXES, (self.trees, self.direction, self.spread))
+        return {name: value for prefix, trees in sets if trees is not None for name, value in trees.to_arrays(prefix).items()}
 
     def with_trees(self, trees: BoostedTrees, weight: float, settings: dict[str, Any]) -> "TimeModel":
         """This MLP ensemble blended with `trees`, which get `weight` of the forecast."""
         return TimeModel({**self.arrays, **trees.to_arrays(TREE_PREFIX)}, {**self.meta, "tree_weight": weight, "tree_settings": settings})
+
+    def with_direction(self, trees: BoostedTrees, step: float, settings: dict[str, Any]) -> "TimeModel":
+        """This blend with the regression trees' forecast moved by up to `step` octaves toward the side `trees` favour."""
+        return TimeModel(
+            {**self.arrays, **self._tree_arrays(), **trees.to_arrays(DIRECTION_PREFIX)},
+            {**self.meta, "direction_step": step, "direction_settings": settings},
+        )
 
     def with_spread(self, trees: BoostedTrees, settings: dict[str, Any]) -> "TimeModel":
         """This blend with its sd from `trees` (models/spread.py)."""
@@ -125,7 +136,8 @@ class TimeModel:
             digest.update(self.arrays[name].astype(np.float32).tobytes())
         for name, value in sorted(self._tree_arrays().items()):
             digest.update(value.tobytes())
-        parts = ["mlp", *(["trees"] if self.trees is not None else []), *(["spread"] if self.spread is not None else [])]
+        learners = zip(("trees", "direction", "spread"), (self.trees, self.direction, self.spread))
+        parts = ["mlp", *(name for name, trees in learners if trees is not None)]
         return f"time-{'-'.join(parts)}-{digest.hexdigest()[:10]}"
 
     def side_outputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -163,6 +175,8 @@ class TimeModel:
         if self.trees is None:
             return mlp
         trees_mean = self.trees.predict(features)
+        if self.direction is not None:
+            trees_mean = toward_direction(trees_mean, self.direction.predict(features), float(self.meta["direction_step"]))
         blended = blend(mlp, trees_mean, float(self.meta["tree_weight"]))
         if self.spread is None:
             return blended

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.models.boosted import SIDE_COUNT, BoostedTrees, pair_rows
+from kernelcast.models.boosted import SIDE_COUNT, BoostedTrees, pair_rows, toward_direction
 from kernelcast.models.embedded import Prediction, TimeModel, blend
 from kernelcast.models.features import FEATURE_NAMES
 from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
-from kernelcast.models.training.boosting import TreeSettings, export, train_spread, train_trees
+from kernelcast.models.training.boosting import TreeSettings, export, train_direction, train_spread, train_trees
 
 try:
     import lightgbm
@@ -21,6 +21,7 @@ except ImportError:
     lightgbm = None
 needs_lightgbm = pytest.mark.skipif(lightgbm is None, reason="growing trees needs lightgbm: pip install 'kernelcast[train]'")
 SMALL = TreeSettings(rounds=60, leaves=15, min_pairs_in_leaf=5, threads=1)
+SMALL_DIRECTION = TreeSettings(rounds=60, leaves=15, min_pairs_in_leaf=5, threads=1, objective="binary")
 
 # One tree: column 0 ≤ 1.5 → (column 2 ≤ −1 → leaf 0, else leaf 1), else leaf 2; a second tree is one leaf.
 HAND_MADE = BoostedTrees(
@@ -83,6 +84,24 @@ def test_trees_are_reproducible_from_a_seed() -> None:
     assert not np.array_equal(first.leaf_value, other.leaf_value)
 
 
+def test_a_direction_moves_a_forecast_by_at_most_its_step() -> None:
+    moved = toward_direction(np.array([0.05, 0.05, 1.0, -2.0]), np.array([-30.0, 0.0, 30.0, 1.0]), step=0.25)
+    assert moved == pytest.approx([-0.2, 0.05, 1.25, -2.0 + 0.25 * np.tanh(1.0)])
+
+
+@needs_lightgbm
+def test_direction_trees_call_the_faster_side_of_held_out_pairs_with_antisymmetric_log_odds() -> None:
+    features, s = _synthetic(1500)
+    trees = train_direction(features[:1200], s[:1200], np.ones(1200), SMALL_DIRECTION, seed=0)
+    log_odds = trees.predict(features[1200:])
+    assert np.mean(np.sign(log_odds) == np.sign(s[1200:])) > 0.85
+    assert trees.predict(features[1200:, ::-1]) == pytest.approx(-log_odds, abs=1e-12)
+    sure = np.abs(log_odds) > 2
+    assert sure.any() and np.mean(np.sign(log_odds[sure]) == np.sign(s[1200:][sure])) > 0.95  # sure log-odds are right more often
+    with pytest.raises(ValueError, match="objective 'binary'"):
+        train_direction(features, s, np.ones(1500), SMALL, seed=0)
+
+
 def _small_mlp() -> TimeModel:
     rng = np.random.default_rng(1)
     members, hidden, width = 2, 4, len(FEATURE_NAMES)
@@ -127,3 +146,19 @@ def test_spread_trees_set_the_blends_sd_and_save_with_it(tmp_path: Path) -> None
     assert loaded.predict(features[:, ::-1]).sd == pytest.approx(forecast.sd, rel=1e-9)
     with pytest.raises(ValueError, match="these weights have no trees"):
         TimeModel({**mlp.arrays, **spread_trees.to_arrays("spread_")}, mlp.meta)
+
+
+@needs_lightgbm
+def test_direction_trees_move_the_trees_forecast_before_the_blend_and_save_with_it(tmp_path: Path) -> None:
+    features, s = _synthetic(400)
+    trees, direction = train_trees(features, s, np.ones(400), SMALL, seed=0), train_direction(features, s, np.ones(400), SMALL_DIRECTION, seed=0)
+    mlp = _small_mlp()
+    model = mlp.with_trees(trees, 0.5, SMALL.__dict__).with_direction(direction, 0.25, SMALL_DIRECTION.__dict__)
+    model.save(tmp_path / "w.npz")
+    loaded = TimeModel.load(tmp_path / "w.npz")
+    assert loaded.model_id == model.model_id and loaded.model_id.startswith("time-mlp-trees-direction-")
+    moved = toward_direction(trees.predict(features), direction.predict(features), 0.25)
+    assert loaded.predict(features).mean == pytest.approx(blend(mlp.predict(features), moved, 0.5).mean, abs=1e-4)
+    assert loaded.predict(features[:, ::-1]).mean == pytest.approx(-loaded.predict(features).mean, abs=1e-9)
+    with pytest.raises(ValueError, match="these weights have no trees"):
+        TimeModel({**mlp.arrays, **direction.to_arrays("direction_")}, mlp.meta)

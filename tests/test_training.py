@@ -26,7 +26,8 @@ from kernelcast.pairs import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
-SMALL_RECIPE = train_cli.Recipe(SMALL, TreeSettings(rounds=20, leaves=7, min_pairs_in_leaf=5, threads=1))
+SMALL_TREES = TreeSettings(rounds=20, leaves=7, min_pairs_in_leaf=5, threads=1)
+SMALL_RECIPE = train_cli.Recipe(SMALL, SMALL_TREES, direction=replace(SMALL_TREES, objective="binary"))
 
 
 def _synthetic(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -109,12 +110,36 @@ def test_folds_trained_in_parallel_processes_forecast_as_sequential_ones(capsys:
     fold, parts = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=1)
     same_fold, parallel = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, jobs=2)
     assert np.array_equal(fold, same_fold) and set(fold) == {0, 1}
-    assert set(parts) == {"mlp_mean", "mlp_sd", "trees_mean"}
+    assert set(parts) == {"mlp_mean", "mlp_sd", "trees_mean", "direction_log_odds"}
     assert all(np.allclose(parts[name], parallel[name], atol=1e-12) for name in parts)
     log = capsys.readouterr().out
-    assert log.count(": MLP trained") == 4 and log.count(": trees trained") == 4
+    assert log.count(": MLP trained") == 4 and log.count(": trees trained") == 4 and log.count(": direction trees trained") == 4
     _, alone = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, tree_weight=0.0), 0, 0.5, None)
-    assert "trees_mean" not in alone and np.array_equal(alone["mlp_mean"], parts["mlp_mean"])
+    assert set(alone) == {"mlp_mean", "mlp_sd"} and np.array_equal(alone["mlp_mean"], parts["mlp_mean"])
+    _, no_direction = train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, direction_step=0.0), 0, 0.5, None)
+    assert set(no_direction) == {"mlp_mean", "mlp_sd", "trees_mean"}
+
+
+def test_folds_train_only_the_learners_whose_forecasts_are_not_given(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _dataset()
+    _, parts = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None)
+    capsys.readouterr()
+    given = {name: parts[name] for name in ("mlp_mean", "mlp_sd", "trees_mean")}
+    _, completed = train_cli.held_out(data, 2, {"H100-SXM"}, SMALL_RECIPE, 0, 0.5, None, given=given)
+    log = capsys.readouterr().out
+    assert log.count(": direction trees trained") == 2 and "MLP" not in log and ": trees trained" not in log
+    assert all(np.array_equal(completed[name], parts[name]) for name in parts)
+
+
+def test_direction_trees_train_on_measured_pairs_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _dataset()
+    data.variant = np.where(np.arange(len(data)) % 3 == 0, "without facts", "")
+    train_cli.held_out(data, 2, {"H100-SXM"}, replace(SMALL_RECIPE, mlp=replace(SMALL, epochs=1)), 0, 0.5, None)
+    log = capsys.readouterr().out
+    fold = train_cli.folds_of(data.op, 2, 0)
+    for k in range(2):
+        every, measured = ((fold != k) & (data.gpu == "H100-SXM")).sum(), ((fold != k) & (data.gpu == "H100-SXM") & (data.variant == "")).sum()
+        assert f"fold {k + 1}/2: trees trained on {every} pairs" in log and f"fold {k + 1}/2: direction trees trained on {measured} pairs" in log
 
 
 def _noisy_held_out(n: int = 1200) -> tuple[train_cli.Dataset, train_cli.HeldOut]:
@@ -124,7 +149,7 @@ def _noisy_held_out(n: int = 1200) -> tuple[train_cli.Dataset, train_cli.HeldOut
     noisy = data.features[:, :, 5].min(axis=1) >= 0
     miss = rng.normal(size=n) * np.where(noisy, 1.0, 0.1)
     forecast = data.log2_speedup + miss
-    parts = {"mlp_mean": forecast, "mlp_sd": np.full(n, 0.4), "trees_mean": forecast + 0.01 * rng.normal(size=n)}
+    parts = {"mlp_mean": forecast, "mlp_sd": np.full(n, 0.4), "trees_mean": forecast + 0.01 * rng.normal(size=n), "direction_log_odds": np.zeros(n)}
     return data, (np.arange(n) % 2, parts)
 
 
@@ -154,14 +179,15 @@ def test_held_out_spread_is_cross_fitted_and_sharpens_the_forecasts_it_can_trust
     assert np.allclose(learned.sum(axis=1), 1.0)
 
 
-def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -> None:
+def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--pairs", str(PAIRS), "--out", str(tmp_path / "w.npz"), "--calibration-out", str(tmp_path / "c.json"),
             "--report", str(tmp_path / "report"), "--folds", "2", "--epochs", "2", "--members", "2", "--tree-rounds", "20"]
     assert train_cli.main(args) == 0
     model = TimeModel.load(tmp_path / "w.npz")
     assert model.meta["seed"] == 0 and model.meta["inputs"]["pairs"] == [str(PAIRS)]
     assert model.trees is not None and model.meta["tree_weight"] == train_cli.TREE_WEIGHT
-    assert model.spread is not None and model.model_id.startswith("time-mlp-trees-spread-")
+    assert model.direction is not None and model.meta["direction_step"] == train_cli.DIRECTION_STEP
+    assert model.spread is not None and model.model_id.startswith("time-mlp-trees-direction-spread-")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["sets"]["corpus (H100)"]["raw"]["n"] == 18
     assert "| corpus (H100) | raw | 18 |" in (tmp_path / "report" / "report.md").read_text()
@@ -185,6 +211,17 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path) -
     assert train_cli.main(judged) == 0
     assert json.loads((tmp_path / "judged" / "report.json").read_text())["sets"] == report["sets"]
 
+    # Without the direction trees' forecasts (a run before they were a learner): only they are trained.
+    with np.load(tmp_path / "folds" / "held_out.npz") as stored:
+        np.savez(tmp_path / "older.npz", **{name: stored[name] for name in stored.files if name != "direction_log_odds"})
+    capsys.readouterr()
+    completed = ["--pairs", str(PAIRS), "--held-out", str(tmp_path / "older.npz"), "--calibration-out", str(tmp_path / "c4.json"),
+                 "--report", str(tmp_path / "completed"), "--folds", "2"]
+    assert train_cli.main(completed) == 0
+    log = capsys.readouterr().err
+    assert log.count(": direction trees trained") == 2 and "MLP trained" not in log and ": trees trained" not in log
+    assert json.loads((tmp_path / "completed" / "report.json").read_text())["sets"] == report["sets"]
+
 
 def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--pairs", str(PAIRS), "--report", str(tmp_path / "r"), "--calibration-out", str(tmp_path / "c.json"), "--folds", "2",
@@ -199,11 +236,10 @@ def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_pa
         train_cli.main([*args, "--held-out", str(tmp_path / "short.npz")])
     assert "other pairs than --pairs and --cuda-l1 give (3 pairs, not 33)" in capsys.readouterr().err
     with np.load(held) as stored:
-        np.savez(tmp_path / "mlp_only.npz", **{name: stored[name] for name in stored.files if name != "trees_mean"})
+        np.savez(tmp_path / "no_mlp.npz", **{name: stored[name] for name in stored.files if name != "mlp_mean"})
     with pytest.raises(SystemExit):
-        train_cli.main([*args, "--held-out", str(tmp_path / "mlp_only.npz")])
-    assert "no trees_mean: not a held_out.npz of this command and recipe" in capsys.readouterr().err
-    assert train_cli.main([*args, "--held-out", str(tmp_path / "mlp_only.npz"), "--tree-weight", "0"]) == 0
+        train_cli.main([*args, "--held-out", str(tmp_path / "no_mlp.npz")])
+    assert "no mlp_mean: not a held_out.npz of this command" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train_cli.main(["--pairs", str(PAIRS), "--no-eval", "--out", str(tmp_path / "w.npz")])
     assert "give --held-out FILE" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 
 Each pair is shown both ways round (reference, candidate → s; candidate, reference → −s) so the
 trees learn no side's role; the forecast halves g(a, b) − g(b, a), antisymmetric exactly, and
-the spread averages both ways, symmetric exactly.
+the spread averages both ways, symmetric exactly. The direction trees see the same rows with
+"is the second side faster?" as the label: their halved difference is an antisymmetric log-odds.
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ class TreeSettings:
     feature_fraction: float = 0.5
     bagging_fraction: float = 0.7
     l2: float = 1.0
+    # lightgbm's objective: "l2" for a log-speedup or a log squared error, "binary" for a direction.
+    objective: str = "l2"
     # lightgbm's sums depend on how rows are split among threads: fixed, a seed gives the same trees.
     threads: int = 2
 
 
 # The spread trees: smaller, fitted to the held-out pairs of the training GPUs only (~100k for the corpus).
 SPREAD_SETTINGS = TreeSettings(rounds=300, leaves=31, min_pairs_in_leaf=200, feature_fraction=0.7, l2=0.0)
+# The direction trees (models/boosted.py): a classifier of which side is faster, on the measured pairs.
+DIRECTION_SETTINGS = TreeSettings(rounds=400, learning_rate=0.07, leaves=63, objective="binary")
 
 
 def train_trees(features: np.ndarray, log2_speedups: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
@@ -41,6 +46,16 @@ def train_trees(features: np.ndarray, log2_speedups: np.ndarray, weights: np.nda
     rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
     target = np.clip(log2_speedups, -CLIP_LOG2, CLIP_LOG2)
     return _grow(rows, np.concatenate([target, -target]), np.concatenate([weights, weights]), settings, seed)
+
+
+def train_direction(features: np.ndarray, log2_speedups: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
+    """Trees fitted to which side of (N, 2, F) pairs is faster (settings.objective "binary"); their
+    BoostedTrees.predict is the log-odds that the candidate is; deterministic given `seed`."""
+    if settings.objective != "binary":
+        raise ValueError(f"direction trees classify: objective 'binary', not {settings.objective!r}")
+    rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
+    faster = np.concatenate([log2_speedups > 0, log2_speedups < 0]).astype(float)
+    return _grow(rows, faster, np.concatenate([weights, weights]), settings, seed)
 
 
 def train_spread(features: np.ndarray, forecasts: np.ndarray, log_squared_errors: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
@@ -52,7 +67,7 @@ def _grow(rows: np.ndarray, target: np.ndarray, weights: np.ndarray, settings: T
     import lightgbm
 
     parameters: dict[str, Any] = {
-        "objective": "l2", "learning_rate": settings.learning_rate, "num_leaves": settings.leaves,
+        "objective": settings.objective, "learning_rate": settings.learning_rate, "num_leaves": settings.leaves,
         "min_data_in_leaf": settings.min_pairs_in_leaf, "feature_fraction": settings.feature_fraction,
         "bagging_fraction": settings.bagging_fraction, "bagging_freq": 1, "lambda_l2": settings.l2,
         "num_threads": settings.threads, "seed": seed, "deterministic": True, "force_row_wise": True, "verbose": -1,

@@ -31,13 +31,13 @@ import numpy as np
 
 from kernelcast.forecast import KernelSide, normal_bin_probabilities
 from kernelcast.models import calibration
-from kernelcast.models.boosted import BoostedTrees
+from kernelcast.models.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded import READER_MODULES, Prediction, TimeModel, blend
 from kernelcast.models.evaluation import evaluate
 from kernelcast.models.features import pair_features
 from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
 from kernelcast.models.training import CLIP_LOG2, cuda_l1
-from kernelcast.models.training.boosting import SPREAD_SETTINGS, TreeSettings, train_spread, train_trees
+from kernelcast.models.training.boosting import DIRECTION_SETTINGS, SPREAD_SETTINGS, TreeSettings, train_direction, train_spread, train_trees
 from kernelcast.models.training.learner import Settings, train
 from kernelcast.pairs import LabelledPair, read_pairs
 
@@ -67,6 +67,11 @@ CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
 # held-out operations an even blend beat either learner alone; judged with the full recipe
 # on two fold splits, 0.3–0.4 beat 0.5 on direction, bins and edits (models/training/README.md).
 TREE_WEIGHT = 0.4
+# Most octaves the direction trees move the regression trees' forecast (0: no direction trees),
+# so at most 0.1 of the blend's. Their log-odds are not a log-speedup: added linearly, a share
+# that settled the edits cost the bins; bounded by tanh, 0.25 raised edit-pair direction on
+# held-out operations with the other targets kept (models/training/README.md).
+DIRECTION_STEP = 0.25
 # Headline metrics of the report, with issue 5's targets (None: reported, no target).
 TARGETS: dict[str, float | None] = {
     "direction_accuracy": 0.85, "bin_accuracy": 0.50, "within_one_bin": 0.85, "direction_ece": 0.05,
@@ -245,85 +250,126 @@ def probabilities(prediction: Prediction) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Recipe:
-    """Both learners' settings, the trees' share of the blend (0: no trees are grown) and the
-    spread trees' settings (None, or no trees: the blend's own spread)."""
+    """Both learners' settings, the trees' share of the blend (0: no trees are grown), the
+    spread trees' settings (None, or no trees: the blend's own spread), and the direction
+    trees' step and settings (step 0, or no trees: none are grown)."""
 
     mlp: Settings
     trees: TreeSettings
     tree_weight: float = TREE_WEIGHT
     spread: TreeSettings | None = SPREAD_SETTINGS
+    direction_step: float = DIRECTION_STEP
+    direction: TreeSettings = DIRECTION_SETTINGS
+
+    def learners(self) -> list[str]:
+        """The held-out forecasts (LEARNER_PARTS) this recipe blends."""
+        with_trees = self.tree_weight > 0
+        return ["mlp_mean", "mlp_sd", *(["trees_mean"] if with_trees else []), *(["direction_log_odds"] if with_trees and self.direction_step > 0 else [])]
 
 
-# Each learner's held-out forecast of every pair, by name (mlp_mean, mlp_sd, trees_mean), and the fold that held it out.
+# Each learner's held-out forecast of every pair, by name (LEARNER_PARTS), and the fold that held it out.
 HeldOut = tuple[np.ndarray, dict[str, np.ndarray]]
-LEARNER_PARTS = ("mlp_mean", "mlp_sd", "trees_mean")
+LEARNER_PARTS = ("mlp_mean", "mlp_sd", "trees_mean", "direction_log_odds")
 
 
-def _fold_mlp(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[Prediction, float]:
+def _fold_mlp(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[dict[str, np.ndarray], float]:
     """One fold's MLP: train on the other folds' rows, forecast the held-out ones (a process of its own with --jobs)."""
     started = time.perf_counter()
     features, log2_speedups, weights, groups = train_rows
-    model = train(features, log2_speedups, weights, settings, seed, {}, groups)
-    return model.predict(held_features), time.perf_counter() - started
+    prediction = train(features, log2_speedups, weights, settings, seed, {}, groups).predict(held_features)
+    return {"mlp_mean": prediction.mean, "mlp_sd": prediction.sd}, time.perf_counter() - started
 
 
-def _fold_trees(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: TreeSettings, seed: int) -> tuple[np.ndarray, float]:
+def _fold_trees(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: TreeSettings, seed: int) -> tuple[dict[str, np.ndarray], float]:
     """One fold's trees, beside its MLP: they need CPU cores where the MLP needs the GPU."""
     started = time.perf_counter()
     features, log2_speedups, weights, _ = train_rows
-    return train_trees(features, log2_speedups, weights, settings, seed).predict(held_features), time.perf_counter() - started
+    return {"trees_mean": train_trees(features, log2_speedups, weights, settings, seed).predict(held_features)}, time.perf_counter() - started
+
+
+def _fold_direction(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: TreeSettings, seed: int) -> tuple[dict[str, np.ndarray], float]:
+    """One fold's direction trees: their log-odds that each held-out pair's candidate is faster."""
+    started = time.perf_counter()
+    features, log2_speedups, weights, _ = train_rows
+    log_odds = train_direction(features, log2_speedups, weights, settings, seed).predict(held_features)
+    return {"direction_log_odds": log_odds}, time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class _FoldLearner:
+    """A learner trained once per fold: the held-out parts it gives, how it trains and on which pairs."""
+
+    parts: tuple[str, ...]
+    fit: Callable[..., tuple[dict[str, np.ndarray], float]]
+    settings: Any
+    # The direction trees train on measured pairs alone: a copy with fewer facts repeats its
+    # original's label, and a classifier learns to call a direction from what a copy lacks.
+    measured_only: bool = False
+
+
+def _fold_learners(recipe: Recipe) -> dict[str, _FoldLearner]:
+    learners = {
+        "MLP": _FoldLearner(("mlp_mean", "mlp_sd"), _fold_mlp, recipe.mlp),
+        "trees": _FoldLearner(("trees_mean",), _fold_trees, recipe.trees),
+        "direction trees": _FoldLearner(("direction_log_odds",), _fold_direction, recipe.direction, measured_only=True),
+    }
+    return {name: learner for name, learner in learners.items() if set(learner.parts) <= set(recipe.learners())}
 
 
 def held_out(
-    data: Dataset, folds: int, train_gpus: set[str], recipe: Recipe, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1
+    data: Dataset, folds: int, train_gpus: set[str], recipe: Recipe, seed: int, cuda_l1_weight: float, log: Any, jobs: int = 1,
+    given: dict[str, np.ndarray] | None = None,
 ) -> HeldOut:
     """Each pair's fold and each learner's forecast of it by the model that held its fold out; with
-    `jobs` > 1 the folds' MLPs and trees train at once, each in a process of its own."""
+    `jobs` > 1 the folds' learners train at once, each in a process of its own. Learners whose
+    forecasts are `given` (an earlier run's, of the same folds) are not trained again."""
+    given = given or {}
     fold = folds_of(data.op, folds, seed)
     weights = pair_weights(data, cuda_l1_weight)
     trainable = np.isin(data.gpu, list(train_gpus))
-    learners: list[tuple[str, Callable[..., Any], Any]] = [("MLP", _fold_mlp, recipe.mlp)]
-    if recipe.tree_weight > 0:
-        learners.append(("trees", _fold_trees, recipe.trees))
-    results: dict[tuple[str, int], Any] = {}
+    learners = {name: learner for name, learner in _fold_learners(recipe).items() if not set(learner.parts) <= set(given)}
 
-    def task(k: int, settings: Any) -> tuple[Any, ...]:
-        chosen = (fold != k) & trainable
-        return (data.features[chosen], data.log2_speedup[chosen], weights[chosen], data.op[chosen]), data.features[fold == k], settings, seed + k
+    def pairs(name: str, k: int) -> np.ndarray:
+        return (fold != k) & trainable & ((data.variant == "") if learners[name].measured_only else True)
 
-    def done(name: str, k: int, result: tuple[Any, float]) -> None:
-        results[name, k], seconds = result
-        print(f"fold {k + 1}/{folds}: {name} trained on {((fold != k) & trainable).sum()} pairs in {seconds:.0f} s", file=log)
+    def arguments(name: str, k: int) -> tuple[Any, ...]:
+        chosen = pairs(name, k)
+        rows = (data.features[chosen], data.log2_speedup[chosen], weights[chosen], data.op[chosen])
+        return rows, data.features[fold == k], learners[name].settings, seed + k
 
+    parts = dict(given)
+
+    def done(name: str, k: int, result: tuple[dict[str, np.ndarray], float]) -> None:
+        forecasts, seconds = result
+        for part, values in forecasts.items():
+            parts.setdefault(part, np.zeros(len(data)))[fold == k] = values
+        print(f"fold {k + 1}/{folds}: {name} trained on {pairs(name, k).sum()} pairs in {seconds:.0f} s", file=log)
+
+    keys = [(name, k) for k in range(folds) for name in learners]
     if jobs <= 1:
-        for k in range(folds):
-            for name, fit, settings in learners:
-                done(name, k, fit(*task(k, settings)))
+        for name, k in keys:
+            done(name, k, learners[name].fit(*arguments(name, k)))
     else:
         # spawn, not fork: a forked child cannot use a GPU its parent touched.
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(fit, *task(k, settings)): (name, k) for k in range(folds) for name, fit, settings in learners}
+            futures = {pool.submit(learners[name].fit, *arguments(name, k)): (name, k) for name, k in keys}
             for future in concurrent.futures.as_completed(futures):
                 done(*futures[future], future.result())
-    parts: dict[str, np.ndarray] = {}
-    for k in range(folds):
-        held, prediction = fold == k, results["MLP", k]
-        parts.setdefault("mlp_mean", np.zeros(len(data)))[held] = prediction.mean
-        parts.setdefault("mlp_sd", np.zeros(len(data)))[held] = prediction.sd
-        if recipe.tree_weight > 0:
-            parts.setdefault("trees_mean", np.zeros(len(data)))[held] = results["trees", k]
     return fold, parts
 
 
 def _blended(parts: dict[str, np.ndarray], recipe: Recipe) -> tuple[Prediction, np.ndarray | None]:
     """The learners' blend, and what spread trees read of it (None: the recipe has no spread trees)."""
     mlp = Prediction(parts["mlp_mean"], parts["mlp_sd"], np.zeros((len(parts["mlp_mean"]), 2)))
-    if "trees_mean" not in parts:
+    if "trees_mean" not in recipe.learners():
         return mlp, None
-    blended = blend(mlp, parts["trees_mean"], recipe.tree_weight)
+    trees_mean = parts["trees_mean"]
+    if "direction_log_odds" in recipe.learners():
+        trees_mean = toward_direction(trees_mean, parts["direction_log_odds"], recipe.direction_step)
+    blended = blend(mlp, trees_mean, recipe.tree_weight)
     if recipe.spread is None:
         return blended, None
-    return blended, forecast_columns(mlp.mean, mlp.sd, parts["trees_mean"], blended.mean, blended.sd)
+    return blended, forecast_columns(mlp.mean, mlp.sd, trees_mean, blended.mean, blended.sd)
 
 
 def _spread_trees(data: Dataset, blended: Prediction, forecasts: np.ndarray, settings: TreeSettings, mask: np.ndarray, seed: int) -> BoostedTrees:
@@ -354,14 +400,13 @@ def fit_spread(data: Dataset, held: HeldOut, recipe: Recipe, fit_mask: np.ndarra
     return _spread_trees(data, blended, forecasts, recipe.spread, fit_mask, seed)
 
 
-def load_held_out(path: Path, data: Dataset, folds: int, seed: int, recipe: Recipe) -> HeldOut:
-    """The learners' held-out forecasts from a judging run's held_out.npz, checked to be of these pairs and folds,
-    and to hold the trees' forecasts where the recipe blends them in."""
+def load_held_out(path: Path, data: Dataset, folds: int, seed: int) -> HeldOut:
+    """The learners' held-out forecasts from a judging run's held_out.npz, checked to be of these pairs and folds
+    (a learner it lacks is trained by `held_out`)."""
     with np.load(path) as stored:
-        wanted = {"fold", "log2_speedup", "mlp_mean", "mlp_sd", *(["trees_mean"] if recipe.tree_weight > 0 else [])}
-        missing = wanted - set(stored.files)
+        missing = {"fold", "log2_speedup", "mlp_mean", "mlp_sd"} - set(stored.files)
         if missing:
-            raise ValueError(f"{path}: no {', '.join(sorted(missing))}: not a held_out.npz of this command and recipe (--tree-weight 0 judges the MLP alone)")
+            raise ValueError(f"{path}: no {', '.join(sorted(missing))}: not a held_out.npz of this command")
         fold, labels = stored["fold"].astype(int), stored["log2_speedup"]
         parts = {name: stored[name].astype(np.float64) for name in LEARNER_PARTS if name in stored.files}
     if len(fold) != len(data) or not np.allclose(labels, data.log2_speedup, atol=1e-3):
@@ -375,22 +420,29 @@ def fit_shipped(
     data: Dataset, recipe: Recipe, cuda_l1_weight: float, seed: int, meta: dict[str, Any], jobs: int = 1,
     spread: BoostedTrees | None = None,
 ) -> TimeModel:
-    """The shipped model, fitted on every pair, its sd from `spread` (fit_spread) if given; with
-    `jobs` > 1 the trees grow in a second process while the MLP trains."""
+    """The shipped model, fitted on every pair (the direction trees on the measured ones), its sd
+    from `spread` (fit_spread) if given; with `jobs` > 1 the trees grow in other processes while the MLP trains."""
     weights = pair_weights(data, cuda_l1_weight)
+    measured = data.variant == ""
+    growers: dict[str, tuple[Callable[..., BoostedTrees], tuple[Any, ...]]] = {}
+    if "trees_mean" in recipe.learners():
+        growers["trees"] = train_trees, (data.features, data.log2_speedup, weights, recipe.trees, seed)
+    if "direction_log_odds" in recipe.learners():
+        growers["direction"] = train_direction, (data.features[measured], data.log2_speedup[measured], weights[measured], recipe.direction, seed)
 
     def mlp() -> TimeModel:
         return train(data.features, data.log2_speedup, weights, recipe.mlp, seed, meta, data.op)
 
-    if recipe.tree_weight <= 0:
-        return mlp()
     if jobs <= 1:
-        model, trees = mlp(), train_trees(data.features, data.log2_speedup, weights, recipe.trees, seed)
+        model, grown = mlp(), {name: grow(*arguments) for name, (grow, arguments) in growers.items()}
     else:
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            growing = pool.submit(train_trees, data.features, data.log2_speedup, weights, recipe.trees, seed)
-            model, trees = mlp(), growing.result()
-    model = model.with_trees(trees, recipe.tree_weight, recipe.trees.__dict__)
+        with concurrent.futures.ProcessPoolExecutor(max(1, len(growers)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            growing = {name: pool.submit(grow, *arguments) for name, (grow, arguments) in growers.items()}
+            model, grown = mlp(), {name: future.result() for name, future in growing.items()}
+    if "trees" in grown:
+        model = model.with_trees(grown["trees"], recipe.tree_weight, recipe.trees.__dict__)
+    if "direction" in grown:
+        model = model.with_direction(grown["direction"], recipe.direction_step, recipe.direction.__dict__)
     return model if spread is None or recipe.spread is None else model.with_spread(spread, recipe.spread.__dict__)
 
 
@@ -540,29 +592,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--op-bootstrap", action="store_true", help="members bootstrap whole operations, not pairs")
     parser.add_argument("--tree-weight", type=float, default=TREE_WEIGHT, help="share of the boosted trees in the forecast (0: none)")
     parser.add_argument("--tree-rounds", type=int, default=TreeSettings.rounds)
+    parser.add_argument("--direction-step", type=float, default=DIRECTION_STEP,
+                        help="most log2 the direction trees move the trees' forecast (0: no direction trees)")
     parser.add_argument("--no-spread", action="store_true", help="the blend's own spread, no spread trees fitted to held-out errors")
-    parser.add_argument("--held-out", type=Path, help="the learners' held-out forecasts of an earlier run (its held_out.npz): judge and fit the spread from them, no folds trained")
+    parser.add_argument("--held-out", type=Path,
+                        help="the learners' held-out forecasts of an earlier run (its held_out.npz): judge and fit the spread from them; only learners it lacks are trained")
     parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
     parser.add_argument("--folds-only", action="store_true",
-                        help="train the held-out folds and write only the learners' forecasts to --report DIR/held_out.npz (judge them later with --held-out)")
+                        help="train the held-out folds (with --held-out: the learners it lacks) and write only the learners' forecasts to --report DIR/held_out.npz (judge them later with --held-out)")
     args = parser.parse_args(argv)
     gpus = [gpu for gpu in args.cuda_l1.split(",") if gpu]
     if not args.pairs and not gpus:
         parser.error("give --pairs FILE and/or --cuda-l1 GPUS")
     if args.out is None and args.no_eval:
         parser.error("--no-eval without --out does nothing")
-    if args.folds_only and (args.report is None or args.out is not None or args.held_out is not None):
-        parser.error("--folds-only writes DIR/held_out.npz and nothing else: give --report DIR, and neither --out nor --held-out")
+    if args.folds_only and (args.report is None or args.out is not None):
+        parser.error("--folds-only writes DIR/held_out.npz and nothing else: give --report DIR, and no --out")
     if not 0 <= args.tree_weight <= 1:
         parser.error("--tree-weight is a share: 0 to 1")
+    if args.direction_step < 0:
+        parser.error("--direction-step is a distance in log2: 0 or more")
     spread = None if args.no_spread or args.tree_weight == 0 else SPREAD_SETTINGS
     if args.out is not None and args.no_eval and spread is not None and args.held_out is None:
         parser.error("--no-eval --out: the spread trees learn from held-out forecasts; give --held-out FILE (a judging run's held_out.npz) or --no-spread")
     settings = replace(Settings(), epochs=args.epochs, members=args.members, hidden=args.hidden, pair_hidden=args.pair_hidden,
                        op_bootstrap=args.op_bootstrap, device=args.device)
-    recipe = Recipe(settings, replace(TreeSettings(), rounds=args.tree_rounds), args.tree_weight, spread)
+    recipe = Recipe(settings, replace(TreeSettings(), rounds=args.tree_rounds), args.tree_weight, spread, args.direction_step)
     log = sys.stderr
     started = time.perf_counter()
     data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir, args.jobs)
@@ -572,13 +629,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = None
     if args.held_out is not None:
         try:
-            held = load_held_out(args.held_out, data, args.folds, args.seed, recipe)
+            _, given = load_held_out(args.held_out, data, args.folds, args.seed)
         except (OSError, ValueError) as error:
             parser.error(str(error))
+        held = held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, log, args.jobs, given)
 
     if args.folds_only:
         # Scoring every report set takes minutes; on a device with a per-call limit it can run here later.
-        save_held_out(args.report, data, *held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, log, args.jobs))
+        save_held_out(args.report, data, *(held or held_out(data, args.folds, train_gpus, recipe, args.seed, args.cuda_l1_weight, log, args.jobs)))
         return 0
     if not args.no_eval:
         report, maps, held = judge(data, train_gpus, recipe, args, held)
