@@ -302,8 +302,8 @@ class _FoldLearner:
     parts: tuple[str, ...]
     fit: Callable[..., tuple[dict[str, np.ndarray], float]]
     settings: Any
-    # The direction trees train on measured pairs alone: a copy with fewer facts repeats its
-    # original's label, and a classifier learns to call a direction from what a copy lacks.
+    # The direction trees train on the measured pairs alone, the form judged on held-out
+    # operations (models/training/README.md); the editor copies teach the other learners.
     measured_only: bool = False
 
 
