@@ -76,6 +76,8 @@ TREE_PREFIX = "tree_"
 DIRECTION_PREFIX = "direction_"
 SPREAD_PREFIX = "spread_"
 TREE_PREFIXES = (TREE_PREFIX, DIRECTION_PREFIX, SPREAD_PREFIX)
+# How each tree set is named in the model id.
+TREE_SET_NAMES = {TREE_PREFIX: "trees", DIRECTION_PREFIX: "direction", SPREAD_PREFIX: "spread"}
 
 
 class TimeModel:
@@ -95,9 +97,13 @@ class TimeModel:
             raise ValueError("direction and spread trees act on the blend of the MLP and the trees; these weights have no trees")
         self.meta = meta
 
-    def _tree_arrays(self) -> dict[str, np.ndarray]:
+    def _tree_sets(self) -> dict[str, BoostedTrees]:
+        """The tree sets these weights hold, by the prefix of their arrays."""
         sets = zip(TREE_PREFIXES, (self.trees, self.direction, self.spread))
-        return {name: value for prefix, trees in sets if trees is not None for name, value in trees.to_arrays(prefix).items()}
+        return {prefix: trees for prefix, trees in sets if trees is not None}
+
+    def _tree_arrays(self) -> dict[str, np.ndarray]:
+        return {name: value for prefix, trees in self._tree_sets().items() for name, value in trees.to_arrays(prefix).items()}
 
     def with_trees(self, trees: BoostedTrees, weight: float, settings: dict[str, Any]) -> "TimeModel":
         """This MLP ensemble blended with `trees`, which get `weight` of the forecast."""
@@ -136,8 +142,7 @@ class TimeModel:
             digest.update(self.arrays[name].astype(np.float32).tobytes())
         for name, value in sorted(self._tree_arrays().items()):
             digest.update(value.tobytes())
-        learners = zip(("trees", "direction", "spread"), (self.trees, self.direction, self.spread))
-        parts = ["mlp", *(name for name, trees in learners if trees is not None)]
+        parts = ["mlp", *(TREE_SET_NAMES[prefix] for prefix in self._tree_sets())]
         return f"time-{'-'.join(parts)}-{digest.hexdigest()[:10]}"
 
     def side_outputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

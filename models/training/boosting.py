@@ -43,9 +43,8 @@ DIRECTION_SETTINGS = TreeSettings(rounds=400, learning_rate=0.07, leaves=63, obj
 
 def train_trees(features: np.ndarray, log2_speedups: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
     """Trees fitted to (N, 2, F) pair features and measured log2 S (clipped as the MLP's are); deterministic given `seed`."""
-    rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
     target = np.clip(log2_speedups, -CLIP_LOG2, CLIP_LOG2)
-    return _grow(rows, np.concatenate([target, -target]), np.concatenate([weights, weights]), settings, seed)
+    return _grow_both_ways(features, target, -target, weights, settings, seed)
 
 
 def train_direction(features: np.ndarray, log2_speedups: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
@@ -53,14 +52,20 @@ def train_direction(features: np.ndarray, log2_speedups: np.ndarray, weights: np
     BoostedTrees.predict is the log-odds that the candidate is; deterministic given `seed`."""
     if settings.objective != "binary":
         raise ValueError(f"direction trees classify: objective 'binary', not {settings.objective!r}")
-    rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
-    faster = np.concatenate([log2_speedups > 0, log2_speedups < 0]).astype(float)
-    return _grow(rows, faster, np.concatenate([weights, weights]), settings, seed)
+    return _grow_both_ways(features, (log2_speedups > 0).astype(float), (log2_speedups < 0).astype(float), weights, settings, seed)
 
 
 def train_spread(features: np.ndarray, forecasts: np.ndarray, log_squared_errors: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
     """Spread trees (models/spread.py) fitted to held-out forecasts' log squared errors; deterministic given `seed`."""
     return _grow(spread_rows(features, forecasts), np.concatenate([log_squared_errors] * 2), np.ones(2 * len(features)), settings, seed)
+
+
+def _grow_both_ways(
+    features: np.ndarray, forward: np.ndarray, swapped: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int
+) -> BoostedTrees:
+    """Trees on each pair read both ways round: `forward` labels (reference, candidate), `swapped` the reverse."""
+    rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
+    return _grow(rows, np.concatenate([forward, swapped]), np.concatenate([weights, weights]), settings, seed)
 
 
 def _grow(rows: np.ndarray, target: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:

@@ -272,48 +272,43 @@ HeldOut = tuple[np.ndarray, dict[str, np.ndarray]]
 LEARNER_PARTS = ("mlp_mean", "mlp_sd", "trees_mean", "direction_log_odds")
 
 
-def _fold_mlp(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: Settings, seed: int) -> tuple[dict[str, np.ndarray], float]:
-    """One fold's MLP: train on the other folds' rows, forecast the held-out ones (a process of its own with --jobs)."""
-    started = time.perf_counter()
-    features, log2_speedups, weights, groups = train_rows
-    prediction = train(features, log2_speedups, weights, settings, seed, {}, groups).predict(held_features)
-    return {"mlp_mean": prediction.mean, "mlp_sd": prediction.sd}, time.perf_counter() - started
-
-
-def _fold_trees(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: TreeSettings, seed: int) -> tuple[dict[str, np.ndarray], float]:
-    """One fold's trees, beside its MLP: they need CPU cores where the MLP needs the GPU."""
-    started = time.perf_counter()
-    features, log2_speedups, weights, _ = train_rows
-    return {"trees_mean": train_trees(features, log2_speedups, weights, settings, seed).predict(held_features)}, time.perf_counter() - started
-
-
-def _fold_direction(train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, settings: TreeSettings, seed: int) -> tuple[dict[str, np.ndarray], float]:
-    """One fold's direction trees: their log-odds that each held-out pair's candidate is faster."""
-    started = time.perf_counter()
-    features, log2_speedups, weights, _ = train_rows
-    log_odds = train_direction(features, log2_speedups, weights, settings, seed).predict(held_features)
-    return {"direction_log_odds": log_odds}, time.perf_counter() - started
-
-
 @dataclass(frozen=True)
-class _FoldLearner:
-    """A learner trained once per fold: the held-out parts it gives, how it trains and on which pairs."""
+class _Learner:
+    """A learner of the recipe: the held-out forecasts it gives, its settings, how its trees grow
+    (None: the MLP) and whether it trains on the measured pairs alone."""
 
     parts: tuple[str, ...]
-    fit: Callable[..., tuple[dict[str, np.ndarray], float]]
     settings: Any
+    grow: Callable[..., BoostedTrees] | None = None
     # The direction trees train on the measured pairs alone, the form judged on held-out
     # operations (models/training/README.md); the editor copies teach the other learners.
     measured_only: bool = False
 
+    def pairs(self, data: Dataset) -> np.ndarray:
+        return data.variant == "" if self.measured_only else np.ones(len(data), dtype=bool)
 
-def _fold_learners(recipe: Recipe) -> dict[str, _FoldLearner]:
+
+def _learners(recipe: Recipe) -> dict[str, _Learner]:
+    """The recipe's learners by name: those whose forecasts Recipe.learners() names."""
     learners = {
-        "MLP": _FoldLearner(("mlp_mean", "mlp_sd"), _fold_mlp, recipe.mlp),
-        "trees": _FoldLearner(("trees_mean",), _fold_trees, recipe.trees),
-        "direction trees": _FoldLearner(("direction_log_odds",), _fold_direction, recipe.direction, measured_only=True),
+        "MLP": _Learner(("mlp_mean", "mlp_sd"), recipe.mlp),
+        "trees": _Learner(("trees_mean",), recipe.trees, train_trees),
+        "direction trees": _Learner(("direction_log_odds",), recipe.direction, train_direction, measured_only=True),
     }
     return {name: learner for name, learner in learners.items() if set(learner.parts) <= set(recipe.learners())}
+
+
+def _fold(learner: _Learner, train_rows: tuple[np.ndarray, ...], held_features: np.ndarray, seed: int) -> tuple[dict[str, np.ndarray], float]:
+    """One fold's learner: train on the other folds' rows, forecast the held-out ones (a process of
+    its own with --jobs: the MLP needs the GPU, trees CPU cores beside it)."""
+    started = time.perf_counter()
+    features, log2_speedups, weights, groups = train_rows
+    if learner.grow is None:
+        prediction = train(features, log2_speedups, weights, learner.settings, seed, {}, groups).predict(held_features)
+        forecasts = {"mlp_mean": prediction.mean, "mlp_sd": prediction.sd}
+    else:
+        forecasts = {learner.parts[0]: learner.grow(features, log2_speedups, weights, learner.settings, seed).predict(held_features)}
+    return forecasts, time.perf_counter() - started
 
 
 def held_out(
@@ -327,15 +322,15 @@ def held_out(
     fold = folds_of(data.op, folds, seed)
     weights = pair_weights(data, cuda_l1_weight)
     trainable = np.isin(data.gpu, list(train_gpus))
-    learners = {name: learner for name, learner in _fold_learners(recipe).items() if not set(learner.parts) <= set(given)}
+    learners = {name: learner for name, learner in _learners(recipe).items() if not set(learner.parts) <= set(given)}
 
     def pairs(name: str, k: int) -> np.ndarray:
-        return (fold != k) & trainable & ((data.variant == "") if learners[name].measured_only else True)
+        return (fold != k) & trainable & learners[name].pairs(data)
 
     def arguments(name: str, k: int) -> tuple[Any, ...]:
         chosen = pairs(name, k)
         rows = (data.features[chosen], data.log2_speedup[chosen], weights[chosen], data.op[chosen])
-        return rows, data.features[fold == k], learners[name].settings, seed + k
+        return learners[name], rows, data.features[fold == k], seed + k
 
     parts = dict(given)
 
@@ -348,11 +343,11 @@ def held_out(
     keys = [(name, k) for k in range(folds) for name in learners]
     if jobs <= 1:
         for name, k in keys:
-            done(name, k, learners[name].fit(*arguments(name, k)))
+            done(name, k, _fold(*arguments(name, k)))
     else:
         # spawn, not fork: a forked child cannot use a GPU its parent touched.
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(learners[name].fit, *arguments(name, k)): (name, k) for name, k in keys}
+            futures = {pool.submit(_fold, *arguments(name, k)): (name, k) for name, k in keys}
             for future in concurrent.futures.as_completed(futures):
                 done(*futures[future], future.result())
     return fold, parts
@@ -423,26 +418,25 @@ def fit_shipped(
     """The shipped model, fitted on every pair (the direction trees on the measured ones), its sd
     from `spread` (fit_spread) if given; with `jobs` > 1 the trees grow in other processes while the MLP trains."""
     weights = pair_weights(data, cuda_l1_weight)
-    measured = data.variant == ""
-    growers: dict[str, tuple[Callable[..., BoostedTrees], tuple[Any, ...]]] = {}
-    if "trees_mean" in recipe.learners():
-        growers["trees"] = train_trees, (data.features, data.log2_speedup, weights, recipe.trees, seed)
-    if "direction_log_odds" in recipe.learners():
-        growers["direction"] = train_direction, (data.features[measured], data.log2_speedup[measured], weights[measured], recipe.direction, seed)
+    growers = {name: learner for name, learner in _learners(recipe).items() if learner.grow is not None}
+
+    def arguments(learner: _Learner) -> tuple[Any, ...]:
+        chosen = learner.pairs(data)
+        return data.features[chosen], data.log2_speedup[chosen], weights[chosen], learner.settings, seed
 
     def mlp() -> TimeModel:
         return train(data.features, data.log2_speedup, weights, recipe.mlp, seed, meta, data.op)
 
     if jobs <= 1:
-        model, grown = mlp(), {name: grow(*arguments) for name, (grow, arguments) in growers.items()}
+        model, grown = mlp(), {name: learner.grow(*arguments(learner)) for name, learner in growers.items()}
     else:
         with concurrent.futures.ProcessPoolExecutor(max(1, len(growers)), mp_context=multiprocessing.get_context("spawn")) as pool:
-            growing = {name: pool.submit(grow, *arguments) for name, (grow, arguments) in growers.items()}
+            growing = {name: pool.submit(learner.grow, *arguments(learner)) for name, learner in growers.items()}
             model, grown = mlp(), {name: future.result() for name, future in growing.items()}
     if "trees" in grown:
         model = model.with_trees(grown["trees"], recipe.tree_weight, recipe.trees.__dict__)
-    if "direction" in grown:
-        model = model.with_direction(grown["direction"], recipe.direction_step, recipe.direction.__dict__)
+    if "direction trees" in grown:
+        model = model.with_direction(grown["direction trees"], recipe.direction_step, recipe.direction.__dict__)
     return model if spread is None or recipe.spread is None else model.with_spread(spread, recipe.spread.__dict__)
 
 
