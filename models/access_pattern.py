@@ -1367,13 +1367,24 @@ def _launch_shapes(launches: Sequence[dict[str, Any]]) -> tuple[tuple[str, _Laun
         kernel = launch.get("kernel") if isinstance(launch, dict) else None
         if not isinstance(kernel, str) or kernel in shapes:
             continue
-        extents = [int(v) for v in launch.get("block") or () if isinstance(v, (int, float)) and not isinstance(v, bool) and 1 <= v <= 1024]
-        scalars = tuple(
-            arg.get("value") if isinstance(arg, dict) and isinstance(arg.get("value"), (int, float)) and not isinstance(arg.get("value"), bool) else None
-            for arg in launch.get("args") or ()
-        )
-        shapes[kernel] = _LaunchShape(tuple((extents + [1, 1, 1])[:3]) if extents else (0, 0, 0), scalars)  # type: ignore[arg-type]
+        shapes[kernel] = _LaunchShape(launch_extents(launch.get("block")) or (0, 0, 0), launch_scalars(launch))
     return tuple(shapes.items())
+
+
+def launch_extents(values: Any) -> tuple[int, int, int] | None:
+    """A grid's or block's x, y, z (missing ones 1), or None when the launch gives none."""
+    found = [int(v) for v in values or () if _is_number(v) and v >= 1]
+    return tuple((found + [1, 1, 1])[:3]) if found else None  # type: ignore[return-value]
+
+
+def launch_scalars(launch: dict[str, Any]) -> tuple[int | float | None, ...]:
+    """Each argument's scalar value by position; None for an array or a value the launch does not give."""
+    values = (arg.get("value") if isinstance(arg, dict) else None for arg in launch.get("args") or ())
+    return tuple(value if _is_number(value) else None for value in values)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _block(reader: _Reader, function: _Function, shape: _LaunchShape | None) -> tuple[int, int, int]:

@@ -37,12 +37,12 @@ import math
 import re
 from typing import Any, Callable, NamedTuple
 
-from kernelcast.models.access_pattern import C_COMMENT
+from kernelcast.models.access_pattern import C_COMMENT, launch_extents, launch_scalars
 
 _CAST = re.compile(
     r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:long\s+long|long|int|short|char|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|float|double)\s*\)"
 )
-_LITERAL_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
+_LITERAL_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
 _BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
 _DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(.+?)\s*$", re.M)
 _DECLARATION = re.compile(
@@ -84,22 +84,17 @@ def thread_work(code: str, language: str, launch: dict[str, Any] | None) -> Thre
     """Loop iterations and memory accesses of the launched kernel's first thread (CUDA) or program (Triton)."""
     if not isinstance(launch, dict) or not isinstance(launch.get("kernel"), str) or language not in ("cuda", "triton"):
         return NO_WORK
-    args = tuple(arg.get("value") if isinstance(arg, dict) else None for arg in launch.get("args") or ())
+    args = launch_scalars(launch)
     constexprs = tuple(sorted((name, value) for name, value in (launch.get("constexprs") or {}).items() if isinstance(value, (int, float))))
     # A Triton program's threads are its warps' (default 4): they share its block-wide sorts and scans.
-    block = (32 * int(launch.get("num_warps") or 4), 1, 1) if language == "triton" else _dims(launch.get("block"))
-    return _cached(code, language, launch["kernel"], args, _dims(launch.get("grid")), block, constexprs)
+    block = (32 * int(launch.get("num_warps") or 4), 1, 1) if language == "triton" else launch_extents(launch.get("block")) or (1, 1, 1)
+    return _cached(code, language, launch["kernel"], args, launch_extents(launch.get("grid")) or (1, 1, 1), block, constexprs)
 
 
 def clear_cache() -> None:
     """Forget every kernel read so far: a benchmark of a fresh edit starts from nothing."""
     _cached.cache_clear()
     _triton_function.cache_clear()
-
-
-def _dims(values: Any) -> tuple[int, int, int]:
-    found = [int(v) for v in values or () if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return tuple((found + [1, 1, 1])[:3])  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -124,11 +119,23 @@ def _value(node: ast.AST, names: dict[str, Any]) -> Any:
         return names[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_value(node.operand, names)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert) and isinstance(operand := _value(node.operand, names), int):
+        return ~operand
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISONS:
+        return int(_COMPARISONS[type(node.ops[0])](_value(node.left, names), _value(node.comparators[0], names)))
+    if isinstance(node, ast.IfExp):  # C's `c ? a : b`, rewritten by _evaluate
+        return _value(node.body if _value(node.test, names) else node.orelse, names)
     if isinstance(node, ast.BinOp):
         return _binary(type(node.op), _value(node.left, names), _value(node.right, names))
     if isinstance(node, ast.Call):
         return _call(node, names)
     raise _Unknown
+
+
+_COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+}
 
 
 def _binary(op: type, a: Any, b: Any) -> Any:
@@ -163,9 +170,9 @@ def _call(node: ast.Call, names: dict[str, Any]) -> Any:
     if name == "to" and isinstance(function, ast.Attribute):  # Triton's x.to(dtype)
         return _value(function.value, names)
     values = [_value(arg, names) for arg in node.args]
-    if name in ("min", "umin") and values:
+    if name in ("min", "umin", "minimum") and values:
         return min(values)
-    if name in ("max", "umax") and values:
+    if name in ("max", "umax", "maximum") and values:
         return max(values)
     if name == "cdiv" and len(values) == 2 and values[1]:
         return -(-values[0] // values[1])
@@ -176,9 +183,39 @@ def _evaluate(expression: str, names: dict[str, Any]) -> Any:
     """A C or Python expression's value, or _Unknown."""
     text = _LITERAL_SUFFIX.sub(r"\1", _BUILTIN.sub(r"\1_\2", _CAST.sub("", expression))).strip()
     try:
-        return _value(ast.parse(text, mode="eval").body, names)
+        return _value(ast.parse(_conditional(text), mode="eval").body, names)
     except (SyntaxError, TypeError, ValueError, OverflowError, RecursionError, ZeroDivisionError) as error:
         raise _Unknown from error
+
+
+def _conditional(text: str) -> str:
+    """C's `c ? a : b` (right-associative, at any bracket depth) as Python's `(a if c else b)`."""
+    parts = _split(text, ",")
+    if len(parts) > 1:
+        return ", ".join(_conditional(part) for part in parts)
+    depth, question, nested = 0, -1, 0
+    for index, character in enumerate(text):
+        depth += (character in "([{") - (character in ")]}")
+        if depth or character not in "?:":
+            continue
+        if question < 0:
+            question = index if character == "?" else -1
+        elif character == "?":
+            nested += 1
+        elif nested:
+            nested -= 1
+        else:
+            return f"({_conditional(text[question + 1 : index])} if {_conditional(text[:question])} else {_conditional(text[index + 1 :])})"
+    pieces, start, depth = [], 0, 0
+    for index, character in enumerate(text):
+        if character == "(" and depth == 0:
+            pieces.append(text[start : index + 1])
+            start = index + 1
+        depth += (character == "(") - (character == ")")
+        if character == ")" and depth == 0:
+            pieces.append(_conditional(text[start:index]))
+            start = index
+    return "".join(pieces) + text[start:]
 
 
 def _trips(start: Any, relation: str, bound: Any, step: str, amount: Any) -> float | None:
@@ -336,28 +373,37 @@ def _cuda_span(body: str, names: dict[str, Any], memory: _Memory, spread: int = 
     for start, stop in skipped:
         blanked[start : stop + 1] = " " * (stop + 1 - start)
     visible = "".join(blanked)
-    for loop in re.finditer(r"\bfor\s*\(", body):
+    for loop in re.finditer(r"\b(for|while)\s*\(", body):
         if loop.start() < done or any(start <= loop.start() <= stop for start, stop in skipped):
             continue
+        close = _matching(body, loop.end() - 1)
+        if loop.group(1) == "while" and body[close + 1 :].lstrip().startswith(";"):
+            continue  # the condition of a `do { … } while (…);`, whose body was read once
         for declaration in _DECLARATION.finditer(body, done, loop.start()):
             first, *others = _split(declaration.group(2), ",")  # `int tx = threadIdx.x, ty = threadIdx.y;`
             _bind(names, declaration.group(1), first)
             for other in others:
                 if named := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*(.+)", other, re.S):
                     _bind(names, named.group(1), named.group(2))
-        close = _matching(body, loop.end() - 1)
         end = _statement_end(body, close + 1)
-        trips, variable, values = _cuda_loop(body[loop.end() : close], names)
+        loop_body = body[close + 1 : end + 1]
+        read = _cuda_for(body[loop.end() : close], names) if loop.group(1) == "for" else _cuda_while(body[loop.end() : close], loop_body, names)
         # The body is read at the variable's values (all of a doubling or halving loop's, the middle
         # one of a counting loop's), so an inner loop bounded by it, a bitonic network's
         # `for (j = k >> 1; j > 0; j >>= 1)` or a triangle's `for (j = i + 1; j < n; ++j)`, counts its mean.
+        values = read.values
         if len(values) > 1:
-            values = [values[len(values) // 2]] if spread >= 2 else values[:: -(-len(values) // _MOST_READINGS)]
-        readings = [_cuda_span(body[close + 1 : end + 1], {**names, variable: value}, memory, spread + (len(values) > 1)) for value in values] or [
-            _cuda_span(body[close + 1 : end + 1], dict(names), memory, spread)
+            values = (values[len(values) // 2],) if spread >= 2 else values[:: -(-len(values) // _MOST_READINGS)]
+        readings = [_cuda_span(loop_body, {**names, read.variable: value}, memory, spread + (len(values) > 1)) for value in values] or [
+            _cuda_span(loop_body, dict(names), memory, spread)
         ]
         inner = sum(readings, NO_WORK).times(1.0 / len(readings))
-        total = total + memory.accesses(visible[done : close + 1]) + memory.calls(visible[done : close + 1], names, spread) + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + inner).times(1.0 if trips is None else trips)
+        total = total + memory.accesses(visible[done : close + 1]) + memory.calls(visible[done : close + 1], names, spread) + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + inner).times(1.0 if read.trips is None else read.trips)
+        for variable in read.outliving:  # `for (; j < n; j += 32)` after a loop that left j where it stopped
+            if variable == read.variable and read.after is not None:
+                names[variable] = read.after
+            else:
+                names.pop(variable, None)
         done = end + 1
     return total + memory.accesses(visible[done:]) + memory.calls(visible[done:], names, spread)
 
@@ -365,42 +411,102 @@ def _cuda_span(body: str, names: dict[str, Any], memory: _Memory, spread: int = 
 _MOST_READINGS = 16  # values a loop body is read at (evenly spaced when a loop has more)
 
 
-def _cuda_loop(header: str, names: dict[str, Any]) -> tuple[float | None, str, list[Any]]:
-    """A `for` header's trips, its variable, and the values the body is read at (none if the trips are unknown)."""
+class _Loop(NamedTuple):
+    """What is read of one loop: its trips (None: unknown), its variable, the values its body is read
+    at (none if the trips are unknown), and the variables it leaves changed, with the loop
+    variable's value after it where that is known."""
+
+    trips: float | None
+    variable: str = ""
+    values: tuple[Any, ...] = ()
+    outliving: tuple[str, ...] = ()
+    after: Any = None
+
+
+def _cuda_for(header: str, names: dict[str, Any]) -> _Loop:
+    """A `for (init; condition; step)`: an init without a type steps a variable that outlives the loop,
+    an empty one goes on from the variable's value."""
     parts = _split(header, ";")
     if len(parts) != 3:
-        return None, "", []
+        return _Loop(None)
     init, condition, step = (part.strip() for part in parts)
-    declared = re.match(r"(?:[\w\s]*\s)?([A-Za-z_]\w*)\s*=\s*(.+)$", init, re.S)
-    if not declared:
-        return None, "", []
-    variable = declared.group(1)
-    compared = re.match(rf"{variable}\s*(<=|<|>=|>|!=)\s*(.+)$", condition.split("&&")[0].strip(), re.S)
-    if not compared:
-        return None, variable, []
+    declared = re.match(r"((?:[\w\s]*\s)?)([A-Za-z_]\w*)\s*=\s*(.+)$", init, re.S)
+    if declared:
+        variable, start_text, outliving = declared.group(2), declared.group(3), not declared.group(1).strip()
+    elif not init and (named := re.match(r"([A-Za-z_]\w*)", condition)):
+        variable, start_text, outliving = named.group(1), named.group(1), True
+    else:
+        return _Loop(None)
     if re.fullmatch(rf"(\+\+|--)\s*{variable}|{variable}\s*(\+\+|--)", step):
         operator, amount_text = ("+=" if "++" in step else "-="), "1"
     elif stepped := re.fullmatch(rf"{variable}\s*{_STEP.pattern}", step, re.S):
         operator, amount_text = stepped.group(1), stepped.group(2)
     else:
-        return None, variable, []
+        return _Loop(None, variable, (), (variable,) if outliving else ())
+    return _counted(variable, start_text, condition, operator, amount_text, names, outliving)
+
+
+def _cuda_while(condition: str, body: str, names: dict[str, Any]) -> _Loop:
+    """A `while`: read as the `for` it is when its body steps the compared variable once by a constant
+    (`while (np < n) np <<= 1;`); a bisection of [lo, hi] (`mid` from lo + hi or hi − lo, halved) runs
+    log2 of the range times; any other counts once, as a `for` of unknown trips does."""
+    assigned = set(re.findall(r"(?<![\w.>])([A-Za-z_]\w*)\s*(?:\+\+|--|[-+*/|&^]=|<<=|>>=|=(?!=))", body)) | set(
+        re.findall(r"(?:\+\+|--)\s*([A-Za-z_]\w*)", body)
+    )
+    outliving = tuple(sorted(assigned))
+    bisected = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(<|<=)\s*([A-Za-z_]\w*)\s*", condition)
+    if bisected:
+        lo, hi = bisected.group(1), bisected.group(3)
+        halved = rf"(?:{lo}\s*\+\s*{hi}|{hi}\s*\+\s*{lo}|{hi}\s*-\s*{lo})\s*\)\s*(?:>>\s*1\b|/\s*2\b)"
+        if re.search(halved, body) and {lo, hi} <= assigned:
+            try:
+                width = _evaluate(hi, names) - _evaluate(lo, names) + (bisected.group(2) == "<=")
+            except (_Unknown, TypeError):
+                return _Loop(None, outliving=outliving)
+            return _Loop(float(min(64, math.ceil(math.log2(width)))) if width > 1 else float(width > 0), outliving=outliving)
+    named = re.match(r"\s*([A-Za-z_]\w*)", condition)
+    variable = named.group(1) if named else ""
+    steps = [found for found in re.finditer(rf"(?<![\w.>])(?:(\+\+|--)\s*{variable}\b|{variable}\s*(\+\+|--|\+=|-=|\*=|<<=|>>=|/=|=(?!=))\s*([^;]*))", body)] if variable else []
+    if len(steps) != 1 or steps[0].group(2) == "=":
+        return _Loop(None, variable, (), outliving)
+    operator = steps[0].group(2) or steps[0].group(1)
+    if operator in ("++", "--"):
+        operator, amount_text = ("+=" if operator == "++" else "-="), "1"
+    else:
+        amount_text = steps[0].group(3)
+    return _counted(variable, variable, condition, operator, amount_text, names, True, outliving)
+
+
+def _counted(
+    variable: str, start_text: str, condition: str, operator: str, amount_text: str, names: dict[str, Any], outliving: bool,
+    changed: tuple[str, ...] = (),
+) -> _Loop:
+    """Trips of a loop stepping `variable` from `start_text` by `operator amount` while `condition`
+    (`i < n`, or `i + 3 * 32 < n`: the offset moves to the bound) holds."""
+    changed = tuple(sorted({*changed, variable})) if outliving else changed
+    compared = re.match(rf"{variable}\s*(?:([+-])\s*([^<>=!]+?))?\s*(<=|<|>=|>|!=)\s*(.+)$", condition.split("&&")[0].strip(), re.S)
+    if not compared:
+        return _Loop(None, variable, (), changed)
+    sign, offset, relation, bound_text = compared.groups()
+    if offset:
+        bound_text = f"({bound_text}) {'-' if sign == '+' else '+'} ({offset})"
     try:
-        start, bound, amount = (_evaluate(text, names) for text in (declared.group(2), compared.group(2), amount_text))
+        start, bound, amount = (_evaluate(text, names) for text in (start_text, bound_text, amount_text))
     except _Unknown:
-        return None, variable, []
-    trips = _trips(start, compared.group(1), bound, operator, amount)
+        return _Loop(None, variable, (), changed)
+    trips = _trips(start, relation, bound, operator, amount)
     if not trips:
-        return trips, variable, []
+        return _Loop(trips, variable, (), changed, start if trips == 0 else None)
     if operator in ("+=", "-="):
-        middle = int(trips - 1) // 2 * amount
-        return trips, variable, [start + middle if operator == "+=" else start - middle]
+        middle, last = int(trips - 1) // 2 * amount, int(trips) * amount
+        return _Loop(trips, variable, (start + middle if operator == "+=" else start - middle,), changed, start + last if operator == "+=" else start - last)
     if not isinstance(start, int) or not isinstance(amount, int):
-        return trips, variable, []
+        return _Loop(trips, variable, (), changed)
     values = [start]
-    for _ in range(int(trips) - 1):
+    for _ in range(int(trips)):
         previous = values[-1]
         values.append(previous * amount if operator == "*=" else previous << amount if operator == "<<=" else previous // amount if operator == "/=" else previous >> amount)
-    return trips, variable, values
+    return _Loop(trips, variable, tuple(values[:-1]), changed, values[-1])
 
 
 def _matching(text: str, opening: int) -> int:
@@ -495,7 +601,22 @@ def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, 
             )
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                 shapes[statement.targets[0].id] = _shape(statement.value, names, shapes)
+            _assign_scalars(statement, names)
     return total
+
+
+def _assign_scalars(statement: ast.stmt, names: dict[str, Any]) -> None:
+    """`first = pid * TILES * BLOCK_R` binds first, so `range(first, first + TILES * BLOCK_R, BLOCK_R)` counts;
+    a name assigned what cannot be evaluated, or updated in place, is unknown from there on."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target] if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) else []
+    for target in targets:
+        for name in (node.id for node in ast.walk(target) if isinstance(node, ast.Name)):
+            names.pop(name, None)
+    if isinstance(statement, ast.Assign) and len(targets) == 1 and isinstance(targets[0], ast.Name):
+        try:
+            names[targets[0].id] = _value(statement.value, names)
+        except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+            pass
 
 
 def _called(node: ast.Call) -> str:

@@ -255,6 +255,84 @@ def test_nested_doubling_loops_are_read_at_a_bounded_number_of_values() -> None:
     assert work.iterations > 48 and work.global_accesses > 0
 
 
+PADDED_BITONIC = """
+extern "C" __global__ void top_k(const float* x, float* out, int n) {
+    extern __shared__ float s[];
+    int np = 1;
+    while (np < n) np <<= 1;  // the row padded to a power of two
+    for (int size = 2; size <= np; size <<= 1)
+        for (int stride = size / 2; stride > 0; stride >>= 1)
+            for (int t = threadIdx.x; t < np / 2; t += blockDim.x) s[t] = s[t + stride];
+}
+"""
+UNROLLED_WITH_REMAINDER = """
+extern "C" __global__ void row_sum(const float* x, float* out, int n) {
+    int j = threadIdx.x & 31;
+    float acc = 0.0f;
+    for (; j + 3 * 32 < n; j += 4 * 32) acc += x[j] + x[j + 32] + x[j + 64] + x[j + 96];
+    for (; j < n; j += 32) acc += x[j];
+    out[0] = acc;
+}
+"""
+CONDITIONAL_BOUNDS = """
+extern "C" __global__ void merge(float* x, float* y, int k) {
+    for (int base = (blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 4; base < k; base += gridDim.x * blockDim.x * 4)
+        for (int j = (k >> 1) < 16 ? (k >> 1) : 16; j > 0; j >>= 1) x[j] += 1.0f;
+}
+"""
+DATA_DEPENDENT_LOOPS = """
+extern "C" __global__ void median(const unsigned* keys, unsigned* out, int n) {
+    unsigned int lo = 0u, hi = 0xffffffffu;
+    while (lo < hi) {  // bisection of the 32-bit key range
+        unsigned int mid = lo + ((hi - lo) >> 1);
+        int count = 0;
+        for (int i = 0; i < n; i += 256) count += keys[i] <= mid;
+        if (count > n / 2) hi = mid; else lo = mid + 1;
+    }
+    int old = out[0], assumed;
+    do { assumed = old; old = atomicCAS((int*)out, assumed, (int)lo); } while (old != assumed);
+    while (out[1] < lo) out[1] = lo;  // a bound read from memory
+}
+"""
+
+
+@pytest.mark.parametrize(("code", "kernel", "scalars", "iterations"), [
+    # np = 1024 after 10 doublings; then sizes 2..1024 (10), strides summed over them (55), each with 512 / 256 = 2 trips.
+    (PADDED_BITONIC, "top_k", (1000,), 10 + 10 + 55 * (1 + 2)),
+    # n = 1000 from lane 0: the unrolled loop runs 8 times (j = 0 … 896), leaving j = 1024, so the remainder loop runs none.
+    (UNROLLED_WITH_REMAINDER, "row_sum", (1000,), 8),
+    (UNROLLED_WITH_REMAINDER, "row_sum", (1100,), 8 + 3),  # … and for n = 1100 three times (j = 1024, 1056, 1088).
+    # base from the warp's first thread (& ~31): ⌈4096 / (2 · 256 · 4)⌉ = 2 trips; j from 16 (k >> 1 is 2048): 5 halvings.
+    (CONDITIONAL_BOUNDS, "merge", (4096,), 2 * (1 + 5)),
+    # 32 bisection rounds of 4 trips (n = 1000 / 256); the CAS loop is straight-line code; the last while counts once.
+    (DATA_DEPENDENT_LOOPS, "median", (1000,), 32 * (1 + 4) + 1),
+])
+def test_while_loops_remainder_loops_and_conditional_bounds_count_what_they_run(code: str, kernel: str, scalars: tuple[int, ...], iterations: int) -> None:
+    assert thread_work(code, "cuda", launch(kernel, [2, 1, 1], [256, 1, 1], *scalars)).iterations == iterations
+
+
+def test_triton_ranges_bounded_by_assigned_scalars_count_their_trips() -> None:
+    split_k = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def matmul_tn(a_ptr, c_ptr, K, SPLIT: tl.constexpr, BLOCK_K: tl.constexpr):
+    chunk = tl.cdiv(K, SPLIT)
+    k_begin = tl.program_id(1) * chunk
+    k_end = tl.minimum(k_begin + chunk, K)
+    for k in range(k_begin, k_end, BLOCK_K):
+        tl.load(a_ptr + k + tl.arange(0, BLOCK_K))
+    k_begin = tl.load(a_ptr)  # from memory: unknown from here on
+    for k in range(k_begin, K, BLOCK_K):
+        pass
+"""
+    work = thread_work(split_k, "triton", {"kernel": "matmul_tn", "grid": [1, 4, 1], "args": ["a", "c", {"ctype": "i32", "value": 4096}],
+                                          "constexprs": {"SPLIT": 4, "BLOCK_K": 64}})
+    assert work.iterations == 4096 / 4 / 64 + 1
+    assert work.global_accesses == 16 * 64 + 1
+
+
 HISTOGRAMS = """
 __device__ __forceinline__ void add_one(int* hist, int v) {
     unsigned peers = __match_any_sync(0xffffffffu, v);
