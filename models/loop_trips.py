@@ -8,8 +8,12 @@ O(n²) rank counting. With the launch's scalar arguments, grid, block and conste
 sequence add; a body is read at its loop variable's values (all of a doubling or halving
 loop's, the middle one of a counting loop's), so a bitonic network's inner loop or a
 triangle's counts its mean. The thread read is the first one (threadIdx = blockIdx =
-program_id = 0), and an `else` branch, the tail path of a vectorised kernel, is skipped. A
-loop whose trips cannot be evaluated (a bound loaded from memory) counts once. A call of
+program_id = 0), and an `else` branch, the tail path of a vectorised kernel, is skipped.
+`for (; j < n; j += 32)` goes on from where the loop before left j (an unrolled loop's
+remainder); `while (np < n) np <<= 1;` is the `for` it spells, and a bisection of [lo, hi]
+runs log2 of the range. A loop whose trips cannot be evaluated (a bound loaded from memory,
+a CAS retry, a quickselect) counts once. A Triton kernel's scalar assignments
+(`k_begin = pid * chunk`) bound its ranges as the launch's arguments do. A call of
 one of the file's `__device__` helpers counts the helper's work, read with the call's
 arguments (two levels deep).
 
