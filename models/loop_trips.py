@@ -441,13 +441,11 @@ def _cuda_for(header: str, names: dict[str, Any]) -> _Loop:
         variable, start_text, outliving = named.group(1), named.group(1), True
     else:
         return _Loop(None)
-    if re.fullmatch(rf"(\+\+|--)\s*{variable}|{variable}\s*(\+\+|--)", step):
-        operator, amount_text = ("+=" if "++" in step else "-="), "1"
-    elif stepped := re.fullmatch(rf"{variable}\s*{_STEP.pattern}", step, re.S):
-        operator, amount_text = stepped.group(1), stepped.group(2)
-    else:
-        return _Loop(None, variable, (), (variable,) if outliving else ())
-    return _counted(variable, start_text, condition, operator, amount_text, names, outliving)
+    changed = (variable,) if outliving else ()
+    stepped = _step(variable, step)
+    if stepped is None:
+        return _Loop(None, variable, (), changed)
+    return _counted(variable, start_text, condition, *stepped, names, changed)
 
 
 def _cuda_while(condition: str, body: str, names: dict[str, Any]) -> _Loop:
@@ -470,24 +468,27 @@ def _cuda_while(condition: str, body: str, names: dict[str, Any]) -> _Loop:
             return _Loop(float(min(64, math.ceil(math.log2(width)))) if width > 1 else float(width > 0), outliving=outliving)
     named = re.match(r"\s*([A-Za-z_]\w*)", condition)
     variable = named.group(1) if named else ""
-    steps = [found for found in re.finditer(rf"(?<![\w.>])(?:(\+\+|--)\s*{variable}\b|{variable}\s*(\+\+|--|\+=|-=|\*=|<<=|>>=|/=|=(?!=))\s*([^;]*))", body)] if variable else []
-    if len(steps) != 1 or steps[0].group(2) == "=":
+    updates = re.findall(rf"(?<![\w.>])(?:(?:\+\+|--)\s*{variable}\b|{variable}\s*(?:\+\+|--|[-+*/|&^]=|<<=|>>=|=(?!=))[^;]*)", body) if variable else []
+    stepped = _step(variable, updates[0].strip()) if len(updates) == 1 else None
+    if stepped is None:
         return _Loop(None, variable, (), outliving)
-    operator = steps[0].group(2) or steps[0].group(1)
-    if operator in ("++", "--"):
-        operator, amount_text = ("+=" if operator == "++" else "-="), "1"
-    else:
-        amount_text = steps[0].group(3)
-    return _counted(variable, variable, condition, operator, amount_text, names, True, outliving)
+    return _counted(variable, variable, condition, *stepped, names, outliving)
+
+
+def _step(variable: str, text: str) -> tuple[str, str] | None:
+    """`i++`, `--i`, `i += 4 * 32` or `k >>= 1` as (operator, amount); None for any other update of `variable`."""
+    if re.fullmatch(rf"(\+\+|--)\s*{variable}|{variable}\s*(\+\+|--)", text):
+        return ("+=" if "++" in text else "-="), "1"
+    stepped = re.fullmatch(rf"{variable}\s*{_STEP.pattern}", text, re.S)
+    return (stepped.group(1), stepped.group(2)) if stepped else None
 
 
 def _counted(
-    variable: str, start_text: str, condition: str, operator: str, amount_text: str, names: dict[str, Any], outliving: bool,
-    changed: tuple[str, ...] = (),
+    variable: str, start_text: str, condition: str, operator: str, amount_text: str, names: dict[str, Any], changed: tuple[str, ...],
 ) -> _Loop:
     """Trips of a loop stepping `variable` from `start_text` by `operator amount` while `condition`
-    (`i < n`, or `i + 3 * 32 < n`: the offset moves to the bound) holds."""
-    changed = tuple(sorted({*changed, variable})) if outliving else changed
+    (`i < n`, or `i + 3 * 32 < n`: the offset moves to the bound) holds; `changed`: the names it
+    leaves changed behind it."""
     compared = re.match(rf"{variable}\s*(?:([+-])\s*([^<>=!]+?))?\s*(<=|<|>=|>|!=)\s*(.+)$", condition.split("&&")[0].strip(), re.S)
     if not compared:
         return _Loop(None, variable, (), changed)
