@@ -14,8 +14,8 @@ remainder); `while (np < n) np <<= 1;` is the `for` it spells, and a bisection o
 runs log2 of the range. A loop whose trips cannot be evaluated (a bound loaded from memory,
 a CAS retry, a quickselect) counts once. A Triton kernel's scalar assignments
 (`k_begin = pid * chunk`) bound its ranges as the launch's arguments do. A call of
-one of the file's `__device__` helpers counts the helper's work, read with the call's
-arguments (two levels deep).
+one of the file's `__device__` helpers (CUDA) or other `@triton.jit` functions (Triton) counts
+the helper's work, read with the call's arguments (two levels deep).
 
 Memory accesses are counted the same way, each weighted by the trips of the loops around
 it: a CUDA subscript of a pointer (global) or of a `__shared__` array (shared), a Triton
@@ -98,7 +98,7 @@ def thread_work(code: str, language: str, launch: dict[str, Any] | None) -> Thre
 def clear_cache() -> None:
     """Forget every kernel read so far: a benchmark of a fresh edit starts from nothing."""
     _cached.cache_clear()
-    _triton_function.cache_clear()
+    _triton_functions.cache_clear()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -569,45 +569,85 @@ def _split(text: str, separator: str) -> list[str]:
 # --- Triton ----------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=4096)
-def _triton_function(code: str, kernel: str) -> ast.FunctionDef | None:
+def _triton_functions(code: str) -> dict[str, ast.FunctionDef]:
+    """The file's `@triton.jit` functions by name: the kernels and the helpers they call."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
-        return None
-    return next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == kernel), None)
+        return {}
+    return {
+        node.name: node for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(decorator) for decorator in node.decorator_list)
+    }
+
+
+class _Program(NamedTuple):
+    """What every statement of one Triton program is read against."""
+
+    functions: dict[str, ast.FunctionDef]  # the file's jitted functions, for the helpers it calls
+    threads: int  # num_warps · 32: they share the block-wide sorts and scans
+    depth: int = 0  # helpers entered so far
+
+
+_HELPER_DEPTH = 2  # as for CUDA's __device__ helpers
 
 
 def _triton(code: str, kernel: str, args: tuple[Any, ...], constexprs: dict[str, Any], names: dict[str, Any], threads: int) -> ThreadWork:
-    function = _triton_function(code, kernel)
+    functions = _triton_functions(code)
+    function = functions.get(kernel)
     if function is None:
         return NO_WORK
     parameters = [arg.arg for arg in function.args.args if arg.arg not in constexprs]
     names.update(constexprs)
     names.update({name: value for name, value in zip(parameters, args) if value is not None})
-    return _triton_span(function.body, names, {}, threads)
+    return _triton_span(function.body, names, {}, _Program(functions, threads))
 
 
-def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, tuple[int, ...]], threads: int) -> ThreadWork:
+def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, tuple[int, ...]], program: _Program) -> ThreadWork:
     """Work of a block of statements; `shapes` follows the block shape of each name assigned so far."""
     total = NO_WORK
     for statement in body:
         if isinstance(statement, ast.For):
             trips = _triton_trips(statement.iter, names)
-            total = total + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + _triton_span(statement.body, names, shapes, threads)).times(1.0 if trips is None else trips)
+            total = total + (ThreadWork(1.0, 0.0, 0.0, 0.0, 0.0) + _triton_span(statement.body, names, shapes, program)).times(1.0 if trips is None else trips)
         elif isinstance(statement, (ast.If, ast.While, ast.With)):
-            total = total + _triton_span(statement.body, names, shapes, threads) + _triton_span(getattr(statement, "orelse", []), names, shapes, threads)
+            total = total + _triton_span(statement.body, names, shapes, program) + _triton_span(getattr(statement, "orelse", []), names, shapes, program)
         else:
             calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call) and node.args]
             atomics = sum(math.prod(_shape(node.args[0], names, shapes)) for node in calls if _called(node).startswith("atomic_"))
             elements = atomics + sum(math.prod(_shape(node.args[0], names, shapes)) for node in calls if _called(node) in ("load", "store"))
-            networks = [_network(node, names, shapes, threads) for node in calls]
+            networks = [_network(node, names, shapes, program.threads) for node in calls]
             total = total + ThreadWork(
                 0.0, float(elements), 0.0, sum(stages for stages, _ in networks), sum(steps for _, steps in networks), float(atomics), 0.0
             )
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Call):
+                    total = total + _helper_call(node, names, shapes, program)
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                 shapes[statement.targets[0].id] = _shape(statement.value, names, shapes)
             _assign_scalars(statement, names)
     return total
+
+
+def _helper_call(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int, ...]], program: _Program) -> ThreadWork:
+    """The work of a call of one of the file's jitted helpers, its parameters bound to the call's
+    values and block shapes: decode attention's key loop may live wholly in a helper."""
+    helper = program.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
+    if helper is None or program.depth >= _HELPER_DEPTH:
+        return NO_WORK
+    parameters = helper.args.args
+    bound: dict[str, ast.expr] = dict(zip((parameter.arg for parameter in parameters[len(parameters) - len(helper.args.defaults):]), helper.args.defaults))
+    bound.update(zip((parameter.arg for parameter in parameters), node.args))
+    bound.update((keyword.arg, keyword.value) for keyword in node.keywords if keyword.arg)
+    helper_names = {name: value for name, value in names.items() if name.startswith("gridDim_")}
+    helper_shapes: dict[str, tuple[int, ...]] = {}
+    for parameter, argument in bound.items():
+        helper_shapes[parameter] = _shape(argument, names, shapes)
+        try:
+            helper_names[parameter] = _value(argument, names)
+        except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+            pass
+    return _triton_span(helper.body, helper_names, helper_shapes, program._replace(depth=program.depth + 1))
 
 
 def _assign_scalars(statement: ast.stmt, names: dict[str, Any]) -> None:

@@ -381,3 +381,49 @@ def test_cache_hints_are_told_apart_by_what_they_drop() -> None:
     triton = KernelSide('tl.load(x_ptr + j, cache_modifier=".cv", eviction_policy="evict_first")', "triton")
     row = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(triton, triton, hardware))[0]))
     assert (row["code_streaming_hints"], row["code_l1_bypass_hints"]) == (1.0, 1.0)
+
+
+TRITON_HELPERS = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def _dot_rows(x_ptr, begin, end, BLOCK: tl.constexpr):
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for start in range(begin, end, BLOCK):
+        acc += tl.load(x_ptr + start + tl.arange(0, BLOCK))
+    return _scaled(acc, 2.0)
+
+@triton.jit
+def _scaled(v, factor):
+    return _deeper(v * factor)
+
+@triton.jit
+def _deeper(v):
+    tl.store(v, v)
+    return v
+
+@triton.jit
+def split_rows(x_ptr, out_ptr, n, chunk, BLOCK: tl.constexpr):
+    begin = tl.program_id(0) * chunk
+    acc = _dot_rows(x_ptr, begin, tl.minimum(begin + chunk, n), BLOCK=BLOCK)
+    tl.store(out_ptr + tl.arange(0, BLOCK), acc)
+
+def not_jitted(x):
+    for i in range(1000):
+        tl.load(x + tl.arange(0, 128))
+
+@triton.jit
+def calls_plain_python(x_ptr):
+    not_jitted(x_ptr)
+"""
+
+
+def test_triton_helpers_count_their_work_with_the_calls_values_and_shapes() -> None:
+    work = thread_work(TRITON_HELPERS, "triton", {"kernel": "split_rows", "grid": [4, 1, 1], "args": [
+        "x", "out", {"ctype": "i32", "value": 4096}, {"ctype": "i32", "value": 1024}], "constexprs": {"BLOCK": 64}})
+    # _dot_rows runs 1024 / 64 trips of a 64-element load; _scaled is read, _deeper (a third level) is not.
+    assert work.iterations == 1024 / 64
+    assert work.global_accesses == 16 * 64 + 64
+    plain = thread_work(TRITON_HELPERS, "triton", {"kernel": "calls_plain_python", "grid": [1, 1, 1], "args": ["x"]})
+    assert plain == NO_WORK
