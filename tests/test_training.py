@@ -246,6 +246,23 @@ def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_pa
     with pytest.raises(SystemExit):
         train_cli.main(["--pairs", str(PAIRS), "--folds-only"])
     assert "--folds-only writes DIR/held_out.npz and nothing else" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_cli.main(["--pairs", str(PAIRS), "--featurize-only"])
+    assert "--featurize-only fills the feature cache: give --feature-cache DIR" in capsys.readouterr().err
+
+
+def test_featurize_only_fills_the_cache_that_a_later_run_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert train_cli.main(["--pairs", str(PAIRS), "--feature-cache", str(tmp_path / "fc"), "--featurize-only"]) == 0
+    assert [path.name.startswith("pairs-") for path in (tmp_path / "fc").iterdir()] == [True]
+    assert "33 pairs" in capsys.readouterr().err and not (tmp_path / "report").exists()
+
+    def featurized_again(*_: object) -> None:
+        raise AssertionError("the pairs were featurized again")
+
+    monkeypatch.setattr(train_cli, "_pairs_file", featurized_again)
+    assert len(train_cli.load([PAIRS], [], tmp_path / "fc")) == 33
 
 
 def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:

@@ -594,6 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out folds (no report, no calibration)")
+    parser.add_argument("--featurize-only", action="store_true",
+                        help="featurize the pairs into --feature-cache and stop (a first call on a GPU host whose calls are time-limited)")
     parser.add_argument("--folds-only", action="store_true",
                         help="train the held-out folds (with --held-out: the learners it lacks) and write only the learners' forecasts to --report DIR/held_out.npz (judge them later with --held-out)")
     args = parser.parse_args(argv)
@@ -602,6 +604,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give --pairs FILE and/or --cuda-l1 GPUS")
     if args.out is None and args.no_eval:
         parser.error("--no-eval without --out does nothing")
+    if args.featurize_only and args.feature_cache is None:
+        parser.error("--featurize-only fills the feature cache: give --feature-cache DIR")
     if args.folds_only and (args.report is None or args.out is not None):
         parser.error("--folds-only writes DIR/held_out.npz and nothing else: give --report DIR, and no --out")
     if not 0 <= args.tree_weight <= 1:
@@ -618,6 +622,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     data = load(args.pairs, gpus, args.feature_cache, args.cuda_l1_dir, args.jobs)
     print(f"{len(data)} pairs, {len(set(data.op))} operations, featurized in {time.perf_counter() - started:.0f} s", file=log)
+    if args.featurize_only:
+        return 0
     train_gpus = set(args.train_gpus.split(","))
     inputs = {"pairs": [str(p) for p in args.pairs], "cuda_l1": gpus, "cuda_l1_weight": args.cuda_l1_weight, "n_pairs": len(data)}
     held = None
