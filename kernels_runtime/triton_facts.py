@@ -73,7 +73,8 @@ def _dotted(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-def _is_jit(function: ast.FunctionDef) -> bool:
+def is_jit(function: ast.FunctionDef) -> bool:
+    """Decorated `@triton.jit` (or `@jit`, however triton was imported)."""
     return any(_dotted(d).split(".")[-1] == "jit" for d in function.decorator_list)
 
 
@@ -131,7 +132,7 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
             lines.append(ast.unparse(node))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_constant(node.value):
             lines.append(ast.unparse(node))
-        elif isinstance(node, ast.FunctionDef) and _is_jit(node):
+        elif isinstance(node, ast.FunctionDef) and is_jit(node):
             kernels[node.name] = _kernel_of(node)
             node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
             _make_header_inert(node)

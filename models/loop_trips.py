@@ -41,6 +41,7 @@ import math
 import re
 from typing import Any, Callable, NamedTuple
 
+from kernelcast.kernels_runtime.triton_facts import is_jit
 from kernelcast.models.access_pattern import C_COMMENT, launch_extents, launch_scalars
 
 _CAST = re.compile(
@@ -575,10 +576,7 @@ def _triton_functions(code: str) -> dict[str, ast.FunctionDef]:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return {}
-    return {
-        node.name: node for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(decorator) for decorator in node.decorator_list)
-    }
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and is_jit(node)}
 
 
 class _Program(NamedTuple):
@@ -613,16 +611,16 @@ def _triton_span(body: list[ast.stmt], names: dict[str, Any], shapes: dict[str, 
         elif isinstance(statement, (ast.If, ast.While, ast.With)):
             total = total + _triton_span(statement.body, names, shapes, program) + _triton_span(getattr(statement, "orelse", []), names, shapes, program)
         else:
-            calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call) and node.args]
+            every_call = [node for node in ast.walk(statement) if isinstance(node, ast.Call)]
+            calls = [node for node in every_call if node.args]
             atomics = sum(math.prod(_shape(node.args[0], names, shapes)) for node in calls if _called(node).startswith("atomic_"))
             elements = atomics + sum(math.prod(_shape(node.args[0], names, shapes)) for node in calls if _called(node) in ("load", "store"))
             networks = [_network(node, names, shapes, program.threads) for node in calls]
             total = total + ThreadWork(
                 0.0, float(elements), 0.0, sum(stages for stages, _ in networks), sum(steps for _, steps in networks), float(atomics), 0.0
             )
-            for node in ast.walk(statement):
-                if isinstance(node, ast.Call):
-                    total = total + _helper_call(node, names, shapes, program)
+            for node in every_call:
+                total = total + _helper_call(node, names, shapes, program)
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                 shapes[statement.targets[0].id] = _shape(statement.value, names, shapes)
             _assign_scalars(statement, names)
@@ -635,9 +633,10 @@ def _helper_call(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[
     helper = program.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
     if helper is None or program.depth >= _HELPER_DEPTH:
         return NO_WORK
-    parameters = helper.args.args
-    bound: dict[str, ast.expr] = dict(zip((parameter.arg for parameter in parameters[len(parameters) - len(helper.args.defaults):]), helper.args.defaults))
-    bound.update(zip((parameter.arg for parameter in parameters), node.args))
+    parameters = [parameter.arg for parameter in helper.args.args]
+    defaulted = parameters[len(parameters) - len(helper.args.defaults):]  # defaults belong to the last parameters
+    bound: dict[str, ast.expr] = dict(zip(defaulted, helper.args.defaults))
+    bound.update(zip(parameters, node.args))
     bound.update((keyword.arg, keyword.value) for keyword in node.keywords if keyword.arg)
     helper_names = {name: value for name, value in names.items() if name.startswith("gridDim_")}
     helper_shapes: dict[str, tuple[int, ...]] = {}

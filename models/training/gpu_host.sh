@@ -37,6 +37,7 @@ case $step in
     folds)
         seed=${1:?the seed of the split}
         shift
+        rm -rf "/tmp/r$seed"  # an earlier call's file must not come back as this one's
         timeout "$limit" "${train[@]}" --seed "$seed" --folds-only --report "/tmp/r$seed" "$@" 2>&1 | tee "$OUT/folds$seed.log"
         # held_out.npz is ~20 MB, over what one returned file may be: in 15 MB pieces.
         [ -s "/tmp/r$seed/held_out.npz" ] && split -b 15M "/tmp/r$seed/held_out.npz" "$OUT/ho${seed}_" ;;
