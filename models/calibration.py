@@ -27,6 +27,7 @@ the next forecast.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -121,9 +122,14 @@ class IsotonicCdf:
         return _from_cdf((self._g(below) + 1.0 - self._g(above)) / 2.0)
 
     def _g(self, cdf: np.ndarray) -> np.ndarray:
-        return np.interp(cdf, self.knots_x, self.knots_y)
+        return np.interp(cdf, *self._knots)
 
-    @property
+    # Both are read on every forecast and a fitted map has thousands of knots: made once.
+    @functools.cached_property
+    def _knots(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.knots_x), np.asarray(self.knots_y)
+
+    @functools.cached_property
     def id(self) -> str:
         digest = hashlib.sha256(json.dumps([self.knots_x, self.knots_y]).encode()).hexdigest()[:6]
         return f"iso{digest}-n{self.fitted_on}"
