@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from kernelcast.forecast import ForecastRequest
 
@@ -34,6 +34,20 @@ class Backend(Protocol):
     def status(self) -> BackendStatus: ...
 
     def predict(self, request: ForecastRequest) -> RawPrediction: ...
+
+
+def predicts_batches(backend: Backend) -> bool:
+    """Whether `backend` also has `predict_many(requests) -> list[RawPrediction]`, many requests in
+    one call and much faster than one by one (the embedded forecaster: one matrix product for a
+    file's hundred kernels). An LLM has none: its requests go one at a time, each within its deadline."""
+    return callable(getattr(backend, "predict_many", None))
+
+
+def predict_all(backend: Backend, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
+    """Raw forecasts of `requests`: in one call where the backend batches, else one at a time."""
+    if predicts_batches(backend):
+        return backend.predict_many(requests)  # type: ignore[attr-defined]
+    return [backend.predict(request) for request in requests]
 
 
 BackendFactory = Callable[[dict[str, Any]], Backend]

@@ -210,18 +210,20 @@ class EmbeddedBackend:
         return backends.BackendStatus(True, f"built in: {self.model_id}, no download, no GPU")
 
     def predict(self, request: ForecastRequest) -> backends.RawPrediction:
-        prediction = self.model.predict(pair_features(request)[None])
-        mean, sd = float(prediction.mean[0]), float(prediction.sd[0])
-        reference, candidate = (float(v) for v in prediction.log2_time[0])
-        return backends.RawPrediction(
-            probabilities=normal_bin_probabilities(mean, sd),
-            details={
+        return self.predict_many([request])[0]
+
+    def predict_many(self, requests: Sequence[ForecastRequest]) -> list[backends.RawPrediction]:
+        prediction = self.model.predict(np.stack([pair_features(request) for request in requests]))
+        raw = []
+        for mean, sd, (reference, candidate) in zip(prediction.mean.tolist(), prediction.sd.tolist(), prediction.log2_time.tolist()):
+            details = {
                 "mean_log2": round(mean, 4),
                 "spread_log2": round(sd, 4),
                 "reference_log2_time": round(reference, 3),
                 "candidate_log2_time": round(candidate, 3),
-            },
-        )
+            }
+            raw.append(backends.RawPrediction(probabilities=normal_bin_probabilities(mean, sd), details=details))
+        return raw
 
 
 backends.register("embedded", lambda options: EmbeddedBackend())

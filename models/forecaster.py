@@ -68,9 +68,25 @@ class Forecaster:
         return self.backends[name]
 
     def forecast(self, request: ForecastRequest) -> Forecast:
-        backend = self._backend(request)
-        started = time.perf_counter()
-        raw = backend.predict(request)
+        return self.forecast_many([request])[0]
+
+    def forecast_many(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+        """Each request's forecast, in order. Requests for a backend that batches are predicted
+        in one call; each forecast's `elapsed_ms` is its share of that call."""
+        by_backend: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            by_backend.setdefault(self._backend(request).name, []).append(index)
+        forecasts: dict[int, Forecast] = {}
+        for name, indices in by_backend.items():
+            backend = self.backends[name]
+            started = time.perf_counter()
+            raws = backends.predict_all(backend, [requests[i] for i in indices])
+            elapsed_ms = round(1000 * (time.perf_counter() - started) / len(indices), 3)
+            for index, raw in zip(indices, raws):
+                forecasts[index] = self._calibrated(backend, requests[index], raw, elapsed_ms)
+        return [forecasts[index] for index in range(len(requests))]
+
+    def _calibrated(self, backend: backends.Backend, request: ForecastRequest, raw: backends.RawPrediction, elapsed_ms: float) -> Forecast:
         probabilities, calibration_id = self._calibrate(backend, request, raw.probabilities)
         local = _LOCAL_ID.search(calibration_id)
         provenance = {
@@ -83,7 +99,7 @@ class Forecaster:
             "hardware": request.hardware.get("key") or request.hardware.get("name"),
             "hardware_fingerprint": request.hardware.get("fingerprint"),
             "facts_used": [side for side in ("reference", "candidate") if getattr(request, side).facts],
-            "elapsed_ms": round(1000 * (time.perf_counter() - started), 3),
+            "elapsed_ms": elapsed_ms,
             "details": raw.details,
         }
         return Forecast.from_probabilities(probabilities, request.threshold, provenance)

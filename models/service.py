@@ -4,8 +4,9 @@ Binds loopback only and answers only requests that carry the per-user token, so
 another user on the machine can neither read forecasts nor make it run backends.
 A state file (url, pid) lets LSP servers find a running instance instead of
 starting their own. POST /v1/forecast answers with the request's `backend` (default: the
-service's), so the LSP can show the embedded forecast while an LLM works. POST /v1/learn
-takes the user's measured pairs (local learning).
+service's), so the LSP can show the embedded forecast while an LLM works; POST /v1/forecasts
+answers many requests in one call (a file's kernels), predicted as one batch by a backend that
+batches. POST /v1/learn takes the user's measured pairs (local learning).
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ import secrets
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kernelcast import __version__
 from kernelcast.forecast import ForecastRequest
+from kernelcast.models.backends import predicts_batches
 from kernelcast.models.forecaster import Forecaster
 from kernelcast.models.llm_common import LLMBackendError
 
 TOKEN_FILE = "token"
 STATE_FILE = "service.json"
 TOKEN_HEADER = "authorization"
+# Requests in one POST /v1/forecasts; the LSP sends at most 64 (server/analysis.py).
+MAX_BATCH = 256
 
 
 def read_or_create_token(state_dir: Path) -> str:
@@ -108,6 +112,7 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
                 "version": backend.version,
                 "default": name == forecaster.default_backend,
                 "calibration_version": forecaster.calibration.version,
+                "batches": predicts_batches(backend),
             }
             if probe:
                 status = backend.status()
@@ -121,19 +126,38 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
         probe = request.query_params.get("probe") != "false"
         return JSONResponse({"backends": await run_in_threadpool(describe, probe)})
 
-    async def forecast(request: Request) -> JSONResponse:
+    async def answer(work: Callable[[], Any]) -> JSONResponse:
+        """Run a forecast off the event loop; a backend's failure becomes an error the LSP shows."""
         try:
-            body = await request.json()
-            parsed = ForecastRequest.from_json(body)
-        except (ValueError, TypeError, KeyError) as error:
-            return JSONResponse({"error": f"bad forecast request: {error}"}, status_code=400)
-        try:
-            result = await run_in_threadpool(forecaster.forecast, parsed)
+            return JSONResponse(await run_in_threadpool(work))
         except KeyError as error:
             return JSONResponse({"error": str(error.args[0])}, status_code=400)
         except LLMBackendError as error:  # a model server that is down or answers garbage
             return JSONResponse({"error": f"backend failed: {error}"}, status_code=503)
-        return JSONResponse(result.to_json())
+
+    async def forecast(request: Request) -> JSONResponse:
+        try:
+            parsed = ForecastRequest.from_json(await request.json())
+        except (ValueError, TypeError, KeyError) as error:
+            return JSONResponse({"error": f"bad forecast request: {error}"}, status_code=400)
+        return await answer(lambda: forecaster.forecast(parsed).to_json())
+
+    async def forecasts(request: Request) -> JSONResponse:
+        """{"requests": [...]} → {"forecasts": [...]} in the same order; one bad request refuses all."""
+        try:
+            body = await request.json()
+            items = body.get("requests") if isinstance(body, dict) else None
+            if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
+                raise ValueError(f"expected {{requests: [1 to {MAX_BATCH} forecast requests]}}")
+            parsed = []
+            for number, item in enumerate(items, start=1):
+                try:
+                    parsed.append(ForecastRequest.from_json(item))
+                except (ValueError, TypeError, KeyError, AttributeError) as error:
+                    raise ValueError(f"request {number}: {error}") from error
+        except ValueError as error:
+            return JSONResponse({"error": f"bad forecast request: {error}"}, status_code=400)
+        return await answer(lambda: {"forecasts": [result.to_json() for result in forecaster.forecast_many(parsed)]})
 
     async def learn(request: Request) -> JSONResponse:
         """One pair measured on the user's GPU; answers the new local correction (n, bias_log2, temperature)."""
@@ -162,6 +186,7 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
             Route("/v1/health", health, methods=["GET"]),
             Route("/v1/backends", list_backends, methods=["GET"]),
             Route("/v1/forecast", forecast, methods=["POST"]),
+            Route("/v1/forecasts", forecasts, methods=["POST"]),
             Route("/v1/learn", learn, methods=["POST"]),
         ],
         middleware=[Middleware(TokenMiddleware)],

@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from kernelcast.forecast import Forecast, ForecastRequest, KernelSide, Measurement
 from kernelcast.kernels_runtime.discovery import DiscoveredKernel, Discovery, discover, normalise_code
@@ -26,7 +26,7 @@ from kernelcast.kernels_runtime.launch_spec import TRITON_LAUNCH_OPTIONS, Launch
 from kernelcast.kernels_runtime.project_config import load_project_config
 from kernelcast.kernels_runtime.references import NoReference, Reference, resolve_reference
 from kernelcast.server.cache import ResultCache, content_key
-from kernelcast.server.forecaster_client import STAND_IN_TIMEOUT_S, ForecasterClient, ForecasterUnavailable
+from kernelcast.server.forecaster_client import STAND_IN_TIMEOUT_S, BackendInfo, ForecasterClient, ForecasterUnavailable
 from kernelcast.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ _LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # A generated file with thousands of kernels would hold its first hint back for minutes
 # (one reference lookup and one forecast each); hand-written files have a few.
 MAX_KERNELS = 100
+# Forecasts asked in one call of a backend that batches (the service takes up to 256).
+FORECAST_BATCH = 64
 
 
 @dataclass
@@ -239,6 +241,10 @@ def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dic
     return candidate, reference
 
 
+# A kernel whose forecast is not cached, its request, and the cache key of its forecast.
+Pending = tuple[KernelResult, ForecastRequest, str]
+
+
 async def fill_forecasts(
     analysis: FileAnalysis,
     path: Path,
@@ -257,14 +263,13 @@ async def fill_forecasts(
     backend's forecast is cached under its own key (the backend is part of it), so a
     stand-in never shadows the configured backend's answer.
     """
-    computed = 0
     assert analysis.hardware is not None
     hardware = analysis.hardware
+    backend: BackendInfo | None = None
+    missing: list[Pending] = []
     for result in analysis.results:
         if result.reference is None or result.unchanged:
             continue
-        if not is_current():
-            raise asyncio.CancelledError()
         problem = problem_sizes(result, path, workspace_root)
         stored = cache.get(measurement_key(result.kernel, result.reference, problem, hardware))
         if stored:
@@ -277,37 +282,69 @@ async def fill_forecasts(
             continue
         request = build_request(analysis, result, problem, settings.confidence_threshold)
         key = forecast_key(request, backend)
-        if _show_cached(result, cache, key, settings.confidence_threshold):
-            continue
-        if stand_in is not None:
-            computed += await _stand_in_forecast(result, request, stand_in, cache, client)
-            continue
-        try:
-            forecast = await client.forecast(request)
-        except ForecasterUnavailable as error:
-            if result.stands_in_for is not None and result.forecast is not None:
-                result.stand_in_failure = str(error)
-            else:
-                result.unavailable, result.stands_in_for = str(error), None
-            continue
-        _show_computed(result, cache, key, forecast)
-        computed += 1
+        if not _show_cached(result, cache, key, settings.confidence_threshold):
+            missing.append((result, request, key))
+    if backend is None or not missing:
+        return 0
+    if stand_in is not None:
+        return await _stand_in_forecasts(missing, stand_in, cache, client, is_current)
+    computed = 0
+    async for result, key, answer in _forecasts(missing, client, backend, None, is_current):
+        if isinstance(answer, Forecast):
+            _show_computed(result, cache, key, answer)
+            computed += 1
+        elif result.stands_in_for is not None and result.forecast is not None:
+            result.stand_in_failure = str(answer)
+        else:
+            result.unavailable, result.stands_in_for = str(answer), None
     return computed
 
 
-async def _stand_in_forecast(result: KernelResult, request: ForecastRequest, stand_in: str, cache: ResultCache, client: ForecasterClient) -> int:
-    """Show the stand-in's forecast (cached, or within its short deadline) until the configured
-    backend answers; 1 when computed. A stand-in that cannot answer shows nothing new."""
+async def _stand_in_forecasts(missing: list[Pending], stand_in: str, cache: ResultCache, client: ForecasterClient, is_current: Callable[[], bool]) -> int:
+    """Show the stand-in's forecasts (cached, or within its short deadline) until the configured
+    backend answers; how many were computed. A stand-in that cannot answer shows nothing new."""
+    computed = 0
     try:
-        key = forecast_key(request, await client.backend_info(stand_in))
-        computed = not _show_cached(result, cache, key, request.threshold)
-        if computed:
-            _show_computed(result, cache, key, await client.forecast(request, stand_in, STAND_IN_TIMEOUT_S))
+        info = await client.backend_info(stand_in)
+        keyed = [(result, request, forecast_key(request, info)) for result, request, _ in missing]
+        uncached = [(result, request, key) for result, request, key in keyed if not _show_cached(result, cache, key, request.threshold)]
+        async for result, key, answer in _forecasts(uncached, client, info, STAND_IN_TIMEOUT_S, is_current):
+            if isinstance(answer, ForecasterUnavailable):
+                raise answer
+            _show_computed(result, cache, key, answer)
+            computed += 1
     except ForecasterUnavailable as error:
         logger.info("%s could not stand in for %s: %s", stand_in, client.backend, error)
-        computed = False
-    result.stands_in_for = client.backend
-    return int(computed)
+    for result, _, _ in missing:
+        result.stands_in_for = client.backend
+    return computed
+
+
+async def _forecasts(
+    pending: list[Pending], client: ForecasterClient, backend: BackendInfo, timeout_s: float | None, is_current: Callable[[], bool]
+) -> AsyncIterator[tuple[KernelResult, str, Forecast | ForecasterUnavailable]]:
+    """Each pending kernel with its forecast from `backend`, or why there is none.
+
+    A backend that batches gets up to FORECAST_BATCH requests a call, so a file's hundred
+    kernels cost one round trip and one matrix product; any other (an LLM) gets one at a time,
+    each within its deadline. Stops (cancelled) as soon as the text changes.
+    """
+    size = FORECAST_BATCH if backend.batches else 1
+    for start in range(0, len(pending), size):
+        if not is_current():
+            raise asyncio.CancelledError()
+        chunk = pending[start : start + size]
+        requests = [request for _, request, _ in chunk]
+        answers: list[Forecast | ForecasterUnavailable]
+        try:
+            if backend.batches:
+                answers = list(await client.forecast_many(requests, backend.name, timeout_s))
+            else:
+                answers = [await client.forecast(requests[0], backend.name, timeout_s)]
+        except ForecasterUnavailable as error:
+            answers = [error] * len(chunk)
+        for (result, _, key), answer in zip(chunk, answers):
+            yield result, key, answer
 
 
 def _show_cached(result: KernelResult, cache: ResultCache, key: str, threshold: float) -> bool:

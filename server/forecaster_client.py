@@ -47,6 +47,7 @@ class BackendInfo:
     model_id: str
     version: str
     calibration_version: str
+    batches: bool = False  # forecasts many requests in one call (the embedded forecaster)
 
 
 class ForecasterClient:
@@ -151,7 +152,9 @@ class ForecasterClient:
             return self._served
         payload = await self._call("GET", "/v1/backends?probe=false")
         self._served = {
-            entry["name"]: BackendInfo(entry["name"], entry.get("model_id", ""), entry.get("version", ""), entry.get("calibration_version", ""))
+            entry["name"]: BackendInfo(
+                entry["name"], entry.get("model_id", ""), entry.get("version", ""), entry.get("calibration_version", ""), entry.get("batches") is True
+            )
             for entry in payload.get("backends", [])
             if entry.get("name")
         }
@@ -181,6 +184,16 @@ class ForecasterClient:
         request.backend = backend or self.backend
         payload = await self._call("POST", "/v1/forecast", request.to_json(), timeout_s)
         return Forecast.from_json(payload)
+
+    async def forecast_many(self, requests: list[ForecastRequest], backend: str | None = None, timeout_s: float | None = None) -> list[Forecast]:
+        """Forecasts of `requests` in one call, in order (send many only to a backend that batches)."""
+        for request in requests:
+            request.backend = backend or self.backend
+        payload = await self._call("POST", "/v1/forecasts", {"requests": [request.to_json() for request in requests]}, timeout_s)
+        forecasts = payload.get("forecasts") if isinstance(payload, dict) else None
+        if not isinstance(forecasts, list) or len(forecasts) != len(requests):
+            raise ForecasterUnavailable("forecaster error: the service answered a batch of forecasts with something else")
+        return [Forecast.from_json(forecast) for forecast in forecasts]
 
     async def learn(self, request: ForecastRequest, measured_speedup: float) -> dict[str, Any]:
         """Teach the service one pair measured on this GPU; answers the new local correction.

@@ -15,12 +15,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from lsp_support import EXAMPLES
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.service import read_or_create_token, read_state
+from kernelcast.server.analysis import analyse_text, build_request, fill_forecasts, problem_sizes
 from kernelcast.server.cache import ResultCache
 from kernelcast.server.forecaster_client import ForecasterClient, ForecasterUnavailable
+from kernelcast.server.settings import Settings
 
 NAIVE = "__global__ void k(float* x, int n) { int i = threadIdx.x; x[i * n] += 1.0f; }"
 VECTOR = "__global__ void k(float4* x, int n) { int i = threadIdx.x; float4 v = x[i]; v.x += 1.0f; x[i] = v; }"
@@ -85,6 +88,40 @@ def test_forecast_backends_and_bad_requests(service) -> None:
     bad = httpx.post(f"{state['url']}/v1/forecast", json=wrong_language, headers=headers)
     assert bad.status_code == 400 and "language" in bad.json()["error"]
 
+
+
+def test_a_batch_of_forecasts_answers_each_as_alone_and_refuses_bad_batches_whole(service) -> None:
+    """POST /v1/forecasts: a file's kernels in one call, each forecast what it would be alone."""
+    state, token, _ = service
+    headers = {"Authorization": f"Bearer {token}"}
+    swapped = ForecastRequest(_request().candidate, _request().reference, _request().hardware)
+    requests = [_request().to_json(), swapped.to_json(), _request().to_json()]
+    backends = httpx.get(f"{state['url']}/v1/backends?probe=false", headers=headers).json()["backends"]
+    assert backends[0]["batches"] is True
+
+    answer = httpx.post(f"{state['url']}/v1/forecasts", json={"requests": requests}, headers=headers)
+    assert answer.status_code == 200
+    batch = answer.json()["forecasts"]
+    alone = [httpx.post(f"{state['url']}/v1/forecast", json=request, headers=headers).json() for request in requests]
+    assert len(batch) == 3
+    for together, single in zip(batch, alone):
+        assert together["probabilities"] == pytest.approx(single["probabilities"], abs=1e-12)
+    assert batch[0]["probabilities"] == pytest.approx(batch[1]["probabilities"][::-1], abs=1e-9), "sides swapped, bins mirrored"
+
+    wrong_language = _request().to_json()
+    wrong_language["candidate"]["language"] = "fortran"
+    refusals = {
+        "empty": {"requests": []},
+        "too many": {"requests": [_request().to_json()] * 257},
+        "not a list": {"requests": _request().to_json()},
+        "third bad": {"requests": [*requests[:2], wrong_language]},
+        "not an object": {"requests": [*requests[:1], "a kernel"]},
+    }
+    for case, body in refusals.items():
+        bad = httpx.post(f"{state['url']}/v1/forecasts", json=body, headers=headers)
+        assert bad.status_code == 400 and bad.json()["error"].startswith("bad forecast request: "), case
+    assert "request 3" in httpx.post(f"{state['url']}/v1/forecasts", json=refusals["third bad"], headers=headers).json()["error"]
+    assert "request 2" in httpx.post(f"{state['url']}/v1/forecasts", json=refusals["not an object"], headers=headers).json()["error"]
 
 def test_listing_answers_at_once_while_an_llm_server_hangs(tmp_path: Path) -> None:
     """The LSP lists backends without probing them; a probing listing runs off the event loop."""
@@ -190,6 +227,39 @@ def test_configured_url_that_does_not_answer_is_reported_quickly(tmp_path: Path)
             await client.forecast(_request())
         assert time.monotonic() - started < 5
         await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_files_kernels_are_forecast_in_batches_each_as_if_alone(tmp_path: Path) -> None:
+    """70 kernels: two calls of the batch route (64 + 6), each kernel's forecast the one it gets alone."""
+    state_dir = tmp_path / "service"
+    state_dir.mkdir(mode=0o700)
+    strides = range(1, 71)
+    text = "// kernelcast: reference=matmul_naive.cu::sgemm\n" + "".join(
+        f"__global__ void k{s}(float* x, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i * {s} < n) x[i * {s}] += 1.0f; }}\n"
+        for s in strides
+    )
+    analysis = analyse_text("file:///many.cu", 1, text, EXAMPLES / "many.cu", EXAMPLES, Settings(), SPECS["H100-SXM"])
+
+    async def scenario() -> None:
+        client = ForecasterClient(state_dir)
+        try:
+            computed = await fill_forecasts(analysis, EXAMPLES / "many.cu", EXAMPLES, Settings(), ResultCache(tmp_path / "cache"), client, lambda: True)
+            assert computed == len(strides) == len(analysis.results)
+            for result in analysis.results:
+                request = build_request(analysis, result, problem_sizes(result, EXAMPLES / "many.cu", EXAMPLES), Settings().confidence_threshold)
+                alone = await client.forecast(request)
+                assert result.forecast.probabilities == pytest.approx(alone.probabilities, abs=1e-12), result.kernel.name
+            # A forecast's elapsed_ms is its share of its call: one value per batch.
+            shares = [result.forecast.provenance["elapsed_ms"] for result in analysis.results]
+            assert len(set(shares[:64])) == 1 and len(set(shares[64:])) == 1
+            assert len({tuple(result.forecast.probabilities) for result in analysis.results}) > 1, "kernels told apart"
+        finally:
+            await client.close()
+            state = read_state(state_dir)
+            if state:
+                os.kill(state["pid"], signal.SIGTERM)
 
     asyncio.run(scenario())
 
