@@ -12,7 +12,7 @@ from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.launch_spec import parse_launch_pragma
 from kernelcast.models.embedded import READER_MODULES, WEIGHTS_PATH, EmbeddedBackend, TimeModel, source_digest
-from kernelcast.models.features import FEATURE_NAMES, pair_features, read_code
+from kernelcast.models.features import CODE_PATTERNS, FEATURE_NAMES, pair_features, read_code
 from kernelcast.models.training import cuda_l1
 
 HARDWARE = SPECS["H100-SXM"].to_json()
@@ -35,6 +35,43 @@ def test_code_reading_ignores_comments_and_python_floor_division() -> None:
     assert cuda["shared_decl"] == 0 and cuda["atomics"] == 0 and cuda["vector_types"] == 1
     triton = read_code("grid = (n // 256,)\n# tl.dot(a, b)\nacc = tl.dot(a, b)\n", "triton")
     assert triton["tl_dot"] == 1
+
+
+# One use of each spelling the code patterns know, for the ones no shipped kernel uses.
+PATTERN_CATALOGUE = """
+float2 a; int4 b; uint2 c; int2 i; half2 d; __half2 e; nv_bfloat162 f; __nv_bfloat162 g; double2 h;
+wmma::load_matrix_sync(a); mma.sync; wgmma; mma_sync(a); cublasSgemm(h); cute::copy(a, b);
+__syncthreads(); __syncwarp(); tl.debug_barrier(); grid.sync();
+atomicAdd(p, 1); tl.atomic_add(p, 1); __shfl_down_sync(m, v, 1); __reduce_add_sync(m, v);
+tl.atomic_add(p, 1, sem="relaxed"); atomicAdd_block(p, 1);
+__ldcg(p); __stcs(p, v); __ldlu(p); __stwt(p, v); tl.load(p, cache_modifier=".cg"); tl.load(p, eviction_policy="evict_first");
+for (;;) {} while (x) {} for i in range(4): pass
+#pragma unroll
+tl.static_range(4); half __half __nv_bfloat16 bfloat16 float16 fp16 bf16 x.half() double x; torch.float64
+gridDim.x * blockDim.x; blockDim.x * gridDim.x
+cp.async; memcpy_async; cuda::pipeline; tl.make_block_ptr; tl.make_tensor_descriptor; _tma_load
+__expf __fdividef __frcp_rn rsqrtf __logf __sinf __cosf __tanhf tl.math.exp libdevice
+torch.cuda.CUDAGraph() torch.cuda.graph(g) torch.cuda.make_graphed_callables(m)
+torch.backends.cudnn.benchmark = True; allow_tf32 = True; torch.set_float32_matmul_precision("high")
+torch.cuda.Stream(); cudaStream_t s; load_inline(); cupy.RawKernel(); cupy.RawModule(); cpp_extension
+"""
+
+
+def test_a_pattern_skips_only_texts_without_its_matches() -> None:
+    """A pattern's anchors name strings every match contains: on every kernel text we ship (the
+    examples, the test data, the corpus's operation sources) and a catalogue of spellings, the
+    anchored count is the regex's, and every anchor is in some match (none is dead)."""
+    root = Path(__file__).resolve().parents[1]
+    folders = (root / "examples", root / "tests" / "data", root / "models" / "corpus" / "ops")
+    shipped = [path.read_text(errors="replace") for folder in folders for path in sorted(folder.rglob("*")) if path.suffix in (".cu", ".cuh", ".py", ".jsonl")]
+    assert len(shipped) > 50
+    texts = [*shipped, PATTERN_CATALOGUE]
+    for name, pattern in CODE_PATTERNS.items():
+        assert [pattern(text) for text in texts] == [float(len(pattern.regex.findall(text))) for text in texts], name
+        matched = [match.group() for text in texts for match in pattern.regex.finditer(text)]
+        assert all(any(anchor in match for anchor in pattern.anchors) for match in matched) or not pattern.anchors, name
+        dead = [anchor for anchor in pattern.anchors if not any(anchor in match for match in matched)]
+        assert not dead, f"{name}: no match holds {dead}"
 
 
 @pytest.mark.parametrize(("call", "kind"), [
