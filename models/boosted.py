@@ -52,16 +52,21 @@ class BoostedTrees:
         return {prefix + name: getattr(self, name) for name in self.ARRAYS}
 
     def raw(self, rows: np.ndarray) -> np.ndarray:
-        """Sum of every tree's leaf for each row of `rows` (N, columns)."""
-        node = np.broadcast_to(self.roots, (len(rows), len(self.roots))).copy()
-        row_index = np.arange(len(rows))[:, None]
-        inner = node >= 0
-        while inner.any():
-            current = np.where(inner, node, 0)
-            goes_left = rows[row_index, self.feature[current]] <= self.threshold[current]
-            node = np.where(inner, np.where(goes_left, self.left[current], self.right[current]), node)
-            inner = node >= 0
-        return self.leaf_value[~node].sum(axis=1)
+        """Sum of every tree's leaf for each row of `rows` (N, columns).
+
+        All (row, tree) walks go down together, one level a step; a walk that reached its leaf
+        drops out, so a step costs the walks still going, not all of them (most leaves are
+        far shallower than the deepest)."""
+        count, trees = len(rows), len(self.roots)
+        node = np.tile(self.roots, count)
+        row = np.repeat(np.arange(count), trees)
+        walking = np.flatnonzero(node >= 0)
+        while walking.size:
+            current = node[walking]
+            goes_left = rows[row[walking], self.feature[current]] <= self.threshold[current]
+            node[walking] = np.where(goes_left, self.left[current], self.right[current])
+            walking = walking[node[walking] >= 0]
+        return self.leaf_value[~node].reshape(count, trees).sum(axis=1)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """(N,) forecast of s = log2 S for (N, 2, F) pair features; swapping the sides negates it exactly."""

@@ -149,9 +149,10 @@ class TimeModel:
         """(members, N) log2 time and sd of each row of features (N, F)."""
         a = self.arrays
         z = (rows - a["mu"]) / a["sd"]
-        h = _silu(np.einsum("nf,mfh->mnh", z, a["w1"]) + a["b1"][:, None, :])
-        h = _silu(np.einsum("mnh,mhk->mnk", h, a["w2"]) + a["b2"][:, None, :])
-        out = np.einsum("mnk,mko->mno", h, a["w3"]) + a["b3"][:, None, :]
+        # Each member's layers as batched matrix products (BLAS: ~5× faster than einsum's loops).
+        h = _silu(z @ a["w1"] + a["b1"][:, None, :])
+        h = _silu(h @ a["w2"] + a["b2"][:, None, :])
+        out = h @ a["w3"] + a["b3"][:, None, :]
         log2_time = a["alpha"][:, None] * rows[None, :, FLOOR_INDEX] + out[..., 0]
         return log2_time, _softplus(out[..., 1])
 
@@ -161,9 +162,9 @@ class TimeModel:
         z = (features - a["mu"]) / a["sd"]
 
         def h(x: np.ndarray) -> np.ndarray:
-            x = _silu(np.einsum("nf,mfh->mnh", x, a["p1"]) + a["pb1"][:, None, :])
-            x = _silu(np.einsum("mnh,mhk->mnk", x, a["p2"]) + a["pb2"][:, None, :])
-            return (np.einsum("mnk,mko->mno", x, a["p3"]) + a["pb3"][:, None, :])[..., 0]
+            x = _silu(x @ a["p1"] + a["pb1"][:, None, :])
+            x = _silu(x @ a["p2"] + a["pb2"][:, None, :])
+            return (x @ a["p3"] + a["pb3"][:, None, :])[..., 0]
 
         return h(z.reshape(len(z), -1)) - h(z[:, ::-1].reshape(len(z), -1))
 
