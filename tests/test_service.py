@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from lsp_support import EXAMPLES
+from lsp_support import EXAMPLES, stop_service
 
 from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
@@ -177,9 +177,7 @@ def test_client_starts_service_and_restarts_it_after_kill_9_without_losing_cache
             assert second.probabilities == first.probabilities
         finally:
             await client.close()
-            state = read_state(state_dir)
-            if state:
-                os.kill(state["pid"], signal.SIGTERM)
+            stop_service(tmp_path)  # the service the client started (tmp_path/service is its state folder)
 
     asyncio.run(scenario())
     cache.close()
@@ -257,9 +255,7 @@ def test_a_files_kernels_are_forecast_in_batches_each_as_if_alone(tmp_path: Path
             assert len({tuple(result.forecast.probabilities) for result in analysis.results}) > 1, "kernels told apart"
         finally:
             await client.close()
-            state = read_state(state_dir)
-            if state:
-                os.kill(state["pid"], signal.SIGTERM)
+            stop_service(tmp_path)  # the service the client started (tmp_path/service is its state folder)
 
     asyncio.run(scenario())
 
