@@ -15,12 +15,12 @@ import statistics
 import time
 from pathlib import Path
 
-from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.access_pattern import clear_cache as forget_access_patterns
-from kernelcast.models.embedded import WEIGHTS_PATH, EmbeddedBackend
-from kernelcast.models.features import read_code
-from kernelcast.models.loop_trips import clear_cache as forget_loops
+from kernelcast.kernels_runtime.source.access_pattern import clear_cache as forget_access_patterns
+from kernelcast.kernels_runtime.source.loop_trips import clear_cache as forget_loops
+from kernelcast.models.embedded.backend import WEIGHTS_PATH, EmbeddedBackend
+from kernelcast.models.embedded.features import read_code
+from kernelcast.wire import ForecastRequest, KernelSide
 
 ROOT = Path(__file__).resolve().parents[1]
 HARDWARE = SPECS["H100-SXM"].to_json()
@@ -33,10 +33,14 @@ def _pairs() -> dict[str, ForecastRequest]:
     many = "\n".join(f"__global__ void k{i}(float* x) {{ __shared__ float t[32]; x[threadIdx.x] = t[{i}]; }}" for i in range(300))
     return {
         "examples: naive vs tiled SGEMM": ForecastRequest(
-            KernelSide((examples / "matmul_naive.cu").read_text(), "cuda"), KernelSide((examples / "matmul_tiled.cu").read_text(), "cuda"),
-            HARDWARE, {"N": 2048}),
+            KernelSide((examples / "matmul_naive.cu").read_text(), "cuda"),
+            KernelSide((examples / "matmul_tiled.cu").read_text(), "cuda"),
+            HARDWARE,
+            {"N": 2048},
+        ),
         "300-kernel file on both sides": ForecastRequest(
-            KernelSide(many, "cuda"), KernelSide(many.replace("t[", "t [", 1), "cuda"), HARDWARE, {"N": 4096}),
+            KernelSide(many, "cuda"), KernelSide(many.replace("t[", "t [", 1), "cuda"), HARDWARE, {"N": 4096}
+        ),
     }
 
 
@@ -67,7 +71,8 @@ def main() -> None:
     result = {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "weights": {"file": WEIGHTS_PATH.name, "bytes": WEIGHTS_PATH.stat().st_size, "model_id": backend.model.model_id},
-        "target_ms": TARGET_MS, "pairs": rows,
+        "target_ms": TARGET_MS,
+        "pairs": rows,
     }
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,6 +1,6 @@
 """Compiler-facts latency, cold (compiler in a child process) and warm (cache), on this machine.
 
-    python benchmarks/bench_facts.py --out benchmarks/results/facts_latency.json
+python benchmarks/bench_facts.py --out benchmarks/results/facts_latency.json
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ def main() -> None:
         warm_ms = 1000 * (time.perf_counter() - started)
         compilers = sorted({k.compiler for k in cold.kernels.values()})
         rows.append({"case": label, "cold_ms": round(cold_ms), "warm_ms": round(warm_ms, 3), "compiler": compilers, "error": cold.error})
-    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": f"{platform.node()}, {os.cpu_count()} cores, no GPU", "rows": rows}
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": f"{platform.node()}, {os.cpu_count()} cores, no GPU",
+        "rows": rows,
+    }
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -13,16 +13,16 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_llm_llama_cpp import CANDIDATE, REFERENCE, pair, smollm2_gguf  # noqa: E402
 
-from kernelcast.forecast import ForecastRequest, KernelSide  # noqa: E402
-from kernelcast.models.llm_llama_cpp import LlamaCppBackend  # noqa: E402
-from kernelcast.models.prompt import build_prompt  # noqa: E402
+from kernelcast.models.service.llm_llama_cpp import LlamaCppBackend  # noqa: E402
+from kernelcast.models.service.prompt import build_prompt  # noqa: E402
+from kernelcast.wire import ForecastRequest, KernelSide  # noqa: E402
 
 STEPS = ("cold", "edit near end", "other file", "back, edited again")
 

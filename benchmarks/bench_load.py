@@ -167,7 +167,9 @@ def run(minutes: float, workdir: Path) -> dict[str, Any]:
     editors = [
         subprocess.Popen(
             [sys.executable, __file__, "--editor", str(index), "--workdir", str(workdir), "--minutes", str(minutes)],
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "KERNELCAST_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "KERNELCAST_HOME": str(home)},
         )
         for index in range(EDITORS)
     ]
@@ -177,11 +179,13 @@ def run(minutes: float, workdir: Path) -> dict[str, Any]:
     while any(editor.poll() is None for editor in editors):
         state = home / "service" / "service.json"
         service_pid = json.loads(state.read_text())["pid"] if state.exists() else None
-        samples.append({
-            "t_s": round(time.monotonic() - started, 1),
-            "servers_mb": [rss_mb(pid) for pid in server_pids],
-            "service_mb": rss_mb(service_pid) if service_pid else None,
-        })
+        samples.append(
+            {
+                "t_s": round(time.monotonic() - started, 1),
+                "servers_mb": [rss_mb(pid) for pid in server_pids],
+                "service_mb": rss_mb(service_pid) if service_pid else None,
+            }
+        )
         time.sleep(SAMPLE_S)
     results = [json.loads(editor.stdout.read().strip().splitlines()[-1])["result"] for editor in editors]
     stop_service(home)
@@ -192,7 +196,12 @@ def run(minutes: float, workdir: Path) -> dict[str, Any]:
         "minutes": minutes,
         "keystrokes": sum(result["keystrokes"] for result in results),
         "errors": [error for result in results for error in result["errors"]],
-        "cached_inlay_hint_ms": {"p50": round(percentile(hint_ms, 0.5), 3), "p99": round(percentile(hint_ms, 0.99), 3), "max": round(max(hint_ms, default=0), 3), "n": len(hint_ms)},
+        "cached_inlay_hint_ms": {
+            "p50": round(percentile(hint_ms, 0.5), 3),
+            "p99": round(percentile(hint_ms, 0.99), 3),
+            "max": round(max(hint_ms, default=0), 3),
+            "n": len(hint_ms),
+        },
         "rss_samples": samples,
     }
 
@@ -207,7 +216,11 @@ def main() -> None:
     if args.editor is not None:
         run_editor(args.editor, args.workdir / "workspace", args.workdir / "home", args.minutes)
         return
-    results = {"command": " ".join(["python", *sys.argv]), "machine": f"{platform.node()} {os.cpu_count()} cores", "python": platform.python_version()}
+    results = {
+        "command": " ".join(["python", *sys.argv]),
+        "machine": f"{platform.node()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+    }
     results.update(run(args.minutes, Path(tempfile.mkdtemp(prefix="kernelcast-load-"))))
     text = json.dumps(results, indent=2)
     print(text)

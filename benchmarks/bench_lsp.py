@@ -56,7 +56,9 @@ class Editor:
     async def start(self) -> None:
         def factory() -> LanguageClient:
             client = LanguageClient(converter_factory=default_converter)
-            register_lsp_features(client, {m: f for m, f in DEFAULT_CLIENT_FEATURES.items() if m != types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS})
+            register_lsp_features(
+                client, {m: f for m, f in DEFAULT_CLIENT_FEATURES.items() if m != types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS}
+            )
 
             @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
             def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
@@ -78,7 +80,9 @@ class Editor:
         settings = {"kernelcast": {"debounceMs": self.debounce_ms}}
         self.client.set_configuration(settings)
         await self.client.initialize_session(
-            types.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=self.workspace.as_uri(), initialization_options=settings)
+            types.InitializeParams(
+                capabilities=client_capabilities("neovim"), root_uri=self.workspace.as_uri(), initialization_options=settings
+            )
         )
 
     @property
@@ -115,12 +119,15 @@ class Editor:
         raise TimeoutError(f"no diagnostics for {uri} v{version}")
 
     async def inlay_hints(self, uri: str) -> list[types.InlayHint]:
-        return await self.client.text_document_inlay_hint_async(
-            types.InlayHintParams(
-                text_document=types.TextDocumentIdentifier(uri=uri),
-                range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=500, character=0)),
+        return (
+            await self.client.text_document_inlay_hint_async(
+                types.InlayHintParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=500, character=0)),
+                )
             )
-        ) or []
+            or []
+        )
 
     async def stop(self) -> None:
         await self.client.shutdown_session()
@@ -194,7 +201,11 @@ async def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="kernelcast-bench-"))
     paths = make_workspace(tmp / "workspace")
-    results: dict[str, Any] = {"command": " ".join(sys.argv), "machine": f"{platform.node()} {os.cpu_count()} cores", "python": platform.python_version()}
+    results: dict[str, Any] = {
+        "command": " ".join(sys.argv),
+        "machine": f"{platform.node()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+    }
 
     for debounce in (0, 400):
         editor = Editor(tmp / "workspace", tmp / f"home-{debounce}", debounce)

@@ -72,9 +72,16 @@ async def measure() -> dict[str, dict[str, float]]:
         for count in COUNTS:
             runs = [await cold_open_s(count, language) for _ in range(REPEATS)]
             seconds = [s for s, _ in runs]
-            rows[f"{language}, {count} kernels"] = {"median_ms": 1000 * statistics.median(seconds), "max_ms": 1000 * max(seconds), "diagnostics": runs[0][1]}
-            print(f"{language}, {count} kernels: median {rows[f'{language}, {count} kernels']['median_ms']:.0f} ms, "
-                  f"max {1000 * max(seconds):.0f} ms, {runs[0][1]} diagnostics", flush=True)
+            rows[f"{language}, {count} kernels"] = {
+                "median_ms": 1000 * statistics.median(seconds),
+                "max_ms": 1000 * max(seconds),
+                "diagnostics": runs[0][1],
+            }
+            print(
+                f"{language}, {count} kernels: median {rows[f'{language}, {count} kernels']['median_ms']:.0f} ms, "
+                f"max {1000 * max(seconds):.0f} ms, {runs[0][1]} diagnostics",
+                flush=True,
+            )
     return rows
 
 
@@ -83,7 +90,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = asyncio.run(measure())
-    result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()}, "repeats": REPEATS, "files": rows}
+    result = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "repeats": REPEATS,
+        "files": rows,
+    }
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 

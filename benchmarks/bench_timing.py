@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernelcast.kernels_runtime import timing
 from kernelcast.kernels_runtime.measure import measure_pair, shutdown_workers
@@ -46,12 +47,15 @@ def compare_with_do_bench(torch: Any) -> list[dict[str, Any]]:
         theirs = triton.testing.do_bench(fn, quantiles=[0.5])
         theirs = theirs[0] if isinstance(theirs, (list, tuple)) else theirs
         rows.append({"kernel": name, **ours, "do_bench_median_ms": theirs, "ratio": ours["median_ms"] / theirs})
-        print(f"{name:22s} ours {ours['median_ms']:.4f} ms (n={ours['n']}) do_bench {theirs:.4f} ms ratio {rows[-1]['ratio']:.3f}", flush=True)
+        print(
+            f"{name:22s} ours {ours['median_ms']:.4f} ms (n={ours['n']}) do_bench {theirs:.4f} ms ratio {rows[-1]['ratio']:.3f}", flush=True
+        )
     return rows
 
 
 def end_to_end() -> dict[str, Any]:
     """measure_pair wall time on a warm worker (the first call starts it)."""
+
     def fixture(name: str) -> dict[str, str | None]:
         return {"code": (FIXTURES / name).read_text(), "language": "cuda", "name": None}
 
@@ -60,8 +64,15 @@ def end_to_end() -> dict[str, Any]:
     for candidate, reference in (("copy_strided.cu", "copy_coalesced.cu"), ("transpose_tiled.cu", "transpose_naive.cu")):
         started = time.monotonic()
         outcome = measure_pair(fixture(candidate), fixture(reference))
-        results[f"{candidate} vs {reference}"] = {"wall_s": time.monotonic() - started, "message": outcome.message(), "ci95": list(getattr(outcome, "ci95", []))}
-        print(f"end-to-end {candidate} vs {reference}: {results[f'{candidate} vs {reference}']['wall_s']:.2f} s, {outcome.message()}", flush=True)
+        results[f"{candidate} vs {reference}"] = {
+            "wall_s": time.monotonic() - started,
+            "message": outcome.message(),
+            "ci95": list(getattr(outcome, "ci95", [])),
+        }
+        print(
+            f"end-to-end {candidate} vs {reference}: {results[f'{candidate} vs {reference}']['wall_s']:.2f} s, {outcome.message()}",
+            flush=True,
+        )
     shutdown_workers()
     return results
 
@@ -105,7 +116,9 @@ def main() -> None:
     e2e = end_to_end()
     command = f"python3 benchmarks/bench_timing.py --out {options.out}"
     options.out.mkdir(parents=True, exist_ok=True)
-    (options.out / "timing.json").write_text(json.dumps({"command": command, "environment": environment, "kernels": rows, "end_to_end": e2e}, indent=2))
+    (options.out / "timing.json").write_text(
+        json.dumps({"command": command, "environment": environment, "kernels": rows, "end_to_end": e2e}, indent=2)
+    )
     write_markdown(options.out / "timing.md", rows, e2e, environment, command)
 
 

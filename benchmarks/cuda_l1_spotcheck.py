@@ -65,9 +65,10 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -298,7 +299,11 @@ def compare_outputs(torch: Any, timing: Any, worker: Any, expected: Any, actual:
         if want.dtype != got.dtype:
             return f"wrong results: {name} is {got.dtype}, reference {want.dtype}"
         problem = timing.check_close(
-            name, worker.to_numpy(torch, want), worker.to_numpy(torch, got), worker.dtype_name(torch, want.dtype), tolerance=KERNELBENCH_TOLERANCE
+            name,
+            worker.to_numpy(torch, want),
+            worker.to_numpy(torch, got),
+            worker.dtype_name(torch, want.dtype),
+            tolerance=KERNELBENCH_TOLERANCE,
         )
         if problem:
             return problem
@@ -335,10 +340,19 @@ def clocks(worker: Any) -> dict[str, Any]:
         return state
     fields = "clocks.sm,clocks.max.sm,clocks.mem,clocks_event_reasons.active,temperature.gpu,power.draw"
     try:
-        line = subprocess.run(["nvidia-smi", "-i", "0", f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10).stdout
+        line = subprocess.run(
+            ["nvidia-smi", "-i", "0", f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10
+        ).stdout
         sm, sm_max, memory, reasons, temperature, power = [part.strip() for part in line.strip().split(",")]
-        return {"sm_clock_mhz": int(sm), "sm_clock_max_mhz": int(sm_max), "memory_clock_mhz": int(memory), "throttle_reasons_mask": reasons,
-                "temperature_c": int(temperature), "power_w": float(power), "source": "nvidia-smi"}
+        return {
+            "sm_clock_mhz": int(sm),
+            "sm_clock_max_mhz": int(sm_max),
+            "memory_clock_mhz": int(memory),
+            "throttle_reasons_mask": reasons,
+            "temperature_c": int(temperature),
+            "power_w": float(power),
+            "source": "nvidia-smi",
+        }
     except Exception as error:
         return {**state, "nvidia_smi": str(error)}
 
@@ -372,18 +386,31 @@ def measure_pair(torch: Any, timing: Any, worker: Any, job: dict[str, Any], phas
     custom_fn = under_flags(torch, flags["custom"], models["custom"], copies(torch, inputs))
     result["clocks"] = {"before": clocks(worker)}
     with torch.no_grad():
-        measured = failing_as("runtime", lambda: timing.time_pair(
-            torch, reference_fn, custom_fn, rounds=job["rounds"], rule=spotcheck_rule(timing), on_round=lambda done: phase(f"time: round {done}/{job['rounds']} done")
-        ))
+        measured = failing_as(
+            "runtime",
+            lambda: timing.time_pair(
+                torch,
+                reference_fn,
+                custom_fn,
+                rounds=job["rounds"],
+                rule=spotcheck_rule(timing),
+                on_round=lambda done: phase(f"time: round {done}/{job['rounds']} done"),
+            ),
+        )
         calls = 5 if max(measured.reference["median_ms"], measured.candidate["median_ms"]) < 20.0 else 2
-        wall = {label: failing_as("runtime", lambda fn=fn: synced_ms(torch, fn, calls)) for label, fn in (("reference", reference_fn), ("custom", custom_fn))}
+        wall = {
+            label: failing_as("runtime", lambda fn=fn: synced_ms(torch, fn, calls))
+            for label, fn in (("reference", reference_fn), ("custom", custom_fn))
+        }
     result["clocks"]["after"] = clocks(worker)
     result["timing"] = measured.to_json()
     result["ours"], result["ci95"] = measured.speedup, list(measured.ci95)
     result["wall_ms"] = wall
     result["wall_speedup"] = wall["reference"] / wall["custom"] if wall["custom"] > 0 else None
     result["suspect_async"] = bool(
-        result["wall_speedup"] and measured.reference["median_ms"] >= 1.0 and measured.speedup > SUSPECT_ASYNC_FACTOR * result["wall_speedup"]
+        result["wall_speedup"]
+        and measured.reference["median_ms"] >= 1.0
+        and measured.speedup > SUSPECT_ASYNC_FACTOR * result["wall_speedup"]
     )
 
     phase("re-check")
@@ -469,7 +496,11 @@ class Child:
         self.log = open(log, "ab")
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--child", "--result-fd", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=self.log, pass_fds=(write_fd,), start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=self.log,
+            pass_fds=(write_fd,),
+            start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_L1_SPOTCHECK_PARENT": str(os.getpid())},
         )
         os.close(write_fd)
@@ -534,7 +565,13 @@ def run_job(child: Child, job: dict[str, Any], timeout_s: float) -> dict[str, An
     while True:
         message = child.receive(max(0.0, timeout_s - (time.monotonic() - started)))
         if message == "timeout":
-            return {"failure": {"kind": "timeout", "message": f"no result after {timeout_s:.0f} s (during {phase}); process group killed", "log_tail": child.log_tail()}}
+            return {
+                "failure": {
+                    "kind": "timeout",
+                    "message": f"no result after {timeout_s:.0f} s (during {phase}); process group killed",
+                    "log_tail": child.log_tail(),
+                }
+            }
         if message == "exited":
             code = child.process.wait()
             return {"failure": {"kind": "crash", "message": f"child exited with {code} during {phase}", "log_tail": child.log_tail()}}
@@ -565,7 +602,9 @@ def build_all(rows: list[dict[str, Any]], options: argparse.Namespace, log_dir: 
         return {}
     jobs = max(1, options.build_jobs)
     max_jobs = max(1, (os.cpu_count() or 16) // jobs)
-    print(f"building {len(todo)} rewrites ({jobs} at a time, MAX_JOBS={max_jobs}, timeout {options.build_timeout_s:.0f} s each)", flush=True)
+    print(
+        f"building {len(todo)} rewrites ({jobs} at a time, MAX_JOBS={max_jobs}, timeout {options.build_timeout_s:.0f} s each)", flush=True
+    )
     outcomes: dict[str, dict[str, Any]] = {}
     live: set[Child] = set()
     lock = threading.Lock()
@@ -610,8 +649,14 @@ def build_all(rows: list[dict[str, Any]], options: argparse.Namespace, log_dir: 
     return outcomes
 
 
-def measure_all(rows: list[dict[str, Any]], options: argparse.Namespace, log_dir: Path, deadline: float, builds: dict[str, dict[str, Any]],
-                report: Callable[[list[dict[str, Any]], dict[str, Any], bool], None]) -> list[dict[str, Any]]:
+def measure_all(
+    rows: list[dict[str, Any]],
+    options: argparse.Namespace,
+    log_dir: Path,
+    deadline: float,
+    builds: dict[str, dict[str, Any]],
+    report: Callable[[list[dict[str, Any]], dict[str, Any], bool], None],
+) -> list[dict[str, Any]]:
     """Pairs one after another, each in a fresh child; `--warm-children` more start meanwhile."""
     records: list[dict[str, Any]] = []
     environment: dict[str, Any] = {}
@@ -761,17 +806,19 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         return summary
     ours, theirs = [record["ours"] for record in good], [record["theirs"] for record in good]
     ratios = [a / b for a, b in zip(ours, theirs)]
-    summary.update({
-        "median_abs_log2_ratio": statistics.median(abs(math.log2(r)) for r in ratios),
-        "median_ratio": statistics.median(ratios),
-        "geomean_ratio": math.exp(statistics.fmean(math.log(r) for r in ratios)),
-        "share_within_10pct": sum(within(r, 0.10) for r in ratios) / len(ratios),
-        "share_within_25pct": sum(within(r, 0.25) for r in ratios) / len(ratios),
-        "share_theirs_in_our_ci": sum(record["ci95"][0] <= record["theirs"] <= record["ci95"][1] for record in good) / len(good),
-        "share_direction_agrees": sum((a > 1) == (b > 1) for a, b in zip(ours, theirs)) / len(good),
-        "spearman": spearman(ours, theirs),
-        "by_level": {},
-    })
+    summary.update(
+        {
+            "median_abs_log2_ratio": statistics.median(abs(math.log2(r)) for r in ratios),
+            "median_ratio": statistics.median(ratios),
+            "geomean_ratio": math.exp(statistics.fmean(math.log(r) for r in ratios)),
+            "share_within_10pct": sum(within(r, 0.10) for r in ratios) / len(ratios),
+            "share_within_25pct": sum(within(r, 0.25) for r in ratios) / len(ratios),
+            "share_theirs_in_our_ci": sum(record["ci95"][0] <= record["theirs"] <= record["ci95"][1] for record in good) / len(good),
+            "share_direction_agrees": sum((a > 1) == (b > 1) for a, b in zip(ours, theirs)) / len(good),
+            "spearman": spearman(ours, theirs),
+            "by_level": {},
+        }
+    )
     for level in sorted({record["level"] for record in good}):
         level_ratios = [r for r, record in zip(ratios, good) if record["level"] == level]
         summary["by_level"][str(level)] = {
@@ -807,7 +854,9 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], header: lis
     for key, value in summary.items():
         if key == "by_level":
             for level, numbers in value.items():
-                lines.append(f"| level {level} | n {numbers['n']}, median ratio {numbers['median_ratio']:.3f}, median abs log2 {numbers['median_abs_log2_ratio']:.3f} |")
+                lines.append(
+                    f"| level {level} | n {numbers['n']}, median ratio {numbers['median_ratio']:.3f}, median abs log2 {numbers['median_abs_log2_ratio']:.3f} |"
+                )
         else:
             lines.append(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")
     return "\n".join(lines) + "\n"
@@ -823,13 +872,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("cuda_l1_spotcheck.json"))
     parser.add_argument("--deadline-s", type=float, default=240.0, help="start no new pair (or build) after this many seconds")
-    parser.add_argument("--include-inline", action="store_true", help="also rows that build C++ (load_inline, cpp_extension) or call torch.compile")
+    parser.add_argument(
+        "--include-inline", action="store_true", help="also rows that build C++ (load_inline, cpp_extension) or call torch.compile"
+    )
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--pair-timeout-s", type=float, default=60.0)
     parser.add_argument("--warm-children", type=int, default=2, help="child processes kept starting ahead of the pair that runs")
     parser.add_argument("--build-timeout-s", type=float, default=300.0)
     parser.add_argument("--build-jobs", type=int, default=8)
-    parser.add_argument("--flags", choices=("isolated", "shared"), default="isolated", help="reference under the flags before ModelNew's import, or under ModelNew's")
+    parser.add_argument(
+        "--flags",
+        choices=("isolated", "shared"),
+        default="isolated",
+        help="reference under the flags before ModelNew's import, or under ModelNew's",
+    )
     parser.add_argument("--extensions-dir", type=Path, default=None, help="TORCH_EXTENSIONS_DIR root (default: kernelcast's cache)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result-fd", type=int, help=argparse.SUPPRESS)
@@ -844,9 +900,12 @@ def main(argv: list[str] | None = None) -> int:
         options.extensions_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelcast" / "cuda_l1_extensions"
     log_dir = Path(tempfile.mkdtemp(prefix="cuda_l1_spotcheck_"))
     command = "python3 benchmarks/cuda_l1_spotcheck.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    print(f"{len(rows)} pairs chosen (seed {options.seed}; levels " + ", ".join(
-        f"{level}: {sum(row['level_id'] == level for row in rows)}" for level in sorted({row['level_id'] for row in rows})
-    ) + f"); child logs in {log_dir}", flush=True)
+    print(
+        f"{len(rows)} pairs chosen (seed {options.seed}; levels "
+        + ", ".join(f"{level}: {sum(row['level_id'] == level for row in rows)}" for level in sorted({row["level_id"] for row in rows}))
+        + f"); child logs in {log_dir}",
+        flush=True,
+    )
     chosen = [pair_name(row) for row in rows]
 
     def report(records: list[dict[str, Any]], environment: dict[str, Any], final: bool) -> None:
@@ -856,8 +915,16 @@ def main(argv: list[str] | None = None) -> int:
             "command": command,
             "date": time.strftime("%Y-%m-%d %H:%M"),
             "environment": environment,
-            "settings": {"count": options.count, "seed": options.seed, "include_inline": options.include_inline, "rounds": options.rounds,
-                         "flags": options.flags, "tolerance": KERNELBENCH_TOLERANCE, "pair_timeout_s": options.pair_timeout_s, "deadline_s": options.deadline_s},
+            "settings": {
+                "count": options.count,
+                "seed": options.seed,
+                "include_inline": options.include_inline,
+                "rounds": options.rounds,
+                "flags": options.flags,
+                "tolerance": KERNELBENCH_TOLERANCE,
+                "pair_timeout_s": options.pair_timeout_s,
+                "deadline_s": options.deadline_s,
+            },
             "complete": final,
             "elapsed_s": round(time.monotonic() - started, 1),
             "chosen": chosen,

@@ -1,5 +1,6 @@
 # kernelcast: reference=add_triton_baseline.py::add_kernel
 """Candidate: 4096 elements per program, streamed past the cache with aligned, hinted loads."""
+
 import triton
 import triton.language as tl
 

@@ -1,4 +1,5 @@
 """Baseline Triton add: 256 elements per program."""
+
 import triton
 import triton.language as tl
 

@@ -1,4 +1,5 @@
 """A KernelBench-style pair: `Model` is the reference, `ModelNew` the candidate."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -12,8 +12,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from kernelcast import __version__
 
@@ -27,7 +28,7 @@ def _lsp(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from kernelcast import paths
-    from kernelcast.models.service import serve
+    from kernelcast.models.service.api import serve
 
     state_dir = paths.private_dir(Path(args.state_dir)) if args.state_dir else paths.service_dir()
     try:
@@ -69,7 +70,7 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _forecast(args: argparse.Namespace) -> int:
-    from kernelcast.models.forecaster import Forecaster
+    from kernelcast.models.service.calibrated import Forecaster
 
     try:
         forecaster = Forecaster([args.backend], options=_backend_options(args))
@@ -85,8 +86,8 @@ def _forecast(args: argparse.Namespace) -> int:
     if isinstance(analysis, int):
         return analysis
     from kernelcast import paths
-    from kernelcast.server.analysis import build_request, fill_facts, problem_sizes
-    from kernelcast.server.cache import ResultCache
+    from kernelcast.analysis import build_request, fill_facts, problem_sizes
+    from kernelcast.cache import ResultCache
 
     if not args.no_facts:
         fill_facts(analysis, ResultCache(paths.cache_dir()), True, lambda: True)
@@ -94,7 +95,11 @@ def _forecast(args: argparse.Namespace) -> int:
     for result in analysis.results:
         if result.part_of is not None:
             continue
-        row: dict[str, Any] = {"kernel": result.kernel.name, "language": result.kernel.language, "line": result.kernel.signature.start_line + 1}
+        row: dict[str, Any] = {
+            "kernel": result.kernel.name,
+            "language": result.kernel.language,
+            "line": result.kernel.signature.start_line + 1,
+        }
         if result.reference is None:
             row["no_reference"] = result.no_reference
         elif result.unchanged:
@@ -105,7 +110,9 @@ def _forecast(args: argparse.Namespace) -> int:
             row.update(reference=result.reference.description, message=forecast.message(), forecast=forecast.to_json())
         rows.append(row)
     if args.json:
-        print(json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": rows, "problems": analysis.problems}, indent=2))
+        print(
+            json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": rows, "problems": analysis.problems}, indent=2)
+        )
         return 0 if rows else 1
     for problem in analysis.problems:
         print(f"note: {problem}")
@@ -121,10 +128,10 @@ def _forecast(args: argparse.Namespace) -> int:
 
 def _analyse_file(args: argparse.Namespace) -> Any:
     """The same analysis the editor makes of a file, or an exit code after saying why not."""
-    from kernelcast.kernels_runtime.discovery import discover_bytes
+    from kernelcast.analysis import analyse_text
     from kernelcast.kernels_runtime.hardware import resolve_target
-    from kernelcast.server.analysis import analyse_text
-    from kernelcast.server.settings import Settings
+    from kernelcast.kernels_runtime.source.discovery import discover_bytes
+    from kernelcast.settings import Settings
 
     path = Path(args.file).resolve()
     try:
@@ -159,8 +166,8 @@ def _analyse_file(args: argparse.Namespace) -> Any:
 
 def _facts(args: argparse.Namespace) -> int:
     from kernelcast import paths
-    from kernelcast.server.analysis import fill_facts
-    from kernelcast.server.cache import ResultCache
+    from kernelcast.analysis import fill_facts
+    from kernelcast.cache import ResultCache
 
     analysis = _analyse_file(args)
     if isinstance(analysis, int):
@@ -168,7 +175,11 @@ def _facts(args: argparse.Namespace) -> int:
     fill_facts(analysis, ResultCache(paths.cache_dir()), True, lambda: True)
     if args.json:
         payload = {
-            r.kernel.name: {"facts": r.facts.to_json() if r.facts else None, "error": r.facts_error, "reference_facts": r.reference_facts.to_json() if r.reference_facts else None}
+            r.kernel.name: {
+                "facts": r.facts.to_json() if r.facts else None,
+                "error": r.facts_error,
+                "reference_facts": r.reference_facts.to_json() if r.reference_facts else None,
+            }
             for r in analysis.results
         }
         print(json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": payload}, indent=2))
@@ -186,9 +197,9 @@ def _facts(args: argparse.Namespace) -> int:
 
 
 def _measure(args: argparse.Namespace) -> int:
-    from kernelcast.forecast import Measurement
+    from kernelcast.analysis import measurement_sides
     from kernelcast.kernels_runtime.measure import measure_pair
-    from kernelcast.server.analysis import measurement_sides
+    from kernelcast.wire import Measurement
 
     analysis = _analyse_file(args)
     if isinstance(analysis, int):
@@ -212,8 +223,8 @@ def _measure(args: argparse.Namespace) -> int:
 
 
 def _forecast_batch(args: argparse.Namespace, forecaster: Any) -> int:
-    from kernelcast.forecast import ForecastRequest
     from kernelcast.kernels_runtime.hardware import lookup
+    from kernelcast.wire import ForecastRequest
 
     if not args.out:
         print("kernelcast forecast: --batch needs --out OUT.jsonl", file=sys.stderr)
@@ -250,9 +261,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _workspace_root(path: Path) -> Path | None:
     """The git top of the file's folder, else its folder: where references may point."""
     try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True, text=True, timeout=5
-        )
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return path.parent
     return Path(top.stdout.strip()) if top.returncode == 0 else path.parent
@@ -272,7 +281,7 @@ def _calibrate_hw(args: argparse.Namespace) -> int:
 
 
 def _reset_learning(args: argparse.Namespace) -> int:
-    from kernelcast.models.forecaster import forget_learning
+    from kernelcast.models.service.calibrated import forget_learning
 
     try:
         counts, removed = forget_learning()
@@ -293,8 +302,8 @@ def _reset_learning(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.kernels_runtime.hardware import detect_local_gpus
-    from kernelcast.models import backends
-    from kernelcast.models.service import read_state
+    from kernelcast.models.service import backends
+    from kernelcast.wire import read_state
 
     report: dict[str, Any] = {"kernelcast": __version__, "python": sys.version.split()[0]}
     gpus = detect_local_gpus()
@@ -371,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.set_defaults(run=_forecast)
 
     evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (FORECAST.md metrics)")
-    evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/pairs.py)")
+    evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/wire.py)")
     evaluation.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
     _add_backend_flags(evaluation)
@@ -404,9 +413,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_flags(doctor)
     doctor.set_defaults(run=_doctor)
 
-    from kernelcast.models.corpus.cli import add_parser as add_corpus_parser
-
-    add_corpus_parser(commands)
     return parser
 
 

@@ -13,8 +13,9 @@ import importlib.metadata
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from kernelcast.kernels_runtime.cuda_facts import (
     DEFAULT_TIMEOUT_S,
@@ -64,7 +65,7 @@ class KernelFacts:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "KernelFacts":
+    def from_json(cls, data: dict[str, Any]) -> KernelFacts:
         values = {name: data.get(name) for name in cls.__dataclass_fields__}
         values["occupancy"] = Occupancy.from_json(data["occupancy"]) if data.get("occupancy") else None
         values["sass"] = SassMix.from_json(data["sass"]) if data.get("sass") else None
@@ -94,9 +95,7 @@ class KernelFacts:
         if resources:
             lines.append(" · ".join(resources))
         if self.spill_store_bytes or self.spill_load_bytes:
-            lines.append(
-                f"⚠ spills: {_bytes(self.spill_store_bytes or 0)} stored, {_bytes(self.spill_load_bytes or 0)} loaded"
-            )
+            lines.append(f"⚠ spills: {_bytes(self.spill_store_bytes or 0)} stored, {_bytes(self.spill_load_bytes or 0)} loaded")
         if self.occupancy and self.threads_per_block:
             occ = self.occupancy
             lines.append(
@@ -143,7 +142,7 @@ class FactsResult:
         return {"kernels": {name: facts.to_json() for name, facts in self.kernels.items()}, "error": self.error}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "FactsResult":
+    def from_json(cls, data: dict[str, Any]) -> FactsResult:
         kernels = {name: KernelFacts.from_json(facts) for name, facts in (data.get("kernels") or {}).items()}
         return cls(kernels=kernels, error=data.get("error"))
 
@@ -311,9 +310,7 @@ def _occupancy_or_note(gpu: GpuSpec, threads: int | None, entry: PtxasEntry, dyn
         return None
 
 
-def roofline_floor_ms(
-    bytes_moved: float, flops: float, gpu: GpuSpec, tensor_cores: bool = False, dtype: str = "fp32"
-) -> tuple[float, str]:
+def roofline_floor_ms(bytes_moved: float, flops: float, gpu: GpuSpec, tensor_cores: bool = False, dtype: str = "fp32") -> tuple[float, str]:
     """No kernel can beat max(bytes / peak bandwidth, flops / peak math): the floor and which side sets it.
 
     Tensor-core peaks by dtype: fp32 → TF32, fp16/bf16 → BF16, fp8/int8 → FP8 (BF16 where the

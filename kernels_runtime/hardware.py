@@ -50,7 +50,7 @@ class GpuSpec:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "GpuSpec":
+    def from_json(cls, data: dict[str, Any]) -> GpuSpec:
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
         values["compute_capability"] = tuple(values["compute_capability"])

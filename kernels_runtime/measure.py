@@ -5,7 +5,7 @@ and this module keeps it alive, queues requests, enforces timeouts, and turns ev
 user kernel can fail into a short message. Nothing here imports torch, cupy or triton.
 
     outcome = measure_pair(candidate, reference, progress=lambda text, pct: ..., cancel=event)
-    outcome is a kernelcast.forecast.Measurement, or a MeasureFailure with a `kind` in
+    outcome is a kernelcast.wire.Measurement, or a MeasureFailure with a `kind` in
     compile | runtime | wrong | timeout | cancelled | no-gpu | no-launch-spec.
 """
 
@@ -22,12 +22,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Union
 
-from kernelcast.forecast import Measurement
-from kernelcast.kernels_runtime.launch_spec import (
+from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpec,
     LaunchSpecError,
     find_launch_spec,
@@ -37,6 +37,7 @@ from kernelcast.kernels_runtime.launch_spec import (
 )
 from kernelcast.kernels_runtime.timing import SEEDS
 from kernelcast.kernels_runtime.worker import RECHECK_SEED, cache_dir
+from kernelcast.wire import Measurement
 
 FAILURE_KINDS = ("compile", "runtime", "wrong", "timeout", "cancelled", "no-gpu", "no-launch-spec")
 NO_GPU_MESSAGE = "no NVIDIA GPU here (nvidia-smi not found): measuring needs a local NVIDIA GPU; forecasts still work"
@@ -98,10 +99,23 @@ class GpuWorker:
             log.write(f"\n--- worker started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             log.flush()
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "kernelcast.kernels_runtime.worker",
-                 "--request-fd", str(request_read), "--result-fd", str(result_write), "--gpu-index", str(self.gpu_index)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                pass_fds=(request_read, result_write), start_new_session=True, env=environment,
+                [
+                    sys.executable,
+                    "-m",
+                    "kernelcast.kernels_runtime.worker",
+                    "--request-fd",
+                    str(request_read),
+                    "--result-fd",
+                    str(result_write),
+                    "--gpu-index",
+                    str(self.gpu_index),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(request_read, result_write),
+                start_new_session=True,
+                env=environment,
             )
         os.close(request_read)
         os.close(result_write)
@@ -161,7 +175,9 @@ class GpuWorker:
         finally:
             self._lock.release()
 
-    def _request_locked(self, payload: dict[str, Any], progress: ProgressCallback, cancel: threading.Event, timeouts: Timeouts) -> dict[str, Any]:
+    def _request_locked(
+        self, payload: dict[str, Any], progress: ProgressCallback, cancel: threading.Event, timeouts: Timeouts
+    ) -> dict[str, Any]:
         if self._process is None or self._process.poll() is not None:
             self.restart()
         if self.ready is None:
@@ -315,13 +331,20 @@ def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
 
 
 def prepare_request(
-    candidate: Any, reference: Any, spec: LaunchSpec | None = None, reference_spec: LaunchSpec | None = None, rounds: int = 6, timeouts: Timeouts = Timeouts()
+    candidate: Any,
+    reference: Any,
+    spec: LaunchSpec | None = None,
+    reference_spec: LaunchSpec | None = None,
+    rounds: int = 6,
+    timeouts: Timeouts = Timeouts(),
 ) -> dict[str, Any] | MeasureFailure:
     """The worker's request, or why the pair cannot be run; no GPU is needed for this."""
     sides = {"candidate": _side(candidate), "reference": _side(reference)}
     languages = {side["language"] for side in sides.values()}
     if "pytorch" in languages and languages != {"pytorch"}:
-        return MeasureFailure("no-launch-spec", "a KernelBench (pytorch) side must be compared with another KernelBench side (Model vs ModelNew)")
+        return MeasureFailure(
+            "no-launch-spec", "a KernelBench (pytorch) side must be compared with another KernelBench side (Model vs ModelNew)"
+        )
     specs: dict[str, LaunchSpec | None] = {"candidate": spec, "reference": reference_spec}
     if languages == {"pytorch"}:
         # A ModelNew file often leaves get_inputs() to the reference's file.
@@ -356,7 +379,11 @@ def prepare_request(
     request: dict[str, Any] = {"op": "measure", "rounds": rounds, "timeouts": asdict(timeouts)}
     for label, side in sides.items():
         side_spec = specs[label] if languages != {"pytorch"} else None
-        request[label] = {**side, "spec": side_spec.to_json() if side_spec else None, "sha256": hashlib.sha256(side["code"].encode()).hexdigest()}
+        request[label] = {
+            **side,
+            "spec": side_spec.to_json() if side_spec else None,
+            "sha256": hashlib.sha256(side["code"].encode()).hexdigest(),
+        }
     request["problem_sizes"] = specs["candidate"].problem_sizes()
     return request
 

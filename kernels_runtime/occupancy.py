@@ -41,7 +41,7 @@ class Occupancy:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Occupancy":
+    def from_json(cls, data: dict[str, Any]) -> Occupancy:
         return cls(
             active_blocks_per_sm=int(data["active_blocks_per_sm"]),
             active_warps=int(data["active_warps"]),

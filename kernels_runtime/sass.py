@@ -20,13 +20,26 @@ from typing import Any
 
 from kernelcast.kernels_runtime.cuda_facts import ToolTimeout, run_tool
 
-NO_DISASSEMBLER = (
-    "SASS mix unavailable: no nvdisasm/cuobjdump found (pip install triton or nvidia-cuda-nvdisasm)"
-)
+NO_DISASSEMBLER = "SASS mix unavailable: no nvdisasm/cuobjdump found (pip install triton or nvidia-cuda-nvdisasm)"
 TOOLS = ("cuobjdump", "nvdisasm")
 TENSOR_CORE_OPCODES = frozenset(
-    {"HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA", "HGMMA", "IGMMA", "QGMMA", "BGMMA",
-     "UTCHMMA", "UTCIMMA", "UTCQMMA", "UTCOMMA", "UTCMMA"}
+    {
+        "HMMA",
+        "IMMA",
+        "DMMA",
+        "BMMA",
+        "QMMA",
+        "OMMA",
+        "HGMMA",
+        "IGMMA",
+        "QGMMA",
+        "BGMMA",
+        "UTCHMMA",
+        "UTCIMMA",
+        "UTCQMMA",
+        "UTCOMMA",
+        "UTCMMA",
+    }
 )
 ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "ATOMS", "RED", "REDG", "REDS"})
 
@@ -54,7 +67,7 @@ class SassMix:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SassMix":
+    def from_json(cls, data: dict[str, Any]) -> SassMix:
         known = cls.__dataclass_fields__
         return cls(**{k: (dict(v) if k == "tensor_core_ops" else int(v)) for k, v in data.items() if k in known})
 

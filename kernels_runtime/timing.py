@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -72,9 +73,36 @@ def _index_text(flat_index: int, shape: tuple[int, ...]) -> str:
 
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom.
 _T_975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
 )
 
 
@@ -165,7 +193,7 @@ class StopRule:
     max_rel_sem: float = 0.005
     max_wall_s: float = 2.0
 
-    def per_round(self, rounds: int) -> "StopRule":
+    def per_round(self, rounds: int) -> StopRule:
         return StopRule(self.min_samples, self.min_kernel_ms / rounds, self.max_rel_sem, self.max_wall_s / rounds)
 
 
@@ -245,8 +273,7 @@ def time_pair(
     """
     flush = l2_flush_buffer(torch)
     estimates = {
-        label: warm_up(torch, fn, lambda label=label: on_call(label))
-        for label, fn in (("reference", reference), ("candidate", candidate))
+        label: warm_up(torch, fn, lambda label=label: on_call(label)) for label, fn in (("reference", reference), ("candidate", candidate))
     }
     round_rule = rule.per_round(rounds)
     samples: dict[str, list[float]] = {"reference": [], "candidate": []}

@@ -35,12 +35,51 @@ NO_TRITON = "install triton for Triton facts (pip install 'kernelcast[triton]')"
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 POINTER_NAMES = frozenset(
-    {"x", "y", "z", "a", "b", "c", "out", "output", "input", "inp", "src", "dst", "w", "weight", "bias",
-     "q", "k", "v", "o", "result", "res", "mask", "grad", "dy", "dx"}
+    {
+        "x",
+        "y",
+        "z",
+        "a",
+        "b",
+        "c",
+        "out",
+        "output",
+        "input",
+        "inp",
+        "src",
+        "dst",
+        "w",
+        "weight",
+        "bias",
+        "q",
+        "k",
+        "v",
+        "o",
+        "result",
+        "res",
+        "mask",
+        "grad",
+        "dy",
+        "dx",
+    }
 )
 FLOAT_NAMES = frozenset(
-    {"eps", "epsilon", "scale", "sm_scale", "alpha", "beta", "momentum", "p", "dropout_p", "temperature",
-     "negative_slope", "lr", "weight_decay", "softcap"}
+    {
+        "eps",
+        "epsilon",
+        "scale",
+        "sm_scale",
+        "alpha",
+        "beta",
+        "momentum",
+        "p",
+        "dropout_p",
+        "temperature",
+        "negative_slope",
+        "lr",
+        "weight_decay",
+        "softcap",
+    }
 )
 WORKER_ANSWER = "triton.json"
 
@@ -284,11 +323,16 @@ def compile_triton(
         kernel = kernels[name]
         types, values, divisible, notes = specialize(kernel, signature, constexprs)
         report.notes += notes
-        requests.append({
-            "kernel": name, "signature": types, "constexprs": values, "divisible": divisible,
-            "num_warps": num_warps or kernel.config_num_warps or DEFAULT_NUM_WARPS,
-            "num_stages": num_stages or kernel.config_num_stages or DEFAULT_NUM_STAGES,
-        })
+        requests.append(
+            {
+                "kernel": name,
+                "signature": types,
+                "constexprs": values,
+                "divisible": divisible,
+                "num_warps": num_warps or kernel.config_num_warps or DEFAULT_NUM_WARPS,
+                "num_stages": num_stages or kernel.config_num_stages or DEFAULT_NUM_STAGES,
+            }
+        )
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kernelcast-triton-") as workdir:
         (Path(workdir) / "kernelcast_triton_kernels.py").write_text(module_text)

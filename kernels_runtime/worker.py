@@ -23,14 +23,15 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from kernelcast import paths
 from kernelcast.kernels_runtime import timing
-from kernelcast.kernels_runtime.launch_spec import FLOAT_DTYPES, TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError
+from kernelcast.kernels_runtime.source.launch_spec import FLOAT_DTYPES, TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError
 
 # Seed for the re-check after timing: fresh inputs the correctness seeds did not see.
 RECHECK_SEED = 44
@@ -79,7 +80,16 @@ class Channel:
 
     def progress(self, message: str | None, percent: float | None, running: str | None, phase: str = "run") -> None:
         self.last_running = running
-        self.send({"type": "progress", "message": message, "percent": percent, "running": running, "phase": phase, "deadline_s": self.deadlines[phase]})
+        self.send(
+            {
+                "type": "progress",
+                "message": message,
+                "percent": percent,
+                "running": running,
+                "phase": phase,
+                "deadline_s": self.deadlines[phase],
+            }
+        )
 
     def heartbeat(self, running: str) -> None:
         """Before each launch or batch; sent at most twice a second unless the side changes."""
@@ -102,7 +112,17 @@ def probe_gpu() -> tuple[Any, str]:
     return torch, ""
 
 
-TORCH_DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8", "i8": "int8", "bool": "bool"}
+TORCH_DTYPE_NAMES = {
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f64": "float64",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "i8": "int8",
+    "bool": "bool",
+}
 
 
 def dtype_name(torch: Any, dtype: Any) -> str:
@@ -167,7 +187,11 @@ def stray_writes(torch: Any, spec: LaunchSpec, buffers: dict[str, Any], guarded:
 
 def checksums(torch: Any, spec: LaunchSpec, buffers: dict[str, Any]) -> dict[str, int]:
     """A byte sum of each input array, to notice a kernel that writes where it only should read."""
-    return {arg.name: int(torch.sum(buffers[arg.name].view(torch.uint8), dtype=torch.int64)) for arg in spec.args if arg.is_array and not arg.is_output}
+    return {
+        arg.name: int(torch.sum(buffers[arg.name].view(torch.uint8), dtype=torch.int64))
+        for arg in spec.args
+        if arg.is_array and not arg.is_output
+    }
 
 
 # --- loading one side -----------------------------------------------------------------------
@@ -282,16 +306,22 @@ def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
         raise Failure("compile", f"{label} does not compile (NVRTC):\n{_first_lines(str(error), 12)}") from None
     if spec.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = spec.smem
-    scalar_types = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "i8": np.int8, "bool": np.bool_}
+    scalar_types = {
+        "f32": np.float32,
+        "f16": np.float16,
+        "f64": np.float64,
+        "i32": np.int32,
+        "i64": np.int64,
+        "u8": np.uint8,
+        "i8": np.int8,
+        "bool": np.bool_,
+    }
     for arg in spec.args:
         if not arg.is_array and arg.dtype not in scalar_types:
             raise Failure("no-launch-spec", f"{arg.dtype} scalars cannot be passed to a CUDA launch; use f32 for '{arg.name}'")
 
     def launch(values: list[Any]) -> None:
-        args = [
-            np.uint64(value.data_ptr()) if arg.is_array else scalar_types[arg.dtype](value)
-            for arg, value in zip(spec.args, values)
-        ]
+        args = [np.uint64(value.data_ptr()) if arg.is_array else scalar_types[arg.dtype](value) for arg, value in zip(spec.args, values)]
         kernel(spec.grid, spec.block, tuple(args), shared_mem=spec.smem)
 
     return KernelSide(label, spec, launch)
@@ -363,16 +393,25 @@ class Measurer:
             on_round=lambda done: self.channel.progress(f"timing: round {done}/{rounds} done", 25 + 70 * done / rounds, None),
         )
         self.check(torch, reference, candidate, (RECHECK_SEED,), first_percent=95.0, span=5.0, after_timing=True)
-        return {"timing": result.to_json(), "clocks": {"before": clocks_before, "after": clock_state(self.gpu_index)}, **self.environment(torch)}
+        return {
+            "timing": result.to_json(),
+            "clocks": {"before": clocks_before, "after": clock_state(self.gpu_index)},
+            **self.environment(torch),
+        }
 
     def load_sides(self, request: dict[str, Any]) -> tuple[Side, Side]:
         reference_request, candidate_request = request["reference"], request["candidate"]
         if candidate_request["language"] == "pytorch":
             self.channel.progress(self.load_message(reference_request, "reference"), 2.0, "reference", "load")
-            reference, reference_module = self.guarded_load("reference", lambda: load_kernelbench("reference", reference_request["code"], reference_request.get("name") or "Model", None))
+            reference, reference_module = self.guarded_load(
+                "reference",
+                lambda: load_kernelbench("reference", reference_request["code"], reference_request.get("name") or "Model", None),
+            )
             self.channel.progress(self.load_message(candidate_request, "candidate"), 6.0, "candidate", "load")
             candidate_class = candidate_request.get("name") or ("ModelNew" if "class ModelNew" in candidate_request["code"] else "Model")
-            candidate, _ = self.guarded_load("candidate", lambda: load_kernelbench("candidate", candidate_request["code"], candidate_class, reference_module))
+            candidate, _ = self.guarded_load(
+                "candidate", lambda: load_kernelbench("candidate", candidate_request["code"], candidate_class, reference_module)
+            )
             return reference, candidate
         loaded = []
         for label, side_request, percent in (("reference", reference_request, 2.0), ("candidate", candidate_request, 6.0)):
@@ -405,7 +444,16 @@ class Measurer:
             raise Failure("no-gpu", self.gpu_reason)
         return self.torch
 
-    def check(self, torch: Any, reference: Side, candidate: Side, seeds: tuple[int, ...], first_percent: float, span: float, after_timing: bool = False) -> None:
+    def check(
+        self,
+        torch: Any,
+        reference: Side,
+        candidate: Side,
+        seeds: tuple[int, ...],
+        first_percent: float,
+        span: float,
+        after_timing: bool = False,
+    ) -> None:
         """Reference and candidate on the same fresh inputs must agree on every output."""
         for number, seed in enumerate(seeds):
             percent = first_percent + span * number / len(seeds)
@@ -480,14 +528,19 @@ def clock_state(gpu_index: int) -> dict[str, Any]:
 
 def _throttle_reasons(pynvml: Any, handle: Any) -> list[str] | str:
     """Names of the active clock-event (throttle) reasons; NVML renamed them in 12.5."""
-    for getter, prefix in (("nvmlDeviceGetCurrentClocksEventReasons", "nvmlClocksEventReason"), ("nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlClocksThrottleReason")):
+    for getter, prefix in (
+        ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlClocksEventReason"),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlClocksThrottleReason"),
+    ):
         if hasattr(pynvml, getter):
             try:
                 mask = getattr(pynvml, getter)(handle)
             except Exception as error:
                 return f"unavailable: {error}"
             names = [name for name in dir(pynvml) if name.startswith(prefix) and not name.endswith(("All", "None"))]
-            return sorted({name.removeprefix(prefix) for name in names if isinstance(getattr(pynvml, name), int) and mask & getattr(pynvml, name)})
+            return sorted(
+                {name.removeprefix(prefix) for name in names if isinstance(getattr(pynvml, name), int) and mask & getattr(pynvml, name)}
+            )
     return "unavailable in this nvidia-ml-py"
 
 

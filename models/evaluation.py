@@ -20,16 +20,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from kernelcast.forecast import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, _bin_bounds
-from kernelcast.models.calibration import true_bins
-from kernelcast.models.forecaster import Forecaster
-from kernelcast.models.llm_common import LLMBackendError
-from kernelcast.pairs import LabelledPair, read_pairs
+from kernelcast.models.service.calibrated import Forecaster
+from kernelcast.models.service.calibration import true_bins
+from kernelcast.models.service.llm_common import LLMBackendError
+from kernelcast.wire import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, LabelledPair, _bin_bounds, read_pairs
 
 DIRECTION_MIN_LOG2 = 0.1
 ECE_BUCKETS = 10
@@ -304,7 +304,9 @@ def summary_table(result: dict[str, Any]) -> str:
     """A fixed-width table for the terminal."""
     rows = [["", *(name for name, _ in COLUMNS)]] + [[label, *(_cell(v, key) for _, key in COLUMNS)] for label, v in _rows(result)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths))) for row in rows)
+    return "\n".join(
+        "  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths))) for row in rows
+    )
 
 
 def _markdown_table(result: dict[str, Any]) -> str:
@@ -331,7 +333,7 @@ def report_markdown(report: dict[str, Any], plots: list[str], plot_note: str) ->
         "AURC of the risk–coverage curve; direction accuracy of the most confident half (acc@50%); "
         f"accuracy and coverage of forecasts not deferred at the default threshold {overall['threshold']:.2f}; "
         f"mean top-10% recovery over {overall['top10_groups']} groups (min {_number(overall['top10_recovery_min'])}). "
-        "Definitions: FORECAST.md \"Metrics\".",
+        'Definitions: FORECAST.md "Metrics".',
         "",
     ]
     if report["failed"]:
@@ -356,10 +358,24 @@ def write_plots(report_dir: Path, overall: dict[str, Any], title: str) -> list[s
         table = overall[key]
         middles = [row["low"] + 0.5 / ECE_BUCKETS for row in table]
         axis.plot([low, 1], [low, 1], color="grey", linestyle="--", linewidth=1, label="calibrated")
-        axis.bar(middles, [row["accuracy"] for row in table], width=1 / ECE_BUCKETS, color="tab:blue", alpha=0.6,
-                 edgecolor="black", label="accuracy in bucket")
-        axis.plot(middles, [row["confidence"] for row in table], "_", markersize=22, markeredgewidth=3, color="tab:red",
-                  label="mean confidence in bucket")
+        axis.bar(
+            middles,
+            [row["accuracy"] for row in table],
+            width=1 / ECE_BUCKETS,
+            color="tab:blue",
+            alpha=0.6,
+            edgecolor="black",
+            label="accuracy in bucket",
+        )
+        axis.plot(
+            middles,
+            [row["confidence"] for row in table],
+            "_",
+            markersize=22,
+            markeredgewidth=3,
+            color="tab:red",
+            label="mean confidence in bucket",
+        )
         for middle, row in zip(middles, table):
             axis.annotate(f"n={row['n']}", (middle, min(max(row["accuracy"], row["confidence"]) + 0.05, 1.06)), ha="center", fontsize=8)
         axis.set(xlim=(low, 1), ylim=(0, 1.1), xlabel="confidence", ylabel="accuracy", title=f"{name}: ECE {_number(score)}")
@@ -372,13 +388,29 @@ def write_plots(report_dir: Path, overall: dict[str, Any], title: str) -> list[s
     figure, axis = plt.subplots(figsize=(6.5, 5))
     curve = overall["risk_coverage"]
     if curve:
-        axis.step([0.0] + [p["coverage"] for p in curve], [curve[0]["risk"]] + [p["risk"] for p in curve], where="pre", color="tab:blue", label="risk")
+        axis.step(
+            [0.0] + [p["coverage"] for p in curve],
+            [curve[0]["risk"]] + [p["risk"] for p in curve],
+            where="pre",
+            color="tab:blue",
+            label="risk",
+        )
     if overall["coverage_at_threshold"]:
-        axis.plot(overall["coverage_at_threshold"], 1 - overall["accuracy_at_threshold"], "s", color="tab:red",
-                  label=f"threshold {overall['threshold']:.2f}")
+        axis.plot(
+            overall["coverage_at_threshold"],
+            1 - overall["accuracy_at_threshold"],
+            "s",
+            color="tab:red",
+            label=f"threshold {overall['threshold']:.2f}",
+        )
     axis.axvline(HALF_COVERAGE, color="grey", linestyle=":", linewidth=1, label="50% coverage")
-    axis.set(xlim=(0, 1.02), ylim=(0, max([0.1] + [p["risk"] for p in curve]) * 1.1), xlabel="coverage (share not deferred)",
-             ylabel="risk (direction error among kept)", title=f"Risk–coverage · AURC {_number(overall['aurc'])} · N={overall['n_direction']}")
+    axis.set(
+        xlim=(0, 1.02),
+        ylim=(0, max([0.1] + [p["risk"] for p in curve]) * 1.1),
+        xlabel="coverage (share not deferred)",
+        ylabel="risk (direction error among kept)",
+        title=f"Risk–coverage · AURC {_number(overall['aurc'])} · N={overall['n_direction']}",
+    )
     axis.legend(fontsize=8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
@@ -393,7 +425,11 @@ def write_plots(report_dir: Path, overall: dict[str, Any], title: str) -> list[s
     labels = [f"{k + 1}: {words}" for k, words in enumerate(BIN_WORDS)]
     axis.set_xticks(range(NUM_BINS), labels, rotation=45, ha="right", fontsize=8)
     axis.set_yticks(range(NUM_BINS), labels, fontsize=8)
-    axis.set(xlabel="predicted bin (most probable)", ylabel="true bin", title=f"Bins · accuracy {_number(overall['bin_accuracy'])} · N={overall['n']}")
+    axis.set(
+        xlabel="predicted bin (most probable)",
+        ylabel="true bin",
+        title=f"Bins · accuracy {_number(overall['bin_accuracy'])} · N={overall['n']}",
+    )
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(report_dir / "confusion.png", dpi=110)
@@ -458,9 +494,20 @@ def run(pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Pat
         return 0
     report_dir.mkdir(parents=True, exist_ok=True)
     predictions = "".join(
-        json.dumps({"id": pair.id, "kind": pair.kind, "language": pair.language, "group": pair.group, "speedup": pair.speedup,
-                    "true_bin": pair.true_bin, "probabilities": forecast.probabilities, "confidence": forecast.confidence,
-                    "calibration_id": forecast.provenance.get("calibration_id")}) + "\n"
+        json.dumps(
+            {
+                "id": pair.id,
+                "kind": pair.kind,
+                "language": pair.language,
+                "group": pair.group,
+                "speedup": pair.speedup,
+                "true_bin": pair.true_bin,
+                "probabilities": forecast.probabilities,
+                "confidence": forecast.confidence,
+                "calibration_id": forecast.provenance.get("calibration_id"),
+            }
+        )
+        + "\n"
         for pair, forecast in done
     )
     _write_text(report_dir / "predictions.jsonl", predictions)

@@ -8,10 +8,10 @@ from typing import Any
 from lsprotocol import types
 
 from kernelcast.server import code_actions, commands, diagnostics, hover, inlay_hints
-from kernelcast.server.forecasting import analyse_and_forecast
+from kernelcast.server.file_task import analyse_and_forecast
 from kernelcast.server.scheduler import FileScheduler
-from kernelcast.server.settings import SECTION
 from kernelcast.server.state import KernelcastServer
+from kernelcast.settings import SECTION
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +54,7 @@ def create_server() -> KernelcastServer:
         if not (workspace and workspace.configuration):
             return
         try:
-            answer = await ls.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
-            )
+            answer = await ls.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)]))
         except Exception as error:  # a client that fails the request keeps the settings it sent
             logger.warning("workspace/configuration failed: %s", error)
             return

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from kernelcast.kernels_runtime.launch_spec import kernel_parameters, launch_spec_template
-from kernelcast.kernels_runtime.references import pragma_line
-from kernelcast.server.analysis import FileAnalysis, KernelResult
+from kernelcast.analysis import FileAnalysis, KernelResult
+from kernelcast.kernels_runtime.source.launch_spec import kernel_parameters, launch_spec_template
+from kernelcast.references import pragma_line
 from kernelcast.server.state import KernelcastServer
 
 KERNEL_SUFFIXES = (".cu", ".cuh", ".py")
@@ -59,7 +59,9 @@ def _launch_template_action(analysis: FileAnalysis, result: KernelResult, relate
     )
 
 
-def _set_reference_actions(ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]) -> list[types.CodeAction]:
+def _set_reference_actions(
+    ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]
+) -> list[types.CodeAction]:
     """One action per plausible reference file beside this one, else a template to fill in."""
     path = ls.path_of(analysis.uri)
     choices = [f"{candidate.name}::{result.kernel.name}" for candidate in _sibling_kernel_files(path)]

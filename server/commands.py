@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 import logging
 import threading
 import time
 import uuid
+from typing import Any
 
 from lsprotocol import types
 
-from kernelcast.forecast import ForecastRequest, Measurement
+from kernelcast.analysis import KernelResult, build_request, measurement_key, measurement_sides, problem_sizes
 from kernelcast.kernels_runtime.hardware import GpuSpec
-from kernelcast.server.analysis import KernelResult, build_request, measurement_key, measurement_sides, problem_sizes
 from kernelcast.server.code_actions import set_reference_edit
-from kernelcast.server.forecaster_client import ForecasterUnavailable
-from kernelcast.server.forecasting import publish_again
+from kernelcast.server.file_task import publish_again
+from kernelcast.server.service_client import ForecasterUnavailable
 from kernelcast.server.state import KernelcastServer
+from kernelcast.wire import ForecastRequest, Measurement
 
 logger = logging.getLogger(__name__)
 # Learning runs after `measure` has answered; its tasks are kept here until done so none is collected midway.
@@ -100,7 +99,13 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
 
 
 def store_measurement(
-    ls: KernelcastServer, analysis: Any, result: KernelResult, outcome: Measurement, candidate: dict[str, Any], reference: dict[str, Any], problem: dict[str, Any] | None
+    ls: KernelcastServer,
+    analysis: Any,
+    result: KernelResult,
+    outcome: Measurement,
+    candidate: dict[str, Any],
+    reference: dict[str, Any],
+    problem: dict[str, Any] | None,
 ) -> None:
     """Keep the result for this exact pair, and a labelled example for calibration."""
     assert analysis.hardware is not None and result.reference is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from kernelcast.server.analysis import FileAnalysis, KernelResult
+from kernelcast.analysis import FileAnalysis, KernelResult
 from kernelcast.server.positions import to_range
 from kernelcast.server.state import KernelcastServer
 from kernelcast.server.verdicts import verdict

@@ -7,12 +7,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from kernelcast.forecast import BIN_WORDS, Forecast
+from kernelcast.analysis import FileAnalysis, KernelResult
 from kernelcast.kernels_runtime.facts import roofline_floor_ms
 from kernelcast.kernels_runtime.hardware import GpuSpec
-from kernelcast.server.analysis import FileAnalysis, KernelResult
 from kernelcast.server.state import KernelcastServer
 from kernelcast.server.verdicts import verdict
+from kernelcast.wire import BIN_WORDS, Forecast
 
 BAR_WIDTH = 20
 
@@ -40,7 +40,9 @@ def render(result: KernelResult, analysis: FileAnalysis) -> str:
         lines.append(f"Reference: {result.reference.description}")
     if result.measurement is not None:
         m = result.measurement
-        lines.append(f"Measured: reference {m.t_reference_ms:.4g} ms, candidate {m.t_candidate_ms:.4g} ms, 95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}×")
+        lines.append(
+            f"Measured: reference {m.t_reference_ms:.4g} ms, candidate {m.t_candidate_ms:.4g} ms, 95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}×"
+        )
     if result.forecast is not None:
         lines += ["", *_forecast_lines(result.forecast)]
     if result.stands_in_for is not None:

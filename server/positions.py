@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec, ServerTextPosition
 
-from kernelcast.kernels_runtime.discovery import Span
+from kernelcast.kernels_runtime.source.discovery import Span
 
 
 def to_position(codec: PositionCodec, lines: Sequence[str], line: int, column: int) -> types.Position:

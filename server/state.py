@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from urllib.parse import unquote
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -14,14 +14,13 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import PositionCodec
 
-from kernelcast import __version__
-from kernelcast.kernels_runtime.hardware import GpuSpec, SPECS, DEFAULT_TARGET, resolve_target
-from kernelcast.server.analysis import FileAnalysis
-from kernelcast.server.cache import ResultCache
-from kernelcast.server.forecaster_client import ForecasterClient
+from kernelcast import __version__, paths
+from kernelcast.analysis import FileAnalysis
+from kernelcast.cache import ResultCache
+from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS, GpuSpec, resolve_target
 from kernelcast.server.scheduler import FileScheduler
-from kernelcast.server.settings import Settings, SettingsState, parse_settings
-from kernelcast import paths
+from kernelcast.server.service_client import ForecasterClient
+from kernelcast.settings import Settings, SettingsState, parse_settings
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +53,11 @@ class KernelcastServer(LanguageServer):
         if settings.cache_dir != before.cache_dir and self._cache is not None:
             self._cache.close()
             self._cache = None
-        if (settings.forecaster_url, settings.forecaster_backend, settings.forecaster_timeout_ms) != (before.forecaster_url, before.forecaster_backend, before.forecaster_timeout_ms):
+        if (settings.forecaster_url, settings.forecaster_backend, settings.forecaster_timeout_ms) != (
+            before.forecaster_url,
+            before.forecaster_backend,
+            before.forecaster_timeout_ms,
+        ):
             self._client = None
         return problems
 
@@ -77,7 +80,10 @@ class KernelcastServer(LanguageServer):
     def client(self) -> ForecasterClient:
         if self._client is None:
             self._client = ForecasterClient(
-                paths.service_dir(), self.settings.forecaster_url, self.settings.forecaster_backend, self.settings.forecaster_timeout_ms / 1000
+                paths.service_dir(),
+                self.settings.forecaster_url,
+                self.settings.forecaster_backend,
+                self.settings.forecaster_timeout_ms / 1000,
             )
         return self._client
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernelcast.server.analysis import KernelResult
+from kernelcast.analysis import KernelResult
 
 # Speedups within ±10% are not worth an Information diagnostic.
 NOTABLE_LOG2 = math.log2(1.1)

@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SERVER_COMMAND = [sys.executable, "-m", "kernelcast", "lsp"]
@@ -71,10 +72,14 @@ class StdioLsp:
         self._pending: dict[int, asyncio.Future] = {}
         self._next_id = 0
 
-    async def start(self) -> "StdioLsp":
+    async def start(self) -> StdioLsp:
         self.process = await asyncio.create_subprocess_exec(
-            *SERVER_COMMAND, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=isolated_env(self.home), limit=1 << 20,
+            *SERVER_COMMAND,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=isolated_env(self.home),
+            limit=1 << 20,
         )
         self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._drain_stderr())]
         capabilities = {
@@ -82,11 +87,16 @@ class StdioLsp:
             "window": {"workDoneProgress": True},
             "textDocument": {"publishDiagnostics": {"versionSupport": True}, "inlayHint": {}},
         }
-        await self.request("initialize", {
-            "processId": os.getpid(), "rootUri": self.root.as_uri(), "capabilities": capabilities,
-            "initializationOptions": self.settings,
-            "workspaceFolders": [{"uri": self.root.as_uri(), "name": "workspace"}],
-        })
+        await self.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": self.root.as_uri(),
+                "capabilities": capabilities,
+                "initializationOptions": self.settings,
+                "workspaceFolders": [{"uri": self.root.as_uri(), "name": "workspace"}],
+            },
+        )
         self.notify("initialized", {})
         return self
 
@@ -139,7 +149,9 @@ class StdioLsp:
         return await self.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole}, timeout) or []
 
     async def hover(self, uri: str, line: int, character: int = 0, timeout: float = 30) -> str:
-        answer = await self.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}, timeout)
+        answer = await self.request(
+            "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}, timeout
+        )
         return (answer or {}).get("contents", {}).get("value", "")
 
     async def stop(self) -> int:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kernelcast.kernels_runtime.launch_spec import launch_specs
-from kernelcast.models.access_pattern import ACCESS_NAMES, NEUTRAL, access_summary
-from kernelcast.models.corpus.ops.activation import _cuda_code
+from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, NEUTRAL, access_summary
+from kernelcast.kernels_runtime.source.launch_spec import launch_specs
+from workshop.corpus.ops.activation import _cuda_code
 
 
 def summary(code: str, language: str = "cuda", launches: list[dict[str, Any]] | None = None) -> dict[str, float]:
@@ -201,8 +201,12 @@ __global__ void segment_sum(const float* x, float* out, int rows, int d, int seg
 
 def test_scalar_arguments_of_the_launch_decide_the_stride() -> None:
     """Neighbours one segment apart are seg_len rows apart: only the launch's sizes say there are many segments."""
-    launch = {"kernel": "segment_sum", "grid": [64], "block": [256], "args": ["x", "out", {"ctype": "i32", "value": 65536},
-              {"ctype": "i32", "value": 256}, {"ctype": "i32", "value": 64}]}
+    launch = {
+        "kernel": "segment_sum",
+        "grid": [64],
+        "block": [256],
+        "args": ["x", "out", {"ctype": "i32", "value": 65536}, {"ctype": "i32", "value": 256}, {"ctype": "i32", "value": 64}],
+    }
     column_fastest = SEGMENTS % "seg = idx / d, col = idx % d"
     segment_fastest = SEGMENTS % "col = idx / segments, seg = idx % segments"
     assert summary(column_fastest, launches=[launch])["global_coalesced_share"] == 1.0
@@ -283,9 +287,7 @@ __global__ void k(const float* x, float* y, int n) {
     # -40 / 8 = -5 and -39 / 8 = -4 in C (truncation): neighbours one element apart
     # lane << 2: 16 bytes; the ternary: 256 bytes; -40 % 8 = 0 and -39 % 8 = -7: 28 bytes
     assert found["global_coalesced_share"] == pytest.approx(1 / 4)
-    assert found["global_stride_log2"] == pytest.approx(
-        (math.log2(2) + math.log2(1 + 4) + math.log2(1 + 64) + math.log2(1 + 7)) / 4
-    )
+    assert found["global_stride_log2"] == pytest.approx((math.log2(2) + math.log2(1 + 4) + math.log2(1 + 64) + math.log2(1 + 7)) / 4)
 
 
 def test_bounds_check_in_a_grid_stride_loop_takes_the_in_bounds_branch() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.models.boosted import SIDE_COUNT, BoostedTrees, pair_rows, toward_direction
-from kernelcast.models.embedded import Prediction, TimeModel, blend
-from kernelcast.models.features import FEATURE_NAMES
-from kernelcast.models.spread import forecast_columns, learned_sd, log_squared_error
-from kernelcast.models.training.boosting import TreeSettings, export, train_direction, train_spread, train_trees
+from kernelcast.models.embedded.backend import Prediction, TimeModel, blend
+from kernelcast.models.embedded.boosted import SIDE_COUNT, BoostedTrees, pair_rows, toward_direction
+from kernelcast.models.embedded.features import FEATURE_NAMES
+from kernelcast.models.embedded.spread import forecast_columns, learned_sd, log_squared_error
+from workshop.training.boosting import TreeSettings, export, train_direction, train_spread, train_trees
 
 try:
     import lightgbm
@@ -25,8 +25,12 @@ SMALL_DIRECTION = TreeSettings(rounds=60, leaves=15, min_pairs_in_leaf=5, thread
 
 # One tree: column 0 ≤ 1.5 → (column 2 ≤ −1 → leaf 0, else leaf 1), else leaf 2; a second tree is one leaf.
 HAND_MADE = BoostedTrees(
-    roots=np.array([0, ~3]), feature=np.array([0, 2]), threshold=np.array([1.5, -1.0]),
-    left=np.array([1, ~0]), right=np.array([~2, ~1]), leaf_value=np.array([10.0, 20.0, 30.0, 0.5]),
+    roots=np.array([0, ~3]),
+    feature=np.array([0, 2]),
+    threshold=np.array([1.5, -1.0]),
+    left=np.array([1, ~0]),
+    right=np.array([~2, ~1]),
+    leaf_value=np.array([10.0, 20.0, 30.0, 0.5]),
 )
 
 
@@ -105,11 +109,21 @@ def test_direction_trees_call_the_faster_side_of_held_out_pairs_with_antisymmetr
 def _small_mlp() -> TimeModel:
     rng = np.random.default_rng(1)
     members, hidden, width = 2, 4, len(FEATURE_NAMES)
-    return TimeModel({
-        "mu": np.zeros(width), "sd": np.ones(width), "w1": rng.normal(size=(members, width, hidden)), "b1": np.zeros((members, hidden)),
-        "w2": rng.normal(size=(members, hidden, hidden)), "b2": np.zeros((members, hidden)), "w3": rng.normal(size=(members, hidden, 2)),
-        "b3": np.zeros((members, 2)), "alpha": np.ones(members), "sigma0": np.full(members, 0.3),
-    }, {"features": list(FEATURE_NAMES)})
+    return TimeModel(
+        {
+            "mu": np.zeros(width),
+            "sd": np.ones(width),
+            "w1": rng.normal(size=(members, width, hidden)),
+            "b1": np.zeros((members, hidden)),
+            "w2": rng.normal(size=(members, hidden, hidden)),
+            "b2": np.zeros((members, hidden)),
+            "w3": rng.normal(size=(members, hidden, 2)),
+            "b3": np.zeros((members, 2)),
+            "alpha": np.ones(members),
+            "sigma0": np.full(members, 0.3),
+        },
+        {"features": list(FEATURE_NAMES)},
+    )
 
 
 @needs_lightgbm
@@ -151,7 +165,10 @@ def test_spread_trees_set_the_blends_sd_and_save_with_it(tmp_path: Path) -> None
 @needs_lightgbm
 def test_direction_trees_move_the_trees_forecast_before_the_blend_and_save_with_it(tmp_path: Path) -> None:
     features, s = _synthetic(400)
-    trees, direction = train_trees(features, s, np.ones(400), SMALL, seed=0), train_direction(features, s, np.ones(400), SMALL_DIRECTION, seed=0)
+    trees, direction = (
+        train_trees(features, s, np.ones(400), SMALL, seed=0),
+        train_direction(features, s, np.ones(400), SMALL_DIRECTION, seed=0),
+    )
     mlp = _small_mlp()
     model = mlp.with_trees(trees, 0.5, SMALL.__dict__).with_direction(direction, 0.25, SMALL_DIRECTION.__dict__)
     model.save(tmp_path / "w.npz")

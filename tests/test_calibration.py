@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.forecast import ForecastRequest, KernelSide, normal_bin_probabilities
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models import calibration
 from kernelcast.models.evaluation import metrics
+from kernelcast.models.service import calibration
+from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
 
 RNG_SEED = 7
 
@@ -126,7 +126,7 @@ def test_a_broken_local_file_is_ignored(tmp_path: Path) -> None:
 
 
 def test_forecast_provenance_says_when_local_learning_was_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelcast.models.forecaster import Forecaster
+    from kernelcast.models.service.calibrated import Forecaster
 
     monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path))
     hardware = SPECS["H100-SXM"].to_json()

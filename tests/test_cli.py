@@ -48,8 +48,22 @@ def test_batch_forecast(tmp_path: Path) -> None:
     pairs.write_text(
         "\n".join(
             [
-                json.dumps({"id": "a", "reference": {"code": naive, "language": "cuda"}, "candidate": {"code": tiled, "language": "cuda"}, "gpu": "H100-SXM"}),
-                json.dumps({"id": "b", "reference": {"code": tiled, "language": "cuda"}, "candidate": {"code": naive, "language": "cuda"}, "problem": {"N": 2048}}),
+                json.dumps(
+                    {
+                        "id": "a",
+                        "reference": {"code": naive, "language": "cuda"},
+                        "candidate": {"code": tiled, "language": "cuda"},
+                        "gpu": "H100-SXM",
+                    }
+                ),
+                json.dumps(
+                    {
+                        "id": "b",
+                        "reference": {"code": tiled, "language": "cuda"},
+                        "candidate": {"code": naive, "language": "cuda"},
+                        "problem": {"N": 2048},
+                    }
+                ),
                 "{not json",
                 json.dumps({"id": "d", "reference": {"code": naive}, "candidate": {"code": tiled}, "gpu": "Voodoo2"}),
             ]
@@ -75,7 +89,7 @@ def test_doctor_reports_what_is_there(tmp_path: Path) -> None:
 
 
 def test_every_command_and_subcommand_prints_its_help() -> None:
-    """argparse formats help strings with %: a literal one (95% CIs) crashed `kernelcast corpus --help`."""
+    """argparse formats help strings with %: a literal one (95% CIs) crashed `python -m workshop corpus --help`."""
     import argparse
 
     from kernelcast.cli import build_parser

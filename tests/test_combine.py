@@ -6,11 +6,11 @@ import socket
 
 import pytest
 
-from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models import backends
-from kernelcast.models.combine import COMBINED, linear_pool, log_pool, parse_weights
-from kernelcast.models.forecaster import Forecaster
+from kernelcast.models.service import backends
+from kernelcast.models.service.calibrated import Forecaster
+from kernelcast.models.service.combine import COMBINED, linear_pool, log_pool, parse_weights
+from kernelcast.wire import ForecastRequest, KernelSide
 
 NAIVE = "__global__ void k(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }"
 TILED = "__global__ void k(float* x, int n) { __shared__ float t[256]; for (int j = 0; j < 4; ++j) { t[threadIdx.x] = x[j]; } }"
@@ -44,7 +44,12 @@ def test_combined_is_default_members_stay_reachable_and_failures_are_named() -> 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
-    options = {"llm_url": f"http://127.0.0.1:{closed_port}/v1", "llm_deadline_s": 2, "llm_retries": 0, "combine_weights": "embedded=2,openai=1"}
+    options = {
+        "llm_url": f"http://127.0.0.1:{closed_port}/v1",
+        "llm_deadline_s": 2,
+        "llm_retries": 0,
+        "combine_weights": "embedded=2,openai=1",
+    }
     forecaster = Forecaster(["embedded", "openai"], options=options)
     assert forecaster.default_backend == COMBINED
     combined = forecaster.forecast(_request())

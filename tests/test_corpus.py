@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.forecast import bin_of_speedup
 from kernelcast.kernels_runtime import timing
-from kernelcast.models.corpus import dataset
-from kernelcast.models.corpus.generate import describe, describe_reference, entries, record_key, reference_id
-from kernelcast.models.corpus.ops import all_ops
-from kernelcast.models.corpus.pair_builder import build_pairs
-from kernelcast.models.corpus.runner import _facts, compile_variant, median_intervals
-from kernelcast.models.corpus.stats import corpus_stats, reproducibility
-from kernelcast.pairs import read_pairs, write_pairs
+from kernelcast.wire import bin_of_speedup, read_pairs, write_pairs
+from workshop.corpus import dataset
+from workshop.corpus.generate import describe, describe_reference, entries, record_key, reference_id
+from workshop.corpus.ops import all_ops
+from workshop.corpus.pair_builder import build_pairs
+from workshop.corpus.runner import _facts, compile_variant, median_intervals
+from workshop.corpus.stats import corpus_stats, reproducibility
 
 
 def test_generator_is_deterministic_and_ids_are_unique() -> None:
@@ -71,21 +70,39 @@ def _synthetic_records() -> list[dict]:
     """Records as `assemble` writes them, with made-up runtimes: t grows with the block size."""
     records = []
     f32 = [entry for entry in entries(["gelu"]) if entry.variant.params.get("dtype") == "f32"]
-    gelu = [entry for entry in f32 if entry.variant.family == "cuda-scalar"][:8] + [entry for entry in f32 if entry.variant.family != "cuda-scalar"][:4]
+    gelu = [entry for entry in f32 if entry.variant.family == "cuda-scalar"][:8] + [
+        entry for entry in f32 if entry.variant.family != "cuda-scalar"
+    ][:4]
     sizes = gelu[0].problems()[0]
     for index, entry in enumerate(gelu):
         median = 0.01 * (1 + index % 5)
-        records.append({
-            "id": f"{entry.id}@x", "kernel_id": entry.id, **describe(entry, sizes), "gpu": {"gpu_name": "test"},
-            "correct": index != 3, "failure": None if index != 3 else {"kind": "wrong", "message": "x"},
-            "runtime": {"median_ms": median, "p20_ms": median, "p80_ms": median, "n": 10, "ci95_ms": [median * 0.99, median * 1.01]} if index != 3 else None,
-            "facts": None,
-        })
+        records.append(
+            {
+                "id": f"{entry.id}@x",
+                "kernel_id": entry.id,
+                **describe(entry, sizes),
+                "gpu": {"gpu_name": "test"},
+                "correct": index != 3,
+                "failure": None if index != 3 else {"kind": "wrong", "message": "x"},
+                "runtime": {"median_ms": median, "p20_ms": median, "p80_ms": median, "n": 10, "ci95_ms": [median * 0.99, median * 1.01]}
+                if index != 3
+                else None,
+                "facts": None,
+            }
+        )
     op = gelu[0].op
-    records.append({
-        "id": f"{reference_id(op.name)}@x", "kernel_id": reference_id(op.name), **describe_reference(op, sizes), "gpu": {"gpu_name": "test"},
-        "correct": True, "failure": None, "runtime": {"median_ms": 0.02, "p20_ms": 0.02, "p80_ms": 0.02, "n": 10, "ci95_ms": [0.0198, 0.0202]}, "facts": None,
-    })
+    records.append(
+        {
+            "id": f"{reference_id(op.name)}@x",
+            "kernel_id": reference_id(op.name),
+            **describe_reference(op, sizes),
+            "gpu": {"gpu_name": "test"},
+            "correct": True,
+            "failure": None,
+            "runtime": {"median_ms": 0.02, "p20_ms": 0.02, "p80_ms": 0.02, "n": 10, "ci95_ms": [0.0198, 0.0202]},
+            "facts": None,
+        }
+    )
     for record in records:
         dataset.validate_record(record)
     return records
@@ -147,8 +164,10 @@ def test_stats_and_reproducibility_count_what_they_say() -> None:
     assert stats["pytorch_references"] == 1 and stats["operations"] == 1
     assert sum(stats["pairs_per_bin"]["reference"]) == 11
     correct = [record for record in records if record["correct"]]
-    again = [{"key": record["id"], "correct": True, "runtime": {"median_ms": record["runtime"]["median_ms"] * factor}}
-             for record, factor in zip(correct, [1.0, 1.005, 1.02, 0.9] + [1.0] * 20)]
+    again = [
+        {"key": record["id"], "correct": True, "runtime": {"median_ms": record["runtime"]["median_ms"] * factor}}
+        for record, factor in zip(correct, [1.0, 1.005, 1.02, 0.9] + [1.0] * 20)
+    ]
     figure = reproducibility(records, again)
     assert figure["compared"] == len(correct)
     assert figure["inside_ci"] == len(correct) - 2  # 1.02 and 0.9 fall outside ±1%
@@ -216,7 +235,9 @@ def test_each_record_keeps_the_facts_of_its_own_launch(tmp_path: Path) -> None:
 @pytest.mark.gpu
 def test_a_triton_block_that_follows_the_size_is_compiled_at_every_size() -> None:
     """The corpus once took one size's facts for all: a 2048-wide sort's registers for a 64-wide one."""
-    entry = next(entry for entry in entries(["row_sort"]) if entry.variant.language == "triton" and entry.variant.params.get("num_warps") == 1)
+    entry = next(
+        entry for entry in entries(["row_sort"]) if entry.variant.language == "triton" and entry.variant.params.get("num_warps") == 1
+    )
     narrow, wide = entry.problems()[0], entry.problems()[-1]
     assert entry.launches(narrow)[0].constexprs != entry.launches(wide)[0].constexprs
     compiled = compile_variant(entry.id)

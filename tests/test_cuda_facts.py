@@ -74,7 +74,7 @@ def test_global_kernels_reads_launch_bounds_in_either_position():
     code = (
         "template <int N> __global__ void __launch_bounds__(256, 2) a(float* x) {}\n"
         "__launch_bounds__(128) __global__ void b() {}\n"
-        "extern \"C\" __global__ void c(int n);\n"
+        'extern "C" __global__ void c(int n);\n'
         "__global__ void __launch_bounds__(THREADS) d() {}\n"
         "template __global__ void a<4>(float*);\n"
     )
@@ -135,7 +135,10 @@ def test_facts_agree_with_a_direct_ptxas_report(name, tmp_path):
     (tmp_path / name).write_text(source(name))
     printed = subprocess.run(
         [cuda_facts.nvcc_path(), "-cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", "k.cubin", name],
-        cwd=tmp_path, capture_output=True, text=True, check=True,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     log = printed.stdout + printed.stderr
     registers = int(re.search(r"Used (\d+) registers", log).group(1))

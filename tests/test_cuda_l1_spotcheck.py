@@ -139,7 +139,11 @@ def test_summary_statistics_follow_their_formulas():
     assert summary["share_direction_agrees"] == pytest.approx(4 / 5)
     # Ranks of ours 4 3 5 1 2, of theirs 4 5 1.5 1.5 3: sxy = 1, sxx = 10, syy = 9.5.
     assert summary["spearman"] == pytest.approx(1 / math.sqrt(95))
-    assert summary["by_level"]["2"] == {"n": 2, "median_ratio": pytest.approx((4 + 0.85) / 2), "median_abs_log2_ratio": pytest.approx((2 - math.log2(0.85)) / 2)}
+    assert summary["by_level"]["2"] == {
+        "n": 2,
+        "median_ratio": pytest.approx((4 + 0.85) / 2),
+        "median_abs_log2_ratio": pytest.approx((2 - math.log2(0.85)) / 2),
+    }
 
 
 def test_spearman_edge_cases_and_empty_summary():

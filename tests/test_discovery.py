@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.kernels_runtime.discovery import (
+from kernelcast.kernels_runtime.source.discovery import (
     Discovery,
     Span,
     discover,

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.kernels_runtime.launch_spec import parse_launch_pragma
-from kernelcast.models.embedded import READER_MODULES, WEIGHTS_PATH, EmbeddedBackend, TimeModel, source_digest
-from kernelcast.models.features import CODE_PATTERNS, FEATURE_NAMES, pair_features, read_code
-from kernelcast.models.training import cuda_l1
+from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
+from kernelcast.models.embedded.backend import READER_MODULES, WEIGHTS_PATH, EmbeddedBackend, TimeModel, source_digest
+from kernelcast.models.embedded.features import CODE_PATTERNS, FEATURE_NAMES, pair_features, read_code
+from kernelcast.wire import ForecastRequest, KernelSide
+from workshop.training import cuda_l1
 
 HARDWARE = SPECS["H100-SXM"].to_json()
 
@@ -24,8 +24,12 @@ def test_weights_trained_on_other_features_are_refused() -> None:
 
 
 def test_swapping_the_sides_swaps_the_feature_rows() -> None:
-    request = ForecastRequest(KernelSide("__global__ void a(float* x) { __shared__ float t[32]; }", "cuda"),
-                              KernelSide("def reference(x):\n    return torch.relu(x)", "pytorch"), HARDWARE, {"n": 4096})
+    request = ForecastRequest(
+        KernelSide("__global__ void a(float* x) { __shared__ float t[32]; }", "cuda"),
+        KernelSide("def reference(x):\n    return torch.relu(x)", "pytorch"),
+        HARDWARE,
+        {"n": 4096},
+    )
     swapped = ForecastRequest(request.candidate, request.reference, HARDWARE, {"n": 4096})
     assert np.array_equal(pair_features(request), pair_features(swapped)[::-1])
 
@@ -63,7 +67,12 @@ def test_a_pattern_skips_only_texts_without_its_matches() -> None:
     anchored count is the regex's, and every anchor is in some match (none is dead)."""
     root = Path(__file__).resolve().parents[1]
     folders = (root / "examples", root / "tests" / "data", root / "models" / "corpus" / "ops")
-    shipped = [path.read_text(errors="replace") for folder in folders for path in sorted(folder.rglob("*")) if path.suffix in (".cu", ".cuh", ".py", ".jsonl")]
+    shipped = [
+        path.read_text(errors="replace")
+        for folder in folders
+        for path in sorted(folder.rglob("*"))
+        if path.suffix in (".cu", ".cuh", ".py", ".jsonl")
+    ]
     assert len(shipped) > 50
     texts = [*shipped, PATTERN_CATALOGUE]
     for name, pattern in CODE_PATTERNS.items():
@@ -74,11 +83,19 @@ def test_a_pattern_skips_only_texts_without_its_matches() -> None:
         assert not dead, f"{name}: no match holds {dead}"
 
 
-@pytest.mark.parametrize(("call", "kind"), [
-    ("torch.argsort(x, dim=1)", "sort"), ("x.kthvalue(k, dim=1).values", "sort"), ("torch.topk(x, 8).values", "sort"),
-    ("torch.cummax(x, dim=1).values", "scan"), ("torch.nonzero(x)", "scan"),
-    ("torch.bincount(x, minlength=256)", "scatter"), ("out.index_add_(0, idx, x)", "scatter"), ("x.sum(dim=1)", "reduction"),
-])
+@pytest.mark.parametrize(
+    ("call", "kind"),
+    [
+        ("torch.argsort(x, dim=1)", "sort"),
+        ("x.kthvalue(k, dim=1).values", "sort"),
+        ("torch.topk(x, 8).values", "sort"),
+        ("torch.cummax(x, dim=1).values", "scan"),
+        ("torch.nonzero(x)", "scan"),
+        ("torch.bincount(x, minlength=256)", "scatter"),
+        ("out.index_add_(0, idx, x)", "scatter"),
+        ("x.sum(dim=1)", "reduction"),
+    ],
+)
 def test_library_calls_that_are_not_one_pass_over_memory_have_kinds_of_their_own(call: str, kind: str | None) -> None:
     """Sorting, scans and binned atomics cost what a sum does not: a held-out sort reference must not read as a sum."""
     counts = read_code(f"def reference(x, k=3, out=None, idx=None):\n    return {call}\n", "pytorch")
@@ -90,9 +107,18 @@ def test_launch_pragma_and_corpus_launches_are_read() -> None:
     code = "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<20)\n__global__ void k() {}"
     from_pragma = pair_features(ForecastRequest(KernelSide(code, "cuda"), KernelSide(code, "cuda"), HARDWARE, {"N": 1 << 20}))
     row = dict(zip(FEATURE_NAMES, from_pragma[0]))
-    assert row["launch_from_pragma"] == 1 and row["blocks"] == pytest.approx(np.log2(1 + 4096)) and row["threads_per_block"] == pytest.approx(np.log2(257))
+    assert (
+        row["launch_from_pragma"] == 1
+        and row["blocks"] == pytest.approx(np.log2(1 + 4096))
+        and row["threads_per_block"] == pytest.approx(np.log2(257))
+    )
     assert row["bytes_log2"] == pytest.approx(np.log2(1 + 8 * (1 << 20)))  # the pragma's two f32 arrays
-    facts = {"launches": [{"kernel": "__zero__", "grid": [1, 1, 1], "args": ["y"]}, {"kernel": "k", "grid": [64, 1, 1], "num_warps": 8, "args": []}]}
+    facts = {
+        "launches": [
+            {"kernel": "__zero__", "grid": [1, 1, 1], "args": ["y"]},
+            {"kernel": "k", "grid": [64, 1, 1], "num_warps": 8, "args": []},
+        ]
+    }
     side = KernelSide("@triton.jit\ndef k(): pass", "triton", facts=facts)
     row = dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, HARDWARE))[0]))
     assert row["launch_from_facts"] == 1 and row["zero_fills"] == 1 and row["launches"] == 1.0
@@ -101,8 +127,13 @@ def test_launch_pragma_and_corpus_launches_are_read() -> None:
 
 def test_each_side_reads_its_own_bytes_from_its_launches() -> None:
     """A float → half edit keeps the shape (one problem) but halves one side's traffic."""
+
     def side(nbytes: int) -> KernelSide:
-        return KernelSide("__global__ void k() {}", "cuda", facts={"launches": [{"kernel": "k", "grid": [4096, 1, 1], "block": [256, 1, 1], "bytes": nbytes}]})
+        return KernelSide(
+            "__global__ void k() {}",
+            "cuda",
+            facts={"launches": [{"kernel": "k", "grid": [4096, 1, 1], "block": [256, 1, 1], "bytes": nbytes}]},
+        )
 
     rows = pair_features(ForecastRequest(side(1 << 24), side(1 << 23), HARDWARE, {"n": 1 << 20}))
     wide, narrow = (dict(zip(FEATURE_NAMES, row)) for row in rows)
@@ -115,8 +146,14 @@ def test_a_scatter_reads_how_many_updates_each_output_word_takes() -> None:
     code = "__global__ void k(const float* src, float* out) { atomicAdd(out + (threadIdx.x & 15), src[threadIdx.x]); }"
 
     def row(output_words: int) -> dict[str, float]:
-        launch = {"kernel": "k", "grid": [1 << 14, 1, 1], "block": [256, 1, 1], "bytes": (1 << 24) + 4 * output_words,
-                  "output_bytes": 4 * output_words, "args": ["src", "out"]}
+        launch = {
+            "kernel": "k",
+            "grid": [1 << 14, 1, 1],
+            "block": [256, 1, 1],
+            "bytes": (1 << 24) + 4 * output_words,
+            "output_bytes": 4 * output_words,
+            "args": ["src", "out"],
+        }
         side = KernelSide(code, "cuda", facts={"launches": [launch]})
         return dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, HARDWARE))[0]))
 
@@ -133,7 +170,9 @@ def test_a_small_second_pass_adds_its_own_bytes_not_a_full_pass() -> None:
     """A reduction that finishes with a tiny pass over partial sums moves about one pass of data, not two."""
     main = {"kernel": "partial", "grid": [1024, 1, 1], "block": [256, 1, 1], "bytes": 1 << 26}
     one_pass = KernelSide("__global__ void partial() {}", "cuda", facts={"launches": [main]})
-    two_pass = KernelSide("__global__ void partial() {}", "cuda", facts={"launches": [main, {**main, "kernel": "finish", "grid": [1, 1, 1], "bytes": 4096}]})
+    two_pass = KernelSide(
+        "__global__ void partial() {}", "cuda", facts={"launches": [main, {**main, "kernel": "finish", "grid": [1, 1, 1], "bytes": 4096}]}
+    )
     single, finished = (dict(zip(FEATURE_NAMES, row)) for row in pair_features(ForecastRequest(one_pass, two_pass, HARDWARE)))
     assert finished["passes"] == 1.0 and single["passes"] == 0.0  # log2 of the launches
     assert finished["memory_log2_us"] - single["memory_log2_us"] < 0.01  # not log2(2) = 1 more
@@ -144,9 +183,12 @@ def test_bytes_in_flight_follow_resident_threads_and_load_width() -> None:
     sms = SPECS["H100-SXM"].sm_count
 
     def side(blocks: int, threads: int, resident_blocks: int, wide_loads: int) -> dict[str, float]:
-        facts = {"registers": 32, "occupancy": {"active_blocks_per_sm": resident_blocks},
-                 "sass": {"total": 40, "global_loads": 2, "vector_loads_128": wide_loads},
-                 "launches": [{"kernel": "k", "grid": [blocks, 1, 1], "block": [threads, 1, 1]}]}
+        facts = {
+            "registers": 32,
+            "occupancy": {"active_blocks_per_sm": resident_blocks},
+            "sass": {"total": 40, "global_loads": 2, "vector_loads_128": wide_loads},
+            "launches": [{"kernel": "k", "grid": [blocks, 1, 1], "block": [threads, 1, 1]}],
+        }
         code = KernelSide("__global__ void k() {}", "cuda", facts=facts)
         return dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(code, code, HARDWARE, {"n": 1 << 24}))[0]))
 
@@ -169,8 +211,18 @@ __global__ void walk(const float* x, float* out, int n, int d) {
 }
 """
     launches = [
-        {"kernel": "means", "grid": [64, 1, 1], "block": [256, 1, 1], "args": ["x", "mean", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}]},
-        {"kernel": "walk", "grid": [1, 1, 1], "block": [128, 1, 1], "args": ["x", "out", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}]},
+        {
+            "kernel": "means",
+            "grid": [64, 1, 1],
+            "block": [256, 1, 1],
+            "args": ["x", "mean", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}],
+        },
+        {
+            "kernel": "walk",
+            "grid": [1, 1, 1],
+            "block": [128, 1, 1],
+            "args": ["x", "out", {"ctype": "i32", "value": 5000}, {"ctype": "i32", "value": 100}],
+        },
     ]
     # A corpus side's facts are its first kernel's, with each kernel's own beside them.
     kernels = {"means": {"registers": 16, "occupancy": {"fraction": 1.0}}, "walk": {"registers": 48, "occupancy": {"fraction": 0.5}}}
@@ -201,8 +253,17 @@ def test_the_kernel_issuing_the_most_instructions_gives_a_side_its_facts() -> No
 
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
     reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
-    row = {"level_id": 1, "task_id": 9, "ref_code": reference, "custom_code": "x = load_inline(name='k', cuda_sources='')",
-           "score_default": 2.0, "cuda_graph_code": "torch.cuda.CUDAGraph()", "score_cuda_graph": 0.8, "cudnn_code": "", "score_cudnn": 1.1}
+    row = {
+        "level_id": 1,
+        "task_id": 9,
+        "ref_code": reference,
+        "custom_code": "x = load_inline(name='k', cuda_sources='')",
+        "score_default": 2.0,
+        "cuda_graph_code": "torch.cuda.CUDAGraph()",
+        "score_cuda_graph": 0.8,
+        "cudnn_code": "",
+        "score_cudnn": 1.1,
+    }
     pairs = list(cuda_l1.pairs_of_row(row, "l40"))
     assert len(pairs) == 4  # custom and graph, each both ways; no cuDNN code
     forward, backward = pairs[0], pairs[1]
@@ -272,6 +333,6 @@ def test_the_backend_version_changes_with_the_feature_reader(tmp_path: Path) -> 
         copies.append(tmp_path / f"{index}.py")
         copies[-1].write_bytes(Path(str(sys.modules[name].__file__)).read_bytes())
     assert version == "2." + source_digest(copies)
-    features = copies[READER_MODULES.index("kernelcast.models.features")]
+    features = copies[READER_MODULES.index("kernelcast.models.embedded.features")]
     features.write_text(features.read_text() + "\n# a changed reader\n")
     assert "2." + source_digest(copies) != version

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from kernelcast.models.evaluation import evaluate, metrics, risk_coverage, top_recovery
-from kernelcast.pairs import read_pairs
-
 from lsp_support import isolated_env
 from test_llm_llama_cpp import require_llama_and_model
+
+from kernelcast.models.evaluation import evaluate, metrics, risk_coverage, top_recovery
+from kernelcast.wire import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
 # One speedup in each of the 8 bins, in bin order.
@@ -27,7 +26,15 @@ PLOTS = ("reliability.png", "risk_coverage.png", "confusion.png")
 def test_perfect_forecaster_scores_perfectly() -> None:
     result = metrics(np.eye(8), ONE_PER_BIN, groups=["g"] * 8)
     assert result["n"] == result["n_direction"] == 8
-    for key in ("direction_accuracy", "bin_accuracy", "within_one_bin", "accuracy_at_half_coverage", "accuracy_at_threshold", "coverage_at_threshold", "top10_recovery_mean"):
+    for key in (
+        "direction_accuracy",
+        "bin_accuracy",
+        "within_one_bin",
+        "accuracy_at_half_coverage",
+        "accuracy_at_threshold",
+        "coverage_at_threshold",
+        "top10_recovery_mean",
+    ):
         assert result[key] == 1.0, key
     for key in ("direction_ece", "bin_ece", "brier", "crps", "nll", "aurc"):
         assert result[key] == 0.0, key
@@ -175,8 +182,11 @@ def test_eval_embedded_writes_metrics_predictions_report_and_plots(tmp_path: Pat
     assert [row["id"] for row in rows] == [pair.id for pair in pairs]
     assert [row["true_bin"] for row in rows] == [pair.true_bin for pair in pairs]
     again = evaluate(
-        [row["probabilities"] for row in rows], [row["speedup"] for row in rows],
-        kinds=[row["kind"] for row in rows], languages=[row["language"] for row in rows], groups=[row["group"] for row in rows],
+        [row["probabilities"] for row in rows],
+        [row["speedup"] for row in rows],
+        kinds=[row["kind"] for row in rows],
+        languages=[row["language"] for row in rows],
+        groups=[row["group"] for row in rows],
     )
     assert json.loads(json.dumps(again)) == {key: written[key] for key in again}
 
@@ -240,6 +250,8 @@ def test_pairs_the_backend_cannot_forecast_are_named_and_left_out(tmp_path: Path
     assert [f["id"] for f in written["failed"]] == ["sgemm-regblock"] and written["overall"]["n"] == 1
     assert "`sgemm-regblock`: prompt has" in (report / "report.md").read_text()
 
-    nothing = _eval(tmp_path, str(subset), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "256", "--report", str(tmp_path / "none"))
+    nothing = _eval(
+        tmp_path, str(subset), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "256", "--report", str(tmp_path / "none")
+    )
     assert nothing.returncode == 1 and "could forecast none of the 2 pairs" in nothing.stderr
     assert not (tmp_path / "none").exists()

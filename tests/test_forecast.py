@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernelcast.forecast import (
+from kernelcast.wire import (
     BIN_WORDS,
     Forecast,
     ForecastRequest,
@@ -18,7 +18,22 @@ from kernelcast.forecast import (
 
 @pytest.mark.parametrize(
     "speedup, expected",
-    [(0.1, 1), (0.25, 2), (0.49, 2), (0.5, 3), (0.7071, 3), (0.7072, 4), (0.99, 4), (1.0, 5), (1.4142, 5), (1.4143, 6), (2.0, 7), (3.99, 7), (4.0, 8), (1e6, 8)],
+    [
+        (0.1, 1),
+        (0.25, 2),
+        (0.49, 2),
+        (0.5, 3),
+        (0.7071, 3),
+        (0.7072, 4),
+        (0.99, 4),
+        (1.0, 5),
+        (1.4142, 5),
+        (1.4143, 6),
+        (2.0, 7),
+        (3.99, 7),
+        (4.0, 8),
+        (1e6, 8),
+    ],
 )
 def test_bins_follow_the_forecast_table(speedup: float, expected: int) -> None:
     assert bin_of_speedup(speedup) == expected

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from lsp_support import EXAMPLES, isolated_env, stop_service
 from lsprotocol import types
+from test_lsp_end_to_end import Session, _label, _start
 
 from kernelcast.kernels_runtime.hardware import detect_local_gpus
-from lsp_support import EXAMPLES, isolated_env, stop_service
-from test_lsp_end_to_end import Session, _label, _start
 
 pytestmark = pytest.mark.gpu
 
@@ -66,7 +66,11 @@ def test_cli_measure_reports_speedup_with_interval(tmp_path: Path) -> None:
 
 def test_calibrate_hw_measures_plausible_rates(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "calibrate-hw"], capture_output=True, text=True, timeout=300, env=isolated_env(tmp_path / "home")
+        [sys.executable, "-m", "kernelcast", "calibrate-hw"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=isolated_env(tmp_path / "home"),
     )
     assert completed.returncode == 0, completed.stderr
     stored = json.loads((tmp_path / "home" / "hardware.json").read_text())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.kernels_runtime.launch_spec import (
+from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpec,
     LaunchSpecError,
     find_launch_spec,
@@ -39,7 +39,9 @@ def test_cuda_pragma_binds_sizes_grid_and_outputs() -> None:
     assert spec.problem_sizes() == {"N": 1 << 24}
     assert spec.bytes_needed() == 2 * 2 * 4 * (1 << 24)
     assert spec.float_dtype() == "f32"
-    mixed = parse_launch_pragma("// kernelcast: launch grid=(1) block=(256) args=(idx:i64[4*N], x:f16[N], y:f32[2]:out, N:i32=1024)", "cuda")
+    mixed = parse_launch_pragma(
+        "// kernelcast: launch grid=(1) block=(256) args=(idx:i64[4*N], x:f16[N], y:f32[2]:out, N:i32=1024)", "cuda"
+    )
     assert mixed.float_dtype() == "f16"  # the largest floating array, never the indices
 
 
@@ -52,7 +54,9 @@ def test_triton_pragma_keys_are_names_and_launch_options() -> None:
 
 
 def test_expressions_follow_python_precedence() -> None:
-    spec = parse_launch_pragma("// kernelcast: launch grid=(2 + 3 * 4, 2 ** 3, (1 << 4) // 3 % 4) block=(max(1, min(64, 128))) args=(x:f32[cdiv(10, 3)])")
+    spec = parse_launch_pragma(
+        "// kernelcast: launch grid=(2 + 3 * 4, 2 ** 3, (1 << 4) // 3 % 4) block=(max(1, min(64, 128))) args=(x:f32[cdiv(10, 3)])"
+    )
     assert spec.grid == (14, 8, 1)
     assert spec.block == (64,)
     assert spec.args[0].shape == (4,)
@@ -64,7 +68,9 @@ def test_names_may_be_used_before_they_are_bound_and_keys_chain() -> None:
 
 
 def test_inits_flags_and_scalar_floats() -> None:
-    spec = parse_launch_pragma("// kernelcast: launch grid=(1) block=(32) args=(idx:i64[16]:randint(0, 16), w:bf16[16]:rand, alpha:f32=0.5)")
+    spec = parse_launch_pragma(
+        "// kernelcast: launch grid=(1) block=(32) args=(idx:i64[16]:randint(0, 16), w:bf16[16]:rand, alpha:f32=0.5)"
+    )
     idx, w, alpha = spec.args
     assert (idx.init, idx.init_range) == ("randint", (0, 16))
     assert w.init == "rand" and alpha.value == 0.5
@@ -78,14 +84,26 @@ def test_inits_flags_and_scalar_floats() -> None:
         ("// kernelcast: launch grid=(1<<40) block=(256) args=(x:f32[4])", "grid dimension x is 1099511627776; CUDA allows 1..2147483647"),
         ("// kernelcast: launch grid=(1, 70000) block=(256) args=(x:f32[4])", "grid dimension y is 70000; CUDA allows 1..65535"),
         ("// kernelcast: launch grid=(1) block=(64, 32) args=(x:f32[4])", "block has 2048 threads; CUDA allows at most 1024"),
-        ("// kernelcast: launch grid=(1) block=(32) args=(x:f33[4])", "unknown dtype 'f33'; use one of f32 f16 bf16 f64 i32 i64 u8 i8 bool"),
+        (
+            "// kernelcast: launch grid=(1) block=(32) args=(x:f33[4])",
+            "unknown dtype 'f33'; use one of f32 f16 bf16 f64 i32 i64 u8 i8 bool",
+        ),
         ("// kernelcast: launch grid=(cdiv(N,256) block=(256) args=(x:f32[N], N:i32=4)", "unbalanced parentheses: '(' is never closed"),
         ("// kernelcast: launch grid=(1)) block=(32) args=(x:f32[4])", "unbalanced parentheses: ')' has no matching '('"),
-        ("// kernelcast: launch grid=(cdiv(M, 256)) block=(256) args=(x:f32[N], N:i32=4)", "name 'M' is not bound: add a scalar argument like M:i32=1024 or a key M=1024"),
-        ("// kernelcast: launch grid=(N/3) block=(256) args=(x:f32[N], N:i32=4)", "grid dimension 0 must be an integer, got 1.33333; use // or cdiv"),
+        (
+            "// kernelcast: launch grid=(cdiv(M, 256)) block=(256) args=(x:f32[N], N:i32=4)",
+            "name 'M' is not bound: add a scalar argument like M:i32=1024 or a key M=1024",
+        ),
+        (
+            "// kernelcast: launch grid=(N/3) block=(256) args=(x:f32[N], N:i32=4)",
+            "grid dimension 0 must be an integer, got 1.33333; use // or cdiv",
+        ),
         ("// kernelcast: launch grid=(1) block=(32) args=(N:i32)", "scalar argument 'N' needs a value, e.g. N:i32=1024"),
         ("// kernelcast: launch grid=(1) block=(32) args=(x:f32[4]=3)", "array argument 'x' cannot take a value; inputs are random"),
-        ("// kernelcast: launch grid=(1) block=(32) args=(x:f32[4]:inout)", "unknown flag 'inout'; use out, randn, rand or randint(lo, hi)"),
+        (
+            "// kernelcast: launch grid=(1) block=(32) args=(x:f32[4]:inout)",
+            "unknown flag 'inout'; use out, randn, rand or randint(lo, hi)",
+        ),
         ("// kernelcast: launch grid=(1) block=(32) args=(i:i32[4]:randn)", "'i' is i32: use randint(lo, hi), not randn"),
         ("// kernelcast: launch grid=(1) block=(32) args=(i:i32[4]:randint(5, 5))", "randint(5, 5) is empty; need lo < hi"),
         ("// kernelcast: launch grid=(1) block=(32) args=(x:f32[0])", "a dimension of 'x' is 0; sizes must be positive"),
@@ -93,7 +111,10 @@ def test_inits_flags_and_scalar_floats() -> None:
         ("// kernelcast: launch grid=(1 << 99) block=(32) args=(x:f32[4])", "shift needs ints and a count in 0..62, got 1 << 99"),
         ("// kernelcast: launch grid=(10 ** 30) block=(32) args=(x:f32[4])", "10 ** 30 is too large"),
         ("// kernelcast: launch grid=(__import__(1)) block=(32) args=(x:f32[4])", "unknown function '__import__'; use cdiv, min or max"),
-        ("// kernelcast: launch grid=(1) block=(32) smem=300000 args=(x:f32[4])", "smem=300000 bytes is outside 0..232448 (227 KB, Hopper's maximum)"),
+        (
+            "// kernelcast: launch grid=(1) block=(32) smem=300000 args=(x:f32[4])",
+            "smem=300000 bytes is outside 0..232448 (227 KB, Hopper's maximum)",
+        ),
         ("// kernelcast: launch block=(32) args=(x:f32[4])", "a launch needs grid=(...), e.g. grid=(cdiv(N, 256),)"),
         ("// kernelcast: launch grid=(1) block=(32)", "a launch needs args=(...) in the kernel's parameter order"),
         ("// kernelcast: launch grid=(1) args=(x:f32[4])", "a CUDA launch needs block=(...), e.g. block=(256)"),

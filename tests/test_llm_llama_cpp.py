@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models import backends
-from kernelcast.models.llm_common import LLMBackendError
-from kernelcast.models.llm_llama_cpp import default_threads, refuse_an_amx_build
+from kernelcast.models import prediction
+from kernelcast.models.service import backends
+from kernelcast.models.service.llm_common import LLMBackendError
+from kernelcast.models.service.llm_llama_cpp import default_threads, refuse_an_amx_build
+from kernelcast.wire import ForecastRequest, KernelSide
 
 REFERENCE = """__global__ void sgemm_naive(const float* A, const float* B, float* C, int N) {
   int row = blockIdx.y * blockDim.y + threadIdx.y;
@@ -69,17 +70,17 @@ def pair(candidate: str = CANDIDATE, gpu: str = "H100-SXM") -> ForecastRequest:
 
 
 @pytest.fixture(scope="module")
-def backend() -> backends.Backend:
+def backend() -> prediction.Backend:
     return backends.create("llama-cpp", {"gguf": str(require_llama_and_model()), "n_ctx": 4096})
 
 
 @pytest.fixture(scope="module")
-def cold(backend: backends.Backend) -> backends.RawPrediction:
+def cold(backend: prediction.Backend) -> prediction.RawPrediction:
     """The first prediction of a fresh model: nothing in the KV cache to reuse."""
     return backend.predict(pair())
 
 
-def test_distribution_from_logits(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+def test_distribution_from_logits(backend: prediction.Backend, cold: prediction.RawPrediction) -> None:
     assert len(cold.probabilities) == 8
     assert sum(cold.probabilities) == pytest.approx(1.0)
     assert all(p > 0 for p in cold.probabilities)
@@ -88,19 +89,19 @@ def test_distribution_from_logits(backend: backends.Backend, cold: backends.RawP
     assert backend.status().available and "SmolLM2" in backend.model_id
 
 
-def test_edit_near_the_end_reuses_the_prefix(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+def test_edit_near_the_end_reuses_the_prefix(backend: prediction.Backend, cold: prediction.RawPrediction) -> None:
     warm = backend.predict(pair(CANDIDATE.replace("C[row * N + col] = acc;", "C[row * N + col] = 2.0f * acc;")))
     assert warm.details["reused_tokens"] > 0.9 * warm.details["prompt_tokens"]
     assert warm.details["eval_ms"] < cold.details["eval_ms"] / 2
 
 
-def test_same_input_same_distribution_after_reuse(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+def test_same_input_same_distribution_after_reuse(backend: prediction.Backend, cold: prediction.RawPrediction) -> None:
     again = backend.predict(pair())  # the KV cache now holds a different candidate's end
     assert again.details["reused_tokens"] > 0
     assert again.probabilities == pytest.approx(cold.probabilities, abs=1e-4)
 
 
-def test_threads_leave_a_core_to_the_rest_unless_given(backend: backends.Backend) -> None:
+def test_threads_leave_a_core_to_the_rest_unless_given(backend: prediction.Backend) -> None:
     assert default_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
     assert f", {default_threads()} threads," in backend.status().detail
     given = backends.create("llama-cpp", {"gguf": str(require_llama_and_model()), "n_ctx": 512, "n_threads": 3})

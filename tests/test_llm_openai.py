@@ -11,17 +11,16 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
-
-from kernelcast.models import backends
-from kernelcast.models.llm_common import LLMBackendError
-from kernelcast.models.forecaster import Forecaster
-from kernelcast.models.llm_openai import OpenAICompatibleBackend
-
 from test_llm_llama_cpp import pair, require_llama_and_model
+
+from kernelcast.models.service import backends
+from kernelcast.models.service.calibrated import Forecaster
+from kernelcast.models.service.llm_common import LLMBackendError
+from kernelcast.models.service.llm_openai import OpenAICompatibleBackend
 
 
 def _free_port() -> int:
@@ -38,8 +37,23 @@ def _start_server(logits_all: bool) -> tuple[subprocess.Popen[bytes], str]:
         pytest.skip(f"llama_cpp.server is not importable ({error}): pip install 'llama-cpp-python[server]'")
     port = _free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", "4096", "--n_threads", str(os.cpu_count() or 1), "--logits_all", str(logits_all), "--verbose", "False",
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--n_threads",
+        str(os.cpu_count() or 1),
+        "--logits_all",
+        str(logits_all),
+        "--verbose",
+        "False",
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
@@ -125,7 +139,14 @@ def test_server_errors_are_retried_then_reported() -> None:
         assert not backend.capabilities().logprobs
         started = time.monotonic()
         with pytest.raises(LLMBackendError, match="3 attempts.*HTTP 500"):
-            backend._chat(time.monotonic() + 30, backend.capabilities().model, [{"role": "user", "content": "1"}], max_tokens=1, logprobs=True, top_logprobs=5)
+            backend._chat(
+                time.monotonic() + 30,
+                backend.capabilities().model,
+                [{"role": "user", "content": "1"}],
+                max_tokens=1,
+                logprobs=True,
+                top_logprobs=5,
+            )
         assert time.monotonic() - started >= 1.5  # backed off 0.5 s, then 1 s
         assert backend.predict(pair()).details["readout"] == "json"  # auto mode falls back to JSON
     finally:

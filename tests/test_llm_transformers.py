@@ -11,10 +11,10 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-from kernelcast.models import backends
-
 from test_llm_llama_cpp import CANDIDATE, pair, smollm2_gguf
+
+from kernelcast.models import prediction
+from kernelcast.models.service import backends
 
 
 def require_transformers_and_model() -> Path:
@@ -29,23 +29,23 @@ def require_transformers_and_model() -> Path:
 
 
 @pytest.fixture(scope="module")
-def backend() -> backends.Backend:
+def backend() -> prediction.Backend:
     gguf = require_transformers_and_model()
     return backends.create("transformers", {"hf_model": str(gguf.parent), "hf_gguf_file": gguf.name, "hf_device": "cpu"})
 
 
 @pytest.fixture(scope="module")
-def cold(backend: backends.Backend) -> backends.RawPrediction:
+def cold(backend: prediction.Backend) -> prediction.RawPrediction:
     return backend.predict(pair())
 
 
-def test_distribution_from_next_token_logits(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+def test_distribution_from_next_token_logits(backend: prediction.Backend, cold: prediction.RawPrediction) -> None:
     assert len(cold.probabilities) == 8 and sum(cold.probabilities) == pytest.approx(1.0)
     assert cold.details["readout"] == "logits" and cold.details["labels"] == "12345678"
     assert backend.status().available
 
 
-def test_kept_cache_serves_an_edit_and_changes_nothing(backend: backends.Backend, cold: backends.RawPrediction) -> None:
+def test_kept_cache_serves_an_edit_and_changes_nothing(backend: prediction.Backend, cold: prediction.RawPrediction) -> None:
     warm = backend.predict(pair(CANDIDATE.replace("C[row * N + col] = acc;", "C[row * N + col] = 2.0f * acc;")))
     assert warm.details["reused_tokens"] > 0.9 * warm.details["prompt_tokens"]
     again = backend.predict(pair())
@@ -53,7 +53,7 @@ def test_kept_cache_serves_an_edit_and_changes_nothing(backend: backends.Backend
     assert again.probabilities == pytest.approx(cold.probabilities, abs=1e-4)
 
 
-def test_agrees_with_llama_cpp_on_the_same_model(cold: backends.RawPrediction) -> None:
+def test_agrees_with_llama_cpp_on_the_same_model(cold: prediction.RawPrediction) -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama_cpp is not importable: pip install 'kernelcast[llama]'")
     llama = backends.create("llama-cpp", {"gguf": str(smollm2_gguf()), "n_ctx": 4096}).predict(pair())

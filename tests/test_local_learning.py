@@ -13,20 +13,19 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
-from lsprotocol import types
-
 from lsp_support import EXAMPLES, isolated_env, stop_service
+from lsprotocol import types
 from test_lsp_end_to_end import Session, _start
 from test_service import _request
 
-from kernelcast.forecast import Forecast
-from kernelcast.models.service import read_or_create_token, read_state
-from kernelcast.server.forecaster_client import BACKEND_INFO_TTL_S
+from kernelcast.server.service_client import BACKEND_INFO_TTL_S
+from kernelcast.wire import Forecast, read_or_create_token, read_state
 
 SETTINGS = {"targetGpu": "H100-SXM", "compilerFacts": {"enable": False}}
 LEARNT = "your measurements on this GPU"

@@ -1,4 +1,4 @@
-"""Loop iterations and memory accesses per thread or program, read from kernel text and launch (models/loop_trips.py)."""
+"""Loop iterations and memory accesses per thread or program, read from kernel text and launch (kernels_runtime/source/loop_trips.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from kernelcast.forecast import ForecastRequest, KernelSide
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.kernels_runtime.launch_spec import parse_launch_pragma
-from kernelcast.models.features import FEATURE_NAMES, pair_features
-from kernelcast.models.loop_trips import NO_WORK, ThreadWork, thread_work
+from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
+from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
+from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
+from kernelcast.wire import ForecastRequest, KernelSide
 
 GRID_STRIDE = """
 extern "C" __global__ void scale(const float* __restrict__ x, float* y, int n) {
@@ -57,8 +57,13 @@ def row_max(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def launch(kernel: str, grid: list[int], block: list[int], *scalars: int, **constexprs: int) -> dict:
-    return {"kernel": kernel, "grid": grid, "block": block, "args": ["x", "y", *({"ctype": "i32", "value": v} for v in scalars)],
-            "constexprs": constexprs or None}
+    return {
+        "kernel": kernel,
+        "grid": grid,
+        "block": block,
+        "args": ["x", "y", *({"ctype": "i32", "value": v} for v in scalars)],
+        "constexprs": constexprs or None,
+    }
 
 
 def test_a_grid_stride_loop_runs_n_over_all_threads_times() -> None:
@@ -89,12 +94,28 @@ def test_triton_ranges_read_constexprs_scalars_and_num_programs() -> None:
     assert thread_work(TRITON, "triton", row).iterations == 64 + 16  # 65536 / 1024, then 65536 / (4 · 1024)
 
 
-@pytest.mark.parametrize(("language", "code", "pragma", "corpus_launch"), [
-    ("cuda", GRID_STRIDE, "// kernelcast: launch kernel=scale grid=(528) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)",
-     launch("scale", [528, 1, 1], [256, 1, 1], 1 << 24)),
-    ("triton", TRITON, "# kernelcast: launch kernel=row_max grid=(64, 4) args=(x:f32[N*64], out:f32[64]:out, N:i32=65536) BLOCK=1024",
-     {"kernel": "row_max", "grid": [64, 4, 1], "args": ["x", "out", {"ctype": "i32", "value": 65536}], "constexprs": {"BLOCK": 1024}}),
-])
+@pytest.mark.parametrize(
+    ("language", "code", "pragma", "corpus_launch"),
+    [
+        (
+            "cuda",
+            GRID_STRIDE,
+            "// kernelcast: launch kernel=scale grid=(528) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)",
+            launch("scale", [528, 1, 1], [256, 1, 1], 1 << 24),
+        ),
+        (
+            "triton",
+            TRITON,
+            "# kernelcast: launch kernel=row_max grid=(64, 4) args=(x:f32[N*64], out:f32[64]:out, N:i32=65536) BLOCK=1024",
+            {
+                "kernel": "row_max",
+                "grid": [64, 4, 1],
+                "args": ["x", "out", {"ctype": "i32", "value": 65536}],
+                "constexprs": {"BLOCK": 1024},
+            },
+        ),
+    ],
+)
 def test_an_editor_pragma_gives_the_work_a_corpus_launch_gives(language: str, code: str, pragma: str, corpus_launch: dict) -> None:
     """The editor sends its pragma's launch (LaunchSpec.as_launch), scalar arguments included: the features must read as in training."""
     hardware = SPECS["H100-SXM"].to_json()
@@ -168,10 +189,16 @@ def test_a_tiled_kernel_reads_global_memory_once_per_tile_and_its_shared_tile_on
 
 
 def test_triton_accesses_count_the_elements_of_each_loaded_and_stored_block() -> None:
-    sizes = {"kernel": "matmul", "grid": [8, 8, 1], "args": ["a", "b", "c", *({"ctype": "i32", "value": 1024} for _ in range(3))],
-             "constexprs": {"BM": 128, "BN": 64, "BK": 32}}
+    sizes = {
+        "kernel": "matmul",
+        "grid": [8, 8, 1],
+        "args": ["a", "b", "c", *({"ctype": "i32", "value": 1024} for _ in range(3))],
+        "constexprs": {"BM": 128, "BN": 64, "BK": 32},
+    }
     # K / BK = 32 trips of a 128 × 32 and a 32 × 64 block, one 128 × 64 store, an atomic on 128 rows (global, as all Triton's are).
-    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0, 0.0, 0.0, 128.0, 0.0)
+    assert thread_work(TRITON_MATMUL, "triton", sizes) == ThreadWork(
+        32.0, 32 * (128 * 32 + 32 * 64) + 128 * 64 + 128, 0.0, 0.0, 0.0, 128.0, 0.0
+    )
 
 
 TRITON_CHUNKED_TOP = """
@@ -199,8 +226,13 @@ def top(x_ptr, out_ptr, n, CHUNK: tl.constexpr):
     ],
 )
 def test_triton_sorts_and_scans_count_their_network_stages_and_a_threads_steps(chunk: int, warps: int, stages: int, steps: int) -> None:
-    sizes = {"kernel": "top", "grid": [128, 1, 1], "args": ["x", "y", {"ctype": "i32", "value": 4096}], "constexprs": {"CHUNK": chunk},
-             "num_warps": warps}
+    sizes = {
+        "kernel": "top",
+        "grid": [128, 1, 1],
+        "args": ["x", "y", {"ctype": "i32", "value": 4096}],
+        "constexprs": {"CHUNK": chunk},
+        "num_warps": warps,
+    }
     work = thread_work(TRITON_CHUNKED_TOP, "triton", sizes)
     assert (work.network_stages, work.network_steps) == (stages, steps)
     assert work.global_accesses == 4096 + chunk
@@ -247,7 +279,9 @@ def test_inner_loops_bounded_by_the_outer_variable_and_device_helpers_count_thei
 def test_nested_doubling_loops_are_read_at_a_bounded_number_of_values() -> None:
     # Five nested loops of up to 48 doublings each: read at every value of every loop this is
     # ~2·10⁶ readings (half a minute); past two enumerated loops the rest are read at one value.
-    header = "".join(f"for (long long {v} = 1; {v} < {bound}; {v} <<= 1) " for v, bound in zip("abcde", ["(1LL << 48)", "a", "b", "c", "d"]))
+    header = "".join(
+        f"for (long long {v} = 1; {v} < {bound}; {v} <<= 1) " for v, bound in zip("abcde", ["(1LL << 48)", "a", "b", "c", "d"])
+    )
     code = f"__global__ void nest(float* x) {{ {header}x[e] += 1.0f; }}"
     started = time.process_time()
     work = thread_work(code, "cuda", launch("nest", [1, 1, 1], [32, 1, 1]))
@@ -296,18 +330,23 @@ extern "C" __global__ void median(const unsigned* keys, unsigned* out, int n) {
 """
 
 
-@pytest.mark.parametrize(("code", "kernel", "scalars", "iterations"), [
-    # np = 1024 after 10 doublings; then sizes 2..1024 (10), strides summed over them (55), each with 512 / 256 = 2 trips.
-    (PADDED_BITONIC, "top_k", (1000,), 10 + 10 + 55 * (1 + 2)),
-    # n = 1000 from lane 0: the unrolled loop runs 8 times (j = 0 … 896), leaving j = 1024, so the remainder loop runs none.
-    (UNROLLED_WITH_REMAINDER, "row_sum", (1000,), 8),
-    (UNROLLED_WITH_REMAINDER, "row_sum", (1100,), 8 + 3),  # … and for n = 1100 three times (j = 1024, 1056, 1088).
-    # base from the warp's first thread (& ~31): ⌈4096 / (2 · 256 · 4)⌉ = 2 trips; j from 16 (k >> 1 is 2048): 5 halvings.
-    (CONDITIONAL_BOUNDS, "merge", (4096,), 2 * (1 + 5)),
-    # 32 bisection rounds of 4 trips (n = 1000 / 256); the CAS loop is straight-line code; the last while counts once.
-    (DATA_DEPENDENT_LOOPS, "median", (1000,), 32 * (1 + 4) + 1),
-])
-def test_while_loops_remainder_loops_and_conditional_bounds_count_what_they_run(code: str, kernel: str, scalars: tuple[int, ...], iterations: int) -> None:
+@pytest.mark.parametrize(
+    ("code", "kernel", "scalars", "iterations"),
+    [
+        # np = 1024 after 10 doublings; then sizes 2..1024 (10), strides summed over them (55), each with 512 / 256 = 2 trips.
+        (PADDED_BITONIC, "top_k", (1000,), 10 + 10 + 55 * (1 + 2)),
+        # n = 1000 from lane 0: the unrolled loop runs 8 times (j = 0 … 896), leaving j = 1024, so the remainder loop runs none.
+        (UNROLLED_WITH_REMAINDER, "row_sum", (1000,), 8),
+        (UNROLLED_WITH_REMAINDER, "row_sum", (1100,), 8 + 3),  # … and for n = 1100 three times (j = 1024, 1056, 1088).
+        # base from the warp's first thread (& ~31): ⌈4096 / (2 · 256 · 4)⌉ = 2 trips; j from 16 (k >> 1 is 2048): 5 halvings.
+        (CONDITIONAL_BOUNDS, "merge", (4096,), 2 * (1 + 5)),
+        # 32 bisection rounds of 4 trips (n = 1000 / 256); the CAS loop is straight-line code; the last while counts once.
+        (DATA_DEPENDENT_LOOPS, "median", (1000,), 32 * (1 + 4) + 1),
+    ],
+)
+def test_while_loops_remainder_loops_and_conditional_bounds_count_what_they_run(
+    code: str, kernel: str, scalars: tuple[int, ...], iterations: int
+) -> None:
     assert thread_work(code, "cuda", launch(kernel, [2, 1, 1], [256, 1, 1], *scalars)).iterations == iterations
 
 
@@ -327,8 +366,16 @@ def matmul_tn(a_ptr, c_ptr, K, SPLIT: tl.constexpr, BLOCK_K: tl.constexpr):
     for k in range(k_begin, K, BLOCK_K):
         pass
 """
-    work = thread_work(split_k, "triton", {"kernel": "matmul_tn", "grid": [1, 4, 1], "args": ["a", "c", {"ctype": "i32", "value": 4096}],
-                                          "constexprs": {"SPLIT": 4, "BLOCK_K": 64}})
+    work = thread_work(
+        split_k,
+        "triton",
+        {
+            "kernel": "matmul_tn",
+            "grid": [1, 4, 1],
+            "args": ["a", "c", {"ctype": "i32", "value": 4096}],
+            "constexprs": {"SPLIT": 4, "BLOCK_K": 64},
+        },
+    )
     assert work.iterations == 4096 / 4 / 64 + 1
     assert work.global_accesses == 16 * 64 + 1
 
@@ -360,7 +407,9 @@ def test_atomics_count_where_they_land_also_through_a_helper() -> None:
 
 def test_the_features_see_warp_aggregation_relaxed_atomics_and_cache_hints() -> None:
     hardware = SPECS["H100-SXM"].to_json()
-    triton = 'tl.atomic_add(out_ptr + keys, v, mask=m, sem="relaxed")\ntl.load(x_ptr + j, cache_modifier=".cg", eviction_policy="evict_first")'
+    triton = (
+        'tl.atomic_add(out_ptr + keys, v, mask=m, sem="relaxed")\ntl.load(x_ptr + j, cache_modifier=".cg", eviction_policy="evict_first")'
+    )
     plain = 'tl.atomic_add(out_ptr + keys, v, mask=m)\ntl.load(x_ptr + j, cache_modifier="")'
     sides = (KernelSide(HISTOGRAMS, "cuda"), KernelSide(triton, "triton"), KernelSide(plain, "triton"))
     rows = [dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0])) for side in sides]
@@ -373,8 +422,10 @@ def test_cache_hints_are_told_apart_by_what_they_drop() -> None:
     """A gather re-reading its lines loses what `__ldcs` streams out and keeps what `__ldca` keeps: not one hint count."""
     hardware = SPECS["H100-SXM"].to_json()
     loads = ["__ldcs(p)", "__ldca(p)", "__ldcg(p)", "__ldg(p)"]
-    rows = [dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0]))
-            for side in (KernelSide(f"__device__ float fetch(const float* p) {{ return {load}; }}", "cuda") for load in loads)]
+    rows = [
+        dict(zip(FEATURE_NAMES, pair_features(ForecastRequest(side, side, hardware))[0]))
+        for side in (KernelSide(f"__device__ float fetch(const float* p) {{ return {load}; }}", "cuda") for load in loads)
+    ]
     assert [row["code_cache_hints"] for row in rows] == [1.0, 1.0, 1.0, 0.0]
     assert [row["code_streaming_hints"] for row in rows] == [1.0, 0.0, 0.0, 0.0]
     assert [row["code_l1_bypass_hints"] for row in rows] == [0.0, 0.0, 1.0, 0.0]
@@ -420,8 +471,16 @@ def calls_plain_python(x_ptr):
 
 
 def test_triton_helpers_count_their_work_with_the_calls_values_and_shapes() -> None:
-    work = thread_work(TRITON_HELPERS, "triton", {"kernel": "split_rows", "grid": [4, 1, 1], "args": [
-        "x", "out", {"ctype": "i32", "value": 4096}, {"ctype": "i32", "value": 1024}], "constexprs": {"BLOCK": 64}})
+    work = thread_work(
+        TRITON_HELPERS,
+        "triton",
+        {
+            "kernel": "split_rows",
+            "grid": [4, 1, 1],
+            "args": ["x", "out", {"ctype": "i32", "value": 4096}, {"ctype": "i32", "value": 1024}],
+            "constexprs": {"BLOCK": 64},
+        },
+    )
     # _dot_rows runs 1024 / 64 trips of a 64-element load; _scaled is read, _deeper (a third level) is not.
     assert work.iterations == 1024 / 64
     assert work.global_accesses == 16 * 64 + 64

@@ -15,13 +15,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import AsyncIterator, Callable, Iterator
 
 import pytest
-from lsprotocol import types
-
 from lsp_support import isolated_env
+from lsprotocol import types
 from test_llm_llama_cpp import require_llama_and_model
 from test_llm_openai import _free_port, _start_server, _stop
 from test_llm_transformers import require_transformers_and_model
@@ -116,12 +115,15 @@ def _shown(session: Session, uri: str) -> list[types.Diagnostic]:
 def _versions_from(session: Session, uri: str, backend: str) -> set[int | None]:
     """The versions of `uri` whose published forecast came from `backend`."""
     return {
-        p.version for p in session.recorder.diagnostics
+        p.version
+        for p in session.recorder.diagnostics
         if p.uri == uri and any(d.code in FORECAST_CODES and d.data["backend"] == backend for d in p.diagnostics)
     }
 
 
-async def _embedded_first(session: Session, uri: str, backend: str, until: Callable[[types.Diagnostic], bool]) -> tuple[types.Diagnostic, str]:
+async def _embedded_first(
+    session: Session, uri: str, backend: str, until: Callable[[types.Diagnostic], bool]
+) -> tuple[types.Diagnostic, str]:
     """Wait for a forecast shown that meets `until`; the first one shown must be the embedded
     forecaster's, waiting for `backend`. Returns that forecast's diagnostic and hover."""
     await session.recorder.wait_for(lambda: any(until(d) for d in _shown(session, uri)), timeout=FORECAST_WAIT_S)
@@ -136,7 +138,9 @@ def _from(backend: str) -> Callable[[types.Diagnostic], bool]:
 
 
 def _after_failure_of(backend: str) -> Callable[[types.Diagnostic], bool]:
-    return lambda diagnostic: diagnostic.data["backend"] == "embedded" and diagnostic.message.endswith(f" (embedded; {backend} did not answer)")
+    return lambda diagnostic: (
+        diagnostic.data["backend"] == "embedded" and diagnostic.message.endswith(f" (embedded; {backend} did not answer)")
+    )
 
 
 @pytest.fixture
@@ -209,7 +213,9 @@ async def test_embedded_forecast_stays_when_the_llm_is_slower_than_the_timeout(w
         with _serving(home, ["embedded", "openai"], ["--llm-url", f"http://127.0.0.1:{silent.getsockname()[1]}/v1"]) as url:
             async with _editor(workspace, home, url, "openai", timeout_ms=1000) as session:
                 _, hover = await _embedded_first(session, session.open("scale.cu", CANDIDATE), "openai", _after_failure_of("openai"))
-                assert "because openai did not answer: forecaster unavailable: no answer within 1 s (kernelcast.forecaster.timeoutMs)" in hover, hover
+                assert (
+                    "because openai did not answer: forecaster unavailable: no answer within 1 s (kernelcast.forecaster.timeoutMs)" in hover
+                ), hover
             silent.close()  # resets the service's hung request, so the service stops at once
     finally:
         silent.close()

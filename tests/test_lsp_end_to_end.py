@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
+from lsp_support import EXAMPLES, SERVER_COMMAND, isolated_env, stop_service
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
-from pygls.protocol import default_converter
-
-from lsp_support import EXAMPLES, SERVER_COMMAND, isolated_env, stop_service
 
 pytestmark = pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")
 
@@ -110,7 +110,9 @@ class Session:
 
 async def _start(root: Path, home: Path, settings: dict[str, Any] | None = None) -> tuple[LanguageClient, Recorder]:
     recorder = Recorder()
-    config = ClientServerConfig(server_command=SERVER_COMMAND, server_env=isolated_env(home), client_factory=_client_with_recorder(recorder))
+    config = ClientServerConfig(
+        server_command=SERVER_COMMAND, server_env=isolated_env(home), client_factory=_client_with_recorder(recorder)
+    )
     client = await config.start()
     client.set_configuration({"kernelcast": settings or {}})
     await client.initialize_session(
@@ -185,7 +187,9 @@ async def test_measure_and_reference_code_actions(session: Session) -> None:
     hints = await session.inlay_hints(lone_uri)
     assert _label(hints[0]) == "⏱ no reference · set one?"
     actions = await session.client.text_document_code_action_async(
-        types.CodeActionParams(types.TextDocumentIdentifier(uri=lone_uri), diagnostics[0].range, types.CodeActionContext(diagnostics=diagnostics))
+        types.CodeActionParams(
+            types.TextDocumentIdentifier(uri=lone_uri), diagnostics[0].range, types.CodeActionContext(diagnostics=diagnostics)
+        )
     )
     set_reference = [a for a in actions or [] if a.title.startswith("Set reference…")]
     assert set_reference, [a.title for a in actions or []]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 import threading
 import time
 from pathlib import Path
@@ -47,7 +46,10 @@ def test_a_scalar_output_like_a_loss_is_compared() -> None:
     # A KernelBench loss returns a 0-d tensor; comparing it raised TypeError (CUDA-L1 L1/T94, T100).
     expected = np.array(0.5, dtype=np.float32)
     assert timing.check_close("out", expected, np.array(0.50001, dtype=np.float32), "f32") is None
-    assert timing.check_close("out", expected, np.array(0.7, dtype=np.float32), "f32") == "wrong results: max abs err 2.0e-01 at index 0 (tolerance 1e-04)"
+    assert (
+        timing.check_close("out", expected, np.array(0.7, dtype=np.float32), "f32")
+        == "wrong results: max abs err 2.0e-01 at index 0 (tolerance 1e-04)"
+    )
     assert "NaN" in timing.check_close("out", expected, np.array(np.nan, dtype=np.float32), "f32")
 
 
@@ -155,7 +157,11 @@ def test_kernelbench_needs_kernelbench_on_both_sides() -> None:
 
 
 def test_broken_pragma_names_line_and_column() -> None:
-    broken = {"code": "// kernelcast: launch grid=(1) block=(32) args=(x:f33[4])\n__global__ void k(float* x) {}\n", "language": "cuda", "name": "k"}
+    broken = {
+        "code": "// kernelcast: launch grid=(1) block=(32) args=(x:f33[4])\n__global__ void k(float* x) {}\n",
+        "language": "cuda",
+        "name": "k",
+    }
     failure = prepare_request(broken, broken)
     assert failure.message == "launch spec of k (line 1, column 51): unknown dtype 'f33'; use one of f32 f16 bf16 f64 i32 i64 u8 i8 bool"
 
@@ -194,7 +200,7 @@ def ask(worker: GpuWorker, code: str, cancel: threading.Event | None = None, pro
 
 def test_worker_answers_no_gpu_after_loading_and_user_prints_stay_in_the_log(worker: GpuWorker) -> None:
     seen: list[str] = []
-    reply = ask(worker, "print('{\"type\": \"result\"}' * 1000)\n" + KERNELBENCH_OK, progress=lambda text, pct: seen.append(text))
+    reply = ask(worker, 'print(\'{"type": "result"}\' * 1000)\n' + KERNELBENCH_OK, progress=lambda text, pct: seen.append(text))
     assert reply["failure"]["kind"] == "no-gpu"
     assert any(text.startswith("loading candidate") for text in seen)
     assert '{"type": "result"}' in worker.log_path.read_text()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.forecast import Measurement
 from kernelcast.kernels_runtime.measure import MeasureFailure, Timeouts, measure_pair
+from kernelcast.wire import Measurement
 
 FIXTURES = Path(__file__).parent / "data" / "measure"
 pytestmark = pytest.mark.gpu
@@ -21,7 +21,9 @@ def side(name: str, language: str = "cuda", kernel: str | None = None) -> dict[s
 def measured(candidate: dict, reference: dict, **options) -> Measurement:
     outcome = measure_pair(candidate, reference, **options)
     assert isinstance(outcome, Measurement), outcome
-    print(f"\n{candidate['name'] or ''} {outcome.message()} ci={outcome.ci95} t_ref={outcome.t_reference_ms:.4f} ms t_cand={outcome.t_candidate_ms:.4f} ms")
+    print(
+        f"\n{candidate['name'] or ''} {outcome.message()} ci={outcome.ci95} t_ref={outcome.t_reference_ms:.4f} ms t_cand={outcome.t_candidate_ms:.4f} ms"
+    )
     return outcome
 
 

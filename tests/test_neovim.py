@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lsp_support import EXAMPLES, isolated_env, stop_service
 
 # On PATH, or beside this interpreter: the test extra installs it into the venv, whose bin/ the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernelcast.kernels_runtime.project_config import NO_CONFIG, load_project_config
+from kernelcast.project_config import NO_CONFIG, load_project_config
 
 PYPROJECT = """\
 [project]

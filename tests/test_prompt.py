@@ -1,4 +1,4 @@
-"""The one LLM prompt: bins from kernelcast.forecast, facts included, cache-friendly order."""
+"""The one LLM prompt: bins from kernelcast.wire, facts included, cache-friendly order."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from kernelcast.forecast import BIN_WORDS, LOG2_EDGES, NUM_BINS, ForecastRequest, KernelSide, bin_of_speedup
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.llm_common import label_token_ids, parse_json_distribution, read_label_logits
-from kernelcast.models.prompt import DIGIT_LABELS, FACTORS, LETTER_LABELS, bins_table, build_prompt, distribution_schema
+from kernelcast.models.service.llm_common import label_token_ids, parse_json_distribution, read_label_logits
+from kernelcast.models.service.prompt import DIGIT_LABELS, FACTORS, LETTER_LABELS, bins_table, build_prompt, distribution_schema
+from kernelcast.wire import BIN_WORDS, LOG2_EDGES, NUM_BINS, ForecastRequest, KernelSide, bin_of_speedup
 
 NAIVE = "__global__ void add(const float* a, float* b, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) b[i] = a[i] + 1.0f;\n}"
 VECTOR = NAIVE.replace("a[i] + 1.0f", "a[i] + 2.0f")
@@ -33,14 +33,16 @@ def test_bins_table_follows_the_shared_edges_and_words() -> None:
     # A speedup exactly at an edge belongs to the bin whose row starts with that edge.
     for index, edge in enumerate(LOG2_EDGES):
         assert bin_of_speedup(2.0**edge) == index + 2
-        assert f"{2.0 ** edge:.4g} ≤ S" in rows[index + 1] or f"S ≥ {2.0 ** edge:.4g}" in rows[index + 1]
+        assert f"{2.0**edge:.4g} ≤ S" in rows[index + 1] or f"S ≥ {2.0**edge:.4g}" in rows[index + 1]
 
 
 def test_prompt_holds_factors_hardware_facts_and_sizes_in_cache_order() -> None:
     prompt = build_prompt(_request(facts={"registers": 40, "occupancy": {"fraction": 0.5}}))
     assert all(factor in prompt.system for factor in FACTORS)
     user = prompt.user
-    positions = [user.index(marker) for marker in ("## Target GPU", "NVIDIA H100 SXM", "## Reference kernel", "## Candidate kernel", "Which bin")]
+    positions = [
+        user.index(marker) for marker in ("## Target GPU", "NVIDIA H100 SXM", "## Reference kernel", "## Candidate kernel", "Which bin")
+    ]
     assert positions == sorted(positions)
     assert '"registers": 16' in user and '"registers": 40' in user and "16777216" in user
     assert user.rstrip().endswith("one of: 1, 2, 3, 4, 5, 6, 7, 8.")

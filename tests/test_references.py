@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelcast.kernels_runtime.discovery import Discovery, discover
-from kernelcast.kernels_runtime.project_config import NO_CONFIG, load_project_config
-from kernelcast.kernels_runtime.references import NoReference, Reference, pragma_line, resolve_reference
+from kernelcast.kernels_runtime.source.discovery import Discovery, discover
+from kernelcast.project_config import NO_CONFIG, load_project_config
+from kernelcast.references import NoReference, Reference, pragma_line, resolve_reference
 
 DATA = Path(__file__).parent / "data" / "discovery"
 BASE = "__global__ void add(float* x) { x[0] += 1; }\n__global__ void mul(float* x) { x[0] *= 2; }\n"
@@ -31,7 +31,16 @@ def resolve(path: Path, workspace: Path | None, kernel: str = "add", **options: 
 
 
 def git(repo: Path, *args: str) -> str:
-    command = ["git", "-c", "user.name=kernelcast tests", "-c", "user.email=tests@kernelcast.invalid", "-c", "init.defaultBranch=main", *args]
+    command = [
+        "git",
+        "-c",
+        "user.name=kernelcast tests",
+        "-c",
+        "user.email=tests@kernelcast.invalid",
+        "-c",
+        "init.defaultBranch=main",
+        *args,
+    ]
     return subprocess.run(command, cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -138,7 +147,9 @@ def test_kernelbench_model_in_the_same_file(tmp_path: Path) -> None:
 
 def test_kernelbench_reference_py_beside_the_file_and_config_beats_it(tmp_path: Path) -> None:
     shutil.copy(DATA / "reference.py", tmp_path / "reference.py")
-    path = write(tmp_path / "new.py", "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)\n")
+    path = write(
+        tmp_path / "new.py", "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)\n"
+    )
     found = discover(path.read_text(), str(path))
     reference = resolve_reference(kernelbench_candidate(found), found, path, tmp_path, NO_CONFIG)
     assert isinstance(reference, Reference)

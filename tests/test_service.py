@@ -17,13 +17,13 @@ import httpx
 import pytest
 from lsp_support import EXAMPLES, stop_service
 
-from kernelcast.forecast import ForecastRequest, KernelSide
+from kernelcast.analysis import analyse_text, build_request, problem_sizes
+from kernelcast.cache import ResultCache
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.service import read_or_create_token, read_state
-from kernelcast.server.analysis import analyse_text, build_request, fill_forecasts, problem_sizes
-from kernelcast.server.cache import ResultCache
-from kernelcast.server.forecaster_client import ForecasterClient, ForecasterUnavailable
-from kernelcast.server.settings import Settings
+from kernelcast.server.forecasts import fill_forecasts
+from kernelcast.server.service_client import ForecasterClient, ForecasterUnavailable
+from kernelcast.settings import Settings
+from kernelcast.wire import ForecastRequest, KernelSide, read_or_create_token, read_state
 
 NAIVE = "__global__ void k(float* x, int n) { int i = threadIdx.x; x[i * n] += 1.0f; }"
 VECTOR = "__global__ void k(float4* x, int n) { int i = threadIdx.x; float4 v = x[i]; v.x += 1.0f; x[i] = v; }"
@@ -89,7 +89,6 @@ def test_forecast_backends_and_bad_requests(service) -> None:
     assert bad.status_code == 400 and "language" in bad.json()["error"]
 
 
-
 def test_a_batch_of_forecasts_answers_each_as_alone_and_refuses_bad_batches_whole(service) -> None:
     """POST /v1/forecasts: a file's kernels in one call, each forecast what it would be alone."""
     state, token, _ = service
@@ -122,6 +121,7 @@ def test_a_batch_of_forecasts_answers_each_as_alone_and_refuses_bad_batches_whol
         assert bad.status_code == 400 and bad.json()["error"].startswith("bad forecast request: "), case
     assert "request 3" in httpx.post(f"{state['url']}/v1/forecasts", json=refusals["third bad"], headers=headers).json()["error"]
     assert "request 2" in httpx.post(f"{state['url']}/v1/forecasts", json=refusals["not an object"], headers=headers).json()["error"]
+
 
 def test_listing_answers_at_once_while_an_llm_server_hangs(tmp_path: Path) -> None:
     """The LSP lists backends without probing them; a probing listing runs off the event loop."""
@@ -201,7 +201,7 @@ def test_a_busy_service_that_misses_health_checks_is_waited_for_not_replaced(tmp
                 time.sleep(1.2)  # busy: the check times out before an answer comes
                 connection.close()
                 continue
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{\"ok\": true}")
+            connection.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{"ok": true}')
             connection.close()
             return
 
@@ -243,10 +243,14 @@ def test_a_files_kernels_are_forecast_in_batches_each_as_if_alone(tmp_path: Path
     async def scenario() -> None:
         client = ForecasterClient(state_dir)
         try:
-            computed = await fill_forecasts(analysis, EXAMPLES / "many.cu", EXAMPLES, Settings(), ResultCache(tmp_path / "cache"), client, lambda: True)
+            computed = await fill_forecasts(
+                analysis, EXAMPLES / "many.cu", EXAMPLES, Settings(), ResultCache(tmp_path / "cache"), client, lambda: True
+            )
             assert computed == len(strides) == len(analysis.results)
             for result in analysis.results:
-                request = build_request(analysis, result, problem_sizes(result, EXAMPLES / "many.cu", EXAMPLES), Settings().confidence_threshold)
+                request = build_request(
+                    analysis, result, problem_sizes(result, EXAMPLES / "many.cu", EXAMPLES), Settings().confidence_threshold
+                )
                 alone = await client.forecast(request)
                 assert result.forecast.probabilities == pytest.approx(alone.probabilities, abs=1e-12), result.kernel.name
             # A forecast's elapsed_ms is its share of its call: one value per batch.

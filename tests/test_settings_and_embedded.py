@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from lsp_support import EXAMPLES
 
-from kernelcast.forecast import Forecast, ForecastRequest, KernelSide
+from kernelcast.analysis import analyse_text, build_request, forecast_key, measurement_sides, problem_sizes
 from kernelcast.kernels_runtime.hardware import SPECS, lookup
-from kernelcast.models.embedded import EmbeddedBackend
-from kernelcast.server.analysis import analyse_text, build_request, forecast_key, measurement_sides, problem_sizes
-from kernelcast.server.settings import Settings, parse_settings
-
-import pytest
+from kernelcast.models.embedded.backend import EmbeddedBackend
+from kernelcast.settings import Settings, parse_settings
+from kernelcast.wire import Forecast, ForecastRequest, KernelSide
 
 
 def test_settings_nested_like_vscode_and_flat_defaults() -> None:

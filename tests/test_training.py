@@ -14,15 +14,15 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training needs torch: pip install 'kernelcast[train]'")
 
-from kernelcast.models.calibration import true_bins
-from kernelcast.models.embedded import TimeModel
+from kernelcast.models.embedded.backend import TimeModel
+from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX
+from kernelcast.models.embedded.spread import learned_sd
 from kernelcast.models.evaluation import nll
-from kernelcast.models.features import FEATURE_NAMES, FLOOR_INDEX
-from kernelcast.models.spread import learned_sd
-from kernelcast.models.training import train as train_cli
-from kernelcast.models.training.boosting import TreeSettings
-from kernelcast.models.training.learner import Settings, _Ensemble, _standardisation, export, train
-from kernelcast.pairs import read_pairs
+from kernelcast.models.service.calibration import true_bins
+from kernelcast.wire import read_pairs
+from workshop.training import train as train_cli
+from workshop.training.boosting import TreeSettings
+from workshop.training.learner import Settings, _Ensemble, _standardisation, export, train
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
@@ -77,8 +77,11 @@ def test_numpy_inference_agrees_with_torch_and_is_antisymmetric(pair_hidden: int
 
 
 def test_folds_hold_out_whole_operation_families() -> None:
-    ops = np.array([f"corpus:op{i % 7}" for i in range(70)] + [f"cuda-l1:L1/T{i % 11}" for i in range(44)]
-                   + ["corpus:row_sum", "corpus:row_max", "corpus:gemm", "corpus:gemm_bias_relu"])
+    ops = np.array(
+        [f"corpus:op{i % 7}" for i in range(70)]
+        + [f"cuda-l1:L1/T{i % 11}" for i in range(44)]
+        + ["corpus:row_sum", "corpus:row_max", "corpus:gemm", "corpus:gemm_bias_relu"]
+    )
     fold = train_cli.folds_of(ops, 3, seed=1)
     for op in set(ops):
         assert len(set(fold[ops == op])) == 1
@@ -91,9 +94,17 @@ def _dataset(n: int = 240) -> train_cli.Dataset:
     features, s = _synthetic(n)
     ops = np.array([f"corpus:op{i % 4}" for i in range(n)])
     return train_cli.Dataset(
-        features=features, log2_speedup=s, speedup=2.0**s, op=ops, source=np.full(n, "corpus"), gpu=np.full(n, "H100-SXM"),
-        gpu_class=np.full(n, "hopper"), kind=np.where(np.arange(n) // 4 % 2 == 0, "edit", "cross"), language=np.full(n, "cuda"),
-        group=ops, variant=np.full(n, ""),
+        features=features,
+        log2_speedup=s,
+        speedup=2.0**s,
+        op=ops,
+        source=np.full(n, "corpus"),
+        gpu=np.full(n, "H100-SXM"),
+        gpu_class=np.full(n, "hopper"),
+        kind=np.where(np.arange(n) // 4 % 2 == 0, "edit", "cross"),
+        language=np.full(n, "cuda"),
+        group=ops,
+        variant=np.full(n, ""),
     )
 
 
@@ -138,8 +149,14 @@ def test_direction_trees_train_on_measured_pairs_alone(capsys: pytest.CaptureFix
     log = capsys.readouterr().out
     fold = train_cli.folds_of(data.op, 2, 0)
     for k in range(2):
-        every, measured = ((fold != k) & (data.gpu == "H100-SXM")).sum(), ((fold != k) & (data.gpu == "H100-SXM") & (data.variant == "")).sum()
-        assert f"fold {k + 1}/2: trees trained on {every} pairs" in log and f"fold {k + 1}/2: direction trees trained on {measured} pairs" in log
+        every, measured = (
+            ((fold != k) & (data.gpu == "H100-SXM")).sum(),
+            ((fold != k) & (data.gpu == "H100-SXM") & (data.variant == "")).sum(),
+        )
+        assert (
+            f"fold {k + 1}/2: trees trained on {every} pairs" in log
+            and f"fold {k + 1}/2: direction trees trained on {measured} pairs" in log
+        )
 
 
 def _noisy_held_out(n: int = 1200) -> tuple[train_cli.Dataset, train_cli.HeldOut]:
@@ -149,7 +166,12 @@ def _noisy_held_out(n: int = 1200) -> tuple[train_cli.Dataset, train_cli.HeldOut
     noisy = data.features[:, :, 5].min(axis=1) >= 0
     miss = rng.normal(size=n) * np.where(noisy, 1.0, 0.1)
     forecast = data.log2_speedup + miss
-    parts = {"mlp_mean": forecast, "mlp_sd": np.full(n, 0.4), "trees_mean": forecast + 0.01 * rng.normal(size=n), "direction_log_odds": np.zeros(n)}
+    parts = {
+        "mlp_mean": forecast,
+        "mlp_sd": np.full(n, 0.4),
+        "trees_mean": forecast + 0.01 * rng.normal(size=n),
+        "direction_log_odds": np.zeros(n),
+    }
     return data, (np.arange(n) % 2, parts)
 
 
@@ -180,8 +202,24 @@ def test_held_out_spread_is_cross_fitted_and_sharpens_the_forecasts_it_can_trust
 
 
 def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--pairs", str(PAIRS), "--out", str(tmp_path / "w.npz"), "--calibration-out", str(tmp_path / "c.json"),
-            "--report", str(tmp_path / "report"), "--folds", "2", "--epochs", "2", "--members", "2", "--tree-rounds", "20"]
+    args = [
+        "--pairs",
+        str(PAIRS),
+        "--out",
+        str(tmp_path / "w.npz"),
+        "--calibration-out",
+        str(tmp_path / "c.json"),
+        "--report",
+        str(tmp_path / "report"),
+        "--folds",
+        "2",
+        "--epochs",
+        "2",
+        "--members",
+        "2",
+        "--tree-rounds",
+        "20",
+    ]
     assert train_cli.main(args) == 0
     model = TimeModel.load(tmp_path / "w.npz")
     assert model.meta["seed"] == 0 and model.meta["inputs"]["pairs"] == [str(PAIRS)]
@@ -193,21 +231,61 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path, c
     assert "| corpus (H100) | raw | 18 |" in (tmp_path / "report" / "report.md").read_text()
 
     # Judged again from the saved held-out forecasts, no fold trained: the same report and spread trees.
-    again = ["--pairs", str(PAIRS), "--held-out", str(tmp_path / "report" / "held_out.npz"), "--out", str(tmp_path / "w2.npz"),
-             "--calibration-out", str(tmp_path / "c2.json"), "--report", str(tmp_path / "again"), "--folds", "2", "--epochs", "2",
-             "--members", "2", "--tree-rounds", "20"]
+    again = [
+        "--pairs",
+        str(PAIRS),
+        "--held-out",
+        str(tmp_path / "report" / "held_out.npz"),
+        "--out",
+        str(tmp_path / "w2.npz"),
+        "--calibration-out",
+        str(tmp_path / "c2.json"),
+        "--report",
+        str(tmp_path / "again"),
+        "--folds",
+        "2",
+        "--epochs",
+        "2",
+        "--members",
+        "2",
+        "--tree-rounds",
+        "20",
+    ]
     assert train_cli.main(again) == 0
     assert json.loads((tmp_path / "again" / "report.json").read_text())["sets"] == report["sets"]
     assert (tmp_path / "c2.json").read_text() == (tmp_path / "c.json").read_text()
     assert np.array_equal(TimeModel.load(tmp_path / "w2.npz").spread.leaf_value, model.spread.leaf_value)
 
     # The folds alone (a device call), then the judging from their forecasts (elsewhere): the same report.
-    folds = ["--pairs", str(PAIRS), "--folds-only", "--report", str(tmp_path / "folds"), "--folds", "2", "--epochs", "2",
-             "--members", "2", "--tree-rounds", "20"]
+    folds = [
+        "--pairs",
+        str(PAIRS),
+        "--folds-only",
+        "--report",
+        str(tmp_path / "folds"),
+        "--folds",
+        "2",
+        "--epochs",
+        "2",
+        "--members",
+        "2",
+        "--tree-rounds",
+        "20",
+    ]
     assert train_cli.main(folds) == 0
     assert sorted(p.name for p in (tmp_path / "folds").iterdir()) == ["held_out.npz"]
-    judged = ["--pairs", str(PAIRS), "--held-out", str(tmp_path / "folds" / "held_out.npz"), "--calibration-out", str(tmp_path / "c3.json"),
-              "--report", str(tmp_path / "judged"), "--folds", "2"]
+    judged = [
+        "--pairs",
+        str(PAIRS),
+        "--held-out",
+        str(tmp_path / "folds" / "held_out.npz"),
+        "--calibration-out",
+        str(tmp_path / "c3.json"),
+        "--report",
+        str(tmp_path / "judged"),
+        "--folds",
+        "2",
+    ]
     assert train_cli.main(judged) == 0
     assert json.loads((tmp_path / "judged" / "report.json").read_text())["sets"] == report["sets"]
 
@@ -215,8 +293,18 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path, c
     with np.load(tmp_path / "folds" / "held_out.npz") as stored:
         np.savez(tmp_path / "older.npz", **{name: stored[name] for name in stored.files if name != "direction_log_odds"})
     capsys.readouterr()
-    completed = ["--pairs", str(PAIRS), "--held-out", str(tmp_path / "older.npz"), "--calibration-out", str(tmp_path / "c4.json"),
-                 "--report", str(tmp_path / "completed"), "--folds", "2"]
+    completed = [
+        "--pairs",
+        str(PAIRS),
+        "--held-out",
+        str(tmp_path / "older.npz"),
+        "--calibration-out",
+        str(tmp_path / "c4.json"),
+        "--report",
+        str(tmp_path / "completed"),
+        "--folds",
+        "2",
+    ]
     assert train_cli.main(completed) == 0
     log = capsys.readouterr().err
     assert log.count(": direction trees trained") == 2 and "MLP trained" not in log and ": trees trained" not in log
@@ -224,14 +312,30 @@ def test_train_command_writes_weights_calibration_and_a_report(tmp_path: Path, c
 
 
 def test_train_command_refuses_held_out_forecasts_of_other_folds_or_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--pairs", str(PAIRS), "--report", str(tmp_path / "r"), "--calibration-out", str(tmp_path / "c.json"), "--folds", "2",
-            "--epochs", "1", "--members", "1", "--tree-rounds", "5"]
+    args = [
+        "--pairs",
+        str(PAIRS),
+        "--report",
+        str(tmp_path / "r"),
+        "--calibration-out",
+        str(tmp_path / "c.json"),
+        "--folds",
+        "2",
+        "--epochs",
+        "1",
+        "--members",
+        "1",
+        "--tree-rounds",
+        "5",
+    ]
     assert train_cli.main(args) == 0
     held = str(tmp_path / "r" / "held_out.npz")
     with pytest.raises(SystemExit):
         train_cli.main([*args, "--held-out", held, "--seed", "5"])
     assert "its folds are not those of --folds 2 --seed 5" in capsys.readouterr().err
-    np.savez(tmp_path / "short.npz", fold=np.zeros(3), log2_speedup=np.zeros(3), mlp_mean=np.zeros(3), mlp_sd=np.ones(3), trees_mean=np.zeros(3))
+    np.savez(
+        tmp_path / "short.npz", fold=np.zeros(3), log2_speedup=np.zeros(3), mlp_mean=np.zeros(3), mlp_sd=np.ones(3), trees_mean=np.zeros(3)
+    )
     with pytest.raises(SystemExit):
         train_cli.main([*args, "--held-out", str(tmp_path / "short.npz")])
     assert "other pairs than --pairs and --cuda-l1 give (3 pairs, not 33)" in capsys.readouterr().err
@@ -267,12 +371,15 @@ def test_featurize_only_fills_the_cache_that_a_later_run_reads(
 
 def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:
     pair = next(iter(read_pairs(PAIRS)))
-    cuda = "extern \"C\" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n    y[(long long)r * n + c] = x[(size_t) c];\n}"
+    cuda = 'extern "C" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n    y[(long long)r * n + c] = x[(size_t) c];\n}'
     triton = "def k(x_ptr):\n    x = tl.load(x_ptr)  # __restrict__ is only a word here"
-    request = replace(pair.request, reference=replace(pair.request.reference, code=cuda, language="cuda"),
-                      candidate=replace(pair.request.candidate, code=triton, language="triton"))
+    request = replace(
+        pair.request,
+        reference=replace(pair.request.reference, code=cuda, language="cuda"),
+        candidate=replace(pair.request.candidate, code=triton, language="triton"),
+    )
     copy = train_cli.respelled(replace(pair, request=request))
-    assert copy.request.reference.code == "extern \"C\" __global__ void k(const float* x, float* y, int n) {\n    y[r * n + c] = x[c];\n}"
+    assert copy.request.reference.code == 'extern "C" __global__ void k(const float* x, float* y, int n) {\n    y[r * n + c] = x[c];\n}'
     assert copy.request.candidate.code == triton
     assert copy.request.reference.facts == pair.request.reference.facts and copy.speedup == pair.speedup
     assert copy.id.endswith("/respelled")
@@ -282,8 +389,12 @@ def test_editor_copy_without_sass_has_none_in_any_kernels_facts() -> None:
     """Features read the heaviest launch's own facts: a copy without the SASS mix must lose it there too."""
     pair = next(iter(read_pairs(PAIRS)))
     sass = {"total": 100, "global_loads": 4}
-    facts = {"registers": 32, "sass": sass, "launches": [{"kernel": "k", "grid": [8], "block": [128]}],
-             "kernels": {"k": {"registers": 32, "sass": sass}, "other": {"registers": 40, "sass": sass}}}
+    facts = {
+        "registers": 32,
+        "sass": sass,
+        "launches": [{"kernel": "k", "grid": [8], "block": [128]}],
+        "kernels": {"k": {"registers": 32, "sass": sass}, "other": {"registers": 40, "sass": sass}},
+    }
     request = replace(pair.request, candidate=replace(pair.request.candidate, facts=facts))
     copy = train_cli.as_editor_sends(replace(pair, request=request), "facts without SASS").request.candidate.facts
     assert "sass" not in copy and all("sass" not in own for own in copy["kernels"].values())

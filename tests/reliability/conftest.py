@@ -4,11 +4,10 @@ and real servers over stdio that are stopped (with their forecaster service) aft
 from __future__ import annotations
 
 import shutil
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import AsyncIterator, Iterator
 
 import pytest
-
 from lsp_support import EXAMPLES, FAST, Start, StdioLsp, stop_service
 
 
@@ -39,4 +38,3 @@ async def start(workspace: Path, home: Path) -> AsyncIterator[Start]:
     yield start_server
     for server in started:
         await server.stop()
-

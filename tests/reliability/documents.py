@@ -16,36 +16,168 @@ TESTS = Path(__file__).resolve().parents[1]
 CORPUS_FOLDERS = (TESTS.parent / "examples", TESTS / "data" / "discovery", TESTS / "data" / "measure")
 # Pieces that make scanners change state: brackets, quotes, comments, raw strings, decorators.
 TOKENS = (
-    "{", "}", "(", ")", "[", "]", "<", ">", ";", ",", '"', "'", "\\", "/*", "*/", "//", "#", "\n", "\r", "\r\n", "\t",
-    "__global__", "__device__", "template <typename T>", "extern \"C\" ", "<<<", ">>>", "R\"(", ")\"", "R\"x(",
-    "@triton.jit", "@triton.autotune(configs=[", "def ", "class ModelNew(nn.Module):", "class Model(", '"""', "'''",
-    "load_inline(", "cuda_sources=", "RawKernel(", "get_inputs", "kernelcast:", "kernelcast: off", "kernelcast: launch",
-    "reference=", "\x00", "\ufeff", "\u2028", "\u0301", "😀", "é", "\udcff", "\ud800", "𝔁", "\x1b[2J",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "<",
+    ">",
+    ";",
+    ",",
+    '"',
+    "'",
+    "\\",
+    "/*",
+    "*/",
+    "//",
+    "#",
+    "\n",
+    "\r",
+    "\r\n",
+    "\t",
+    "__global__",
+    "__device__",
+    "template <typename T>",
+    'extern "C" ',
+    "<<<",
+    ">>>",
+    'R"(',
+    ')"',
+    'R"x(',
+    "@triton.jit",
+    "@triton.autotune(configs=[",
+    "def ",
+    "class ModelNew(nn.Module):",
+    "class Model(",
+    '"""',
+    "'''",
+    "load_inline(",
+    "cuda_sources=",
+    "RawKernel(",
+    "get_inputs",
+    "kernelcast:",
+    "kernelcast: off",
+    "kernelcast: launch",
+    "reference=",
+    "\x00",
+    "\ufeff",
+    "\u2028",
+    "\u0301",
+    "😀",
+    "é",
+    "\udcff",
+    "\ud800",
+    "𝔁",
+    "\x1b[2J",
 )
 # Where a reference pragma may point: real files, files that cannot be read, paths that leave the workspace.
 REFERENCE_TARGETS = (
-    "matmul_naive.cu", "matmul_naive.cu::sgemm", "vector_add.cu::nope", "add_triton_baseline.py::add_kernel",
-    "reference.py", "missing.cu", "bad_utf8.cu", "binary.cu", "too_big.cu", "folder", "folder/", "::other",
-    "::", "../../../../etc/passwd", "/etc/passwd", "~/.ssh/id_rsa", "\"with space.cu\"", "\"unterminated", "$(touch x).cu",
-    "`id`.cu", "a;b.cu", "%s%n", "C:\\\\x.cu", "file:///etc/passwd", "x" * 5000, "",
+    "matmul_naive.cu",
+    "matmul_naive.cu::sgemm",
+    "vector_add.cu::nope",
+    "add_triton_baseline.py::add_kernel",
+    "reference.py",
+    "missing.cu",
+    "bad_utf8.cu",
+    "binary.cu",
+    "too_big.cu",
+    "folder",
+    "folder/",
+    "::other",
+    "::",
+    "../../../../etc/passwd",
+    "/etc/passwd",
+    "~/.ssh/id_rsa",
+    '"with space.cu"',
+    '"unterminated',
+    "$(touch x).cu",
+    "`id`.cu",
+    "a;b.cu",
+    "%s%n",
+    "C:\\\\x.cu",
+    "file:///etc/passwd",
+    "x" * 5000,
+    "",
 )
 BAD_PRAGMAS = (
-    "kernelcast:", "kernelcast: off=yes", "kernelcast: reference", "kernelcast: reference= ", "kernelcast: frobnicate=1",
-    "kernelcast: reference=a reference=b", "kernelcast: launch", "kernelcast: launch grid=", "kernelcast: inputs=(((",
-    "kernelcast: " + "=" * 1000, "kernelcast: reference=\x00", "kernelcast:\treference=\t", "kernelcast: off off off",
+    "kernelcast:",
+    "kernelcast: off=yes",
+    "kernelcast: reference",
+    "kernelcast: reference= ",
+    "kernelcast: frobnicate=1",
+    "kernelcast: reference=a reference=b",
+    "kernelcast: launch",
+    "kernelcast: launch grid=",
+    "kernelcast: inputs=(((",
+    "kernelcast: " + "=" * 1000,
+    "kernelcast: reference=\x00",
+    "kernelcast:\treference=\t",
+    "kernelcast: off off off",
 )
 # Launch-spec pieces no GPU can run, and expressions an evaluator must refuse without hanging.
 ABSURD_VALUES = (
-    "1<<40", "1<<62", "1<<63", "1<<1000", "-1", "0", "2**2**2**2**2", "9**9**9", "10**100", "(1<<31)", "cdiv(N, 0)", "N//0",
-    "N % 0", "9" * 5000, "0x" + "f" * 100, "1.5", "1e300", "N", "M", "((((((((((1))))))))))", "(" * 5000 + "1" + ")" * 5000,
-    "max()", "min(1)", "cdiv(1)", "__import__('os')", "open('/etc/passwd')", "N*N*N*N*N*N*N*N", "1_000_000_000_000",
-    "'1'", "[1]", "x:f32[N]", "", "NaN", "inf",
+    "1<<40",
+    "1<<62",
+    "1<<63",
+    "1<<1000",
+    "-1",
+    "0",
+    "2**2**2**2**2",
+    "9**9**9",
+    "10**100",
+    "(1<<31)",
+    "cdiv(N, 0)",
+    "N//0",
+    "N % 0",
+    "9" * 5000,
+    "0x" + "f" * 100,
+    "1.5",
+    "1e300",
+    "N",
+    "M",
+    "((((((((((1))))))))))",
+    "(" * 5000 + "1" + ")" * 5000,
+    "max()",
+    "min(1)",
+    "cdiv(1)",
+    "__import__('os')",
+    "open('/etc/passwd')",
+    "N*N*N*N*N*N*N*N",
+    "1_000_000_000_000",
+    "'1'",
+    "[1]",
+    "x:f32[N]",
+    "",
+    "NaN",
+    "inf",
 )
-KERNELBENCH_SOURCES = ('r"""__global__ void k(float* x) { x[0] = 1; }"""', 'f"__global__ void {name}() {{}}"', "1 + 1",
-                       'open("/etc/passwd").read()', '"""__global__ void k(', "None")
+KERNELBENCH_SOURCES = (
+    'r"""__global__ void k(float* x) { x[0] = 1; }"""',
+    'f"__global__ void {name}() {{}}"',
+    "1 + 1",
+    'open("/etc/passwd").read()',
+    '"""__global__ void k(',
+    "None",
+)
 KERNELBENCH_CALLS = ('name="m", cpp_sources="", cuda_sources=src', "cuda_sources=[src, src]", "*args", "**{}", "")
-ARG_SHAPES = ("x:f32[N]", "y:f32[N]:out", "z:f16[N, N, N]", "w:i64[1<<40]", "q:bf16[-1]", "r:f33[4]", "s:f32[]", "t:i32=1<<40",
-              "u:f32[N]:out:randint(5, 1)", "v:bool=maybe", "name with space:f32[4]", ":f32[4]", "x:f32[N]:out:out", "o:f32")
+ARG_SHAPES = (
+    "x:f32[N]",
+    "y:f32[N]:out",
+    "z:f16[N, N, N]",
+    "w:i64[1<<40]",
+    "q:bf16[-1]",
+    "r:f33[4]",
+    "s:f32[]",
+    "t:i32=1<<40",
+    "u:f32[N]:out:randint(5, 1)",
+    "v:bool=maybe",
+    "name with space:f32[4]",
+    ":f32[4]",
+    "x:f32[N]:out:out",
+    "o:f32",
+)
 
 
 # A file of hundreds of kernels costs a hundred reference lookups and forecasts: a few of
@@ -155,10 +287,15 @@ class DocumentGenerator:
             return ".py", f"import triton\n@triton.jit\ndef k(x):\n    y = {'[' * depth}{']' * depth}\n"
         if shape == 4:
             lines = [" " * i + f"def f{i}(x):" for i in range(min(depth, 300))]
-            return ".py", "import triton\n" + "\n".join(lines) + "\n" + " " * len(lines) + "@triton.jit\n" + " " * len(lines) + "def k(x): pass\n"
+            return ".py", "import triton\n" + "\n".join(lines) + "\n" + " " * len(lines) + "@triton.jit\n" + " " * len(
+                lines
+            ) + "def k(x): pass\n"
         if shape == 5:
             return ".cu", "template <" * min(depth, 5000) + "typename T" + ">" * min(depth, 5000) + " __global__ void k(T* x) {}\n"
-        return ".py", f"from torch.utils.cpp_extension import load_inline\nsrc = {'(' * min(depth, 10_000)}'__global__ void k(float* x) {{}}'{')' * min(depth, 10_000)}\nm = load_inline(name='m', cpp_sources='', cuda_sources=src)\n"
+        return (
+            ".py",
+            f"from torch.utils.cpp_extension import load_inline\nsrc = {'(' * min(depth, 10_000)}'__global__ void k(float* x) {{}}'{')' * min(depth, 10_000)}\nm = load_inline(name='m', cpp_sources='', cuda_sources=src)\n",
+        )
 
     def bad_pragmas(self) -> tuple[str, str]:
         suffix, text = self.base()
@@ -174,8 +311,17 @@ class DocumentGenerator:
         suffix, text = self.rng.choice([c for c in self.corpus if c[0] == ".cu"] + [c for c in self.corpus if "triton" in c[1]])
         value = lambda: self.rng.choice(ABSURD_VALUES)  # noqa: E731 - a short local draw
         args = ", ".join(self.rng.sample(ARG_SHAPES, self.rng.randint(0, 4)))
-        keys = [f"grid=({value()}, {value()})", f"block=({value()})", f"smem={value()}", f"args=({args})", f"N={value()}",
-                f"BLOCK={value()}", f"num_warps={value()}", f"kernel={self.rng.choice(('sgemm', 'nope', '', '😀'))}", f"{value()}={value()}"]
+        keys = [
+            f"grid=({value()}, {value()})",
+            f"block=({value()})",
+            f"smem={value()}",
+            f"args=({args})",
+            f"N={value()}",
+            f"BLOCK={value()}",
+            f"num_warps={value()}",
+            f"kernel={self.rng.choice(('sgemm', 'nope', '', '😀'))}",
+            f"{value()}={value()}",
+        ]
         pragma = "kernelcast: launch " + " ".join(self.rng.sample(keys, self.rng.randint(1, len(keys))))
         return suffix, self.insert_line(text, self.comment(suffix) + pragma)
 
@@ -187,7 +333,9 @@ class DocumentGenerator:
             "src = " + pick(KERNELBENCH_SOURCES) + "\n",
             "m = load_inline(" + pick(KERNELBENCH_CALLS) + ")\n",
             "class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n",
-            "class ModelNew(" + pick(("nn.Module", "Model", "", "object, metaclass=type")) + "):\n    def forward(self, x):\n        return m.k(x)\n",
+            "class ModelNew("
+            + pick(("nn.Module", "Model", "", "object, metaclass=type"))
+            + "):\n    def forward(self, x):\n        return m.k(x)\n",
             "def get_inputs():\n    return [torch.randn(" + pick(("16, 16", "1 << 40", "-1", "N", "")) + ")]\n",
             "def get_init_inputs():\n    return []\n",
         ]
@@ -197,12 +345,21 @@ class DocumentGenerator:
         return ".py", "".join(chosen)
 
     def triton(self) -> tuple[str, str]:
-        signature = self.rng.choice(("x_ptr, N, BLOCK: tl.constexpr", "*args, **kwargs", "", "x, /, y, *, z", "self", "x=lambda: 0", "a: 'tl.constexpr' = 1 << 40"))
-        decorator = self.rng.choice((
-            "@triton.jit", "@triton.jit()", "@triton.jit(do_not_specialize=[0])", "@jit", "@triton.jit\n@triton.jit",
-            "@triton.autotune(configs=[triton.Config({'BLOCK': 1 << 40}, num_warps=0)], key=[])\n@triton.jit",
-            "@triton.autotune(configs=CONFIGS, key=['N'])\n@triton.jit", "@triton.autotune(configs=[], key=[])\n@triton.jit",
-        ))
+        signature = self.rng.choice(
+            ("x_ptr, N, BLOCK: tl.constexpr", "*args, **kwargs", "", "x, /, y, *, z", "self", "x=lambda: 0", "a: 'tl.constexpr' = 1 << 40")
+        )
+        decorator = self.rng.choice(
+            (
+                "@triton.jit",
+                "@triton.jit()",
+                "@triton.jit(do_not_specialize=[0])",
+                "@jit",
+                "@triton.jit\n@triton.jit",
+                "@triton.autotune(configs=[triton.Config({'BLOCK': 1 << 40}, num_warps=0)], key=[])\n@triton.jit",
+                "@triton.autotune(configs=CONFIGS, key=['N'])\n@triton.jit",
+                "@triton.autotune(configs=[], key=[])\n@triton.jit",
+            )
+        )
         body = self.rng.choice(("pass", "tl.store(x_ptr, 1)", "return", "yield 1", "x = ", "async with a: pass", "global tl"))
         prefix = self.rng.choice(("async def", "def", "class", "lambda"))
         text = f"import triton\nimport triton.language as tl\n\n{decorator}\n{prefix} kernel_{self.rng.randrange(100)}({signature}):\n    {body}\n"

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from kernelcast.kernels_runtime.measure import GpuWorker, prepare_request
-from kernelcast.models.service import read_state
 from lsp_support import Start
 from test_measure_cpu import KERNELBENCH_OK, QUICK, kernelbench
+
+from kernelcast.kernels_runtime.measure import GpuWorker, prepare_request
+from kernelcast.wire import read_state
 
 FORECAST_CODES = ("forecast", "uncertain")
 WAIT_S = 30
@@ -94,7 +94,10 @@ async def test_service_that_cannot_start_is_reported_in_words(start: Start, work
         else:
             server.change(uri, version, candidate(workspace, version))
         (answer,) = [d for d in await server.published(uri, version, WAIT_S) if d["code"] == "unavailable"]
-        assert answer["message"] == f"sgemm: forecaster unavailable: cannot start the service ([Errno 21] Is a directory: '{home / 'service' / 'service.log'}')"
+        assert (
+            answer["message"]
+            == f"sgemm: forecaster unavailable: cannot start the service ([Errno 21] Is a directory: '{home / 'service' / 'service.log'}')"
+        )
     assert server.process.returncode is None
 
 
@@ -127,7 +130,9 @@ def test_worker_killed_mid_load_is_replaced_and_says_where(worker: GpuWorker) ->
     assert failure["kind"] == "runtime"
     assert failure["message"].startswith("the GPU worker exited (code -9) while loading candidate; worker restarted")
     assert worker.pid != killed
-    next_reply = worker.request(prepare_request(kernelbench(KERNELBENCH_OK), kernelbench(KERNELBENCH_OK), timeouts=QUICK), lambda *_: None, threading.Event(), QUICK)
+    next_reply = worker.request(
+        prepare_request(kernelbench(KERNELBENCH_OK), kernelbench(KERNELBENCH_OK), timeouts=QUICK), lambda *_: None, threading.Event(), QUICK
+    )
     assert next_reply["failure"]["kind"] == "no-gpu", "the fresh worker answers the next request"
 
 
@@ -187,7 +192,9 @@ async def test_cache_folder_that_cannot_be_made_is_reported_and_forecasts_go_on(
     uri = (workspace / "matmul_tiled.cu").as_uri()
     server.open(uri, candidate(workspace, 1))
     assert forecast_of(await server.published(uri, 1, WAIT_S))["message"].startswith("sgemm: ")
-    assert server.messages == [f"cache disabled: {blocker / 'cache'} is unusable ([Errno 20] Not a directory: '{blocker / 'cache'}'); results are kept in memory only"]
+    assert server.messages == [
+        f"cache disabled: {blocker / 'cache'} is unusable ([Errno 20] Not a directory: '{blocker / 'cache'}'); results are kept in memory only"
+    ]
     assert blocker.read_text() == "", "the user's file is left alone"
 
 

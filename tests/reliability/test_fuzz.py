@@ -140,7 +140,13 @@ async def huge_files(server: StdioLsp, root: Path) -> None:
 
 MALFORMED_BODIES = (
     b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": "file:///w/a.cu", "languageId": "cuda", "version": 1, "text": "\xff\xfe\xc3\x28"}}}',
-    b"{not json", b"[]", b"1", b'"text"', b"null", b'{"jsonrpc": "2.0"}', b"\x00" * 64,
+    b"{not json",
+    b"[]",
+    b"1",
+    b'"text"',
+    b"null",
+    b'{"jsonrpc": "2.0"}',
+    b"\x00" * 64,
     b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": 5}}',
     b'{"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"textDocument": {"uri": "file:///nowhere.cu", "version": 2}, "contentChanges": [{"text": "x"}]}}',
     b'{"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": "file:///never-opened.cu"}}}',
@@ -162,14 +168,23 @@ async def test_malformed_messages_and_requests_are_answered(start: Start, tmp_pa
     requests = [
         ("textDocument/hover", {"textDocument": {"uri": uri}, "position": far}),
         ("textDocument/hover", {"textDocument": {"uri": "file:///never-opened.cu"}, "position": {"line": 0, "character": 0}}),
-        ("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": {"start": {"line": 50, "character": 0}, "end": {"line": 0, "character": 0}}}),
-        ("textDocument/codeAction", {"textDocument": {"uri": "file:///never-opened.cu"}, "range": {"start": far, "end": far}, "context": {"diagnostics": []}}),
+        (
+            "textDocument/inlayHint",
+            {"textDocument": {"uri": uri}, "range": {"start": {"line": 50, "character": 0}, "end": {"line": 0, "character": 0}}},
+        ),
+        (
+            "textDocument/codeAction",
+            {"textDocument": {"uri": "file:///never-opened.cu"}, "range": {"start": far, "end": far}, "context": {"diagnostics": []}},
+        ),
         ("workspace/executeCommand", {"command": "kernelcast.measure", "arguments": []}),
         ("workspace/executeCommand", {"command": "kernelcast.measure", "arguments": [5, "x"]}),
         ("workspace/executeCommand", {"command": "kernelcast.measure", "arguments": [{"uri": 5}]}),
         ("workspace/executeCommand", {"command": "kernelcast.measure", "arguments": [{"uri": uri, "position": {"line": "a"}}]}),
         ("workspace/executeCommand", {"command": "kernelcast.measure", "arguments": [{"uri": uri, "kernel": ["sgemm"]}]}),
-        ("workspace/executeCommand", {"command": "kernelcast.setReference", "arguments": [{"uri": uri, "position": {"line": 5}, "reference": 5}]}),
+        (
+            "workspace/executeCommand",
+            {"command": "kernelcast.setReference", "arguments": [{"uri": uri, "position": {"line": 5}, "reference": 5}]},
+        ),
         ("workspace/executeCommand", {"command": "kernelcast.noSuchCommand", "arguments": []}),
         ("kernelcast/noSuchMethod", {}),
     ]

@@ -17,7 +17,6 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from lsp_support import FAST, Start, StdioLsp
 
 pytestmark = pytest.mark.gpu
@@ -31,7 +30,13 @@ CASES = (
     ("copy_illegal_address.cu", "copy_illegal_address", "runtime", "illegal memory access in candidate; worker restarted", True),
     ("copy_spin_forever.cu", "copy_spin_forever", "timeout", "candidate ran longer than 2 s; worker killed and restarted", True),
     ("copy_wrong.cu", "copy_wrong", "wrong", "wrong results: max abs err 3.2e-01 at index 17", False),
-    ("copy_past_the_end.cu", "copy_past_the_end", "wrong", "candidate wrote outside its arrays: 4 bytes in the 2 MiB after 'y' changed", True),
+    (
+        "copy_past_the_end.cu",
+        "copy_past_the_end",
+        "wrong",
+        "candidate wrote outside its arrays: 4 bytes in the 2 MiB after 'y' changed",
+        True,
+    ),
     ("copy_writes_input.cu", "copy_writes_input", "wrong", "candidate wrote to its input 'x'; mark arrays a kernel writes :out", True),
     ("huge_arrays.cu", "huge_arrays", "no-launch-spec", "arrays need 1024.", False),
     ("relu_huge_allocation.py", "ModelNew", "runtime", "candidate raised OutOfMemoryError: CUDA out of memory", False),
@@ -56,11 +61,15 @@ def hostile_workspace(workspace: Path) -> None:
     """Every candidate next to copy_coalesced.cu, which each names as its reference."""
     shutil.copy(MEASURE_DATA / "copy_coalesced.cu", workspace)
     pragma = "// kernelcast: reference=copy_coalesced.cu\n"
-    for source in [MEASURE_DATA / name for name in ("copy_strided.cu", "copy_illegal_address.cu", "copy_spin_forever.cu", "copy_wrong.cu")] + sorted(HOSTILE_DATA.glob("*.cu")):
+    for source in [
+        MEASURE_DATA / name for name in ("copy_strided.cu", "copy_illegal_address.cu", "copy_spin_forever.cu", "copy_wrong.cu")
+    ] + sorted(HOSTILE_DATA.glob("*.cu")):
         (workspace / source.name).write_text(pragma + source.read_text())
     huge = (MEASURE_DATA / "copy_coalesced.cu").read_text().replace("N:i32=1<<24", "N:i64=1<<36")  # 1 TiB a side
     (workspace / "huge_reference.cu").write_text(huge.replace("copy_coalesced", "huge_reference"))
-    (workspace / "huge_arrays.cu").write_text("// kernelcast: reference=huge_reference.cu\n" + huge.replace("copy_coalesced", "huge_arrays"))
+    (workspace / "huge_arrays.cu").write_text(
+        "// kernelcast: reference=huge_reference.cu\n" + huge.replace("copy_coalesced", "huge_arrays")
+    )
     shutil.copy(HOSTILE_DATA / "relu_huge_allocation.py", workspace)
 
 

@@ -7,9 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-from kernelcast.server.forecaster_client import ForecasterClient
 from lsp_support import stop_service
 from test_service import _request
+
+from kernelcast.server.service_client import ForecasterClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_load  # noqa: E402
@@ -18,7 +19,9 @@ import bench_load  # noqa: E402
 def test_three_editors_typing_share_one_service_and_cache_without_error(tmp_path: Path) -> None:
     result = bench_load.run(minutes=1 / 3, workdir=tmp_path)
     hints = result["cached_inlay_hint_ms"]
-    print(f"\n{result['keystrokes']} keystrokes by 3 editors in 20 s: cached hint p50 {hints['p50']} ms, p99 {hints['p99']} ms (n={hints['n']})")
+    print(
+        f"\n{result['keystrokes']} keystrokes by 3 editors in 20 s: cached hint p50 {hints['p50']} ms, p99 {hints['p99']} ms (n={hints['n']})"
+    )
     assert result["errors"] == []
     assert hints["n"] >= 10
     last = result["rss_samples"][-1]

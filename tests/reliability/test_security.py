@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import httpx
-
-from kernelcast.models.service import read_or_create_token, read_state
 from lsp_support import EXAMPLES, FAST, Start, commit_all
+
+from kernelcast.wire import read_or_create_token, read_state
 
 PACKAGES = ("kernelcast", "server", "models", "kernels_runtime")
 WITH_FACTS = {"debounceMs": 0}
@@ -137,7 +137,9 @@ async def test_references_stay_inside_the_workspace_unless_allowed(start: Start,
         "through_link.cu": "// kernelcast: reference=linked.cu::sgemm\n" + kernel,
         "configured/by_config.cu": kernel,
     }
-    kernelbench = "import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.clamp(x, min=0)\n"
+    kernelbench = (
+        "import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.clamp(x, min=0)\n"
+    )
 
     async def verdicts(server) -> dict[str, str]:
         uris = {name: (workspace / name).as_uri() for name in [*files, "bench/new.py"]}
@@ -154,7 +156,7 @@ async def test_references_stay_inside_the_workspace_unless_allowed(start: Start,
         assert "outside" not in message and ("than reference" in message or "measure?" in message), (name, message)
 
 
-HOSTILE_NAMES = ("a; rm -rf victim.cu", "$(touch pwned).cu", "`touch pwned`.cu", "it's \"quoted\" & spaced.cu", "x|tee pwned>y.cu", "-rf.cu")
+HOSTILE_NAMES = ("a; rm -rf victim.cu", "$(touch pwned).cu", "`touch pwned`.cu", 'it\'s "quoted" & spaced.cu', "x|tee pwned>y.cu", "-rf.cu")
 
 
 async def test_file_names_with_shell_metacharacters_are_inert(start: Start, workspace: Path) -> None:
@@ -178,7 +180,9 @@ async def test_file_names_with_shell_metacharacters_are_inert(start: Start, work
 
 def test_no_shell_anywhere_in_the_package() -> None:
     root = Path(__file__).resolve().parents[2]
-    shell = re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|subprocess\.getoutput|subprocess\.getstatusoutput|os\.exec\w*\(|os\.spawn\w*\(")
+    shell = re.compile(
+        r"shell\s*=\s*True|os\.system\(|os\.popen\(|subprocess\.getoutput|subprocess\.getstatusoutput|os\.exec\w*\(|os\.spawn\w*\("
+    )
     found = [
         f"{path.relative_to(root)}:{number}: {line.strip()}"
         for package in PACKAGES
@@ -187,7 +191,7 @@ def test_no_shell_anywhere_in_the_package() -> None:
         if shell.search(line)
     ]
     assert not found, found
-    assert shell.search('subprocess.run(cmd, shell=True)') and shell.search("os.system('x')"), "the pattern finds what it looks for"
+    assert shell.search("subprocess.run(cmd, shell=True)") and shell.search("os.system('x')"), "the pattern finds what it looks for"
 
 
 async def test_state_folders_are_private(start: Start, workspace: Path, home: Path) -> None:

@@ -36,7 +36,7 @@ export const RESTART_KEYS: readonly string[] = ['python', 'cacheDir', 'forecaste
 
 export const CONFIDENCE_RANGE = { min: 0.5, max: 1 } as const;
 
-/** Settings in whole milliseconds, with the range the server accepts (server/settings.py). */
+/** Settings in whole milliseconds, with the range the server accepts (kernelcast/settings.py). */
 export const MILLISECOND_RANGES: Readonly<Record<string, { min: number; max: number }>> = {
   debounceMs: { min: 0, max: 60000 },
   'forecaster.timeoutMs': { min: 1000, max: 600000 },

@@ -1,8 +1,8 @@
 import triton
 import triton as tr
 import triton.language as tl
-from triton import jit
 from numba import jit as numba_jit
+from triton import jit
 
 
 @triton.jit

@@ -1,4 +1,5 @@
 """Triton vector add with its launch pragma (fixture for measure tests)."""
+
 import triton
 import triton.language as tl
 

@@ -1,4 +1,5 @@
 """KernelBench-style pair in one file: Model is torch.relu, ModelNew clamps instead."""
+
 import torch
 
 batch_size = 64

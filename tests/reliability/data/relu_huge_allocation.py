@@ -1,4 +1,5 @@
 """KernelBench pair whose ModelNew asks for 4 TiB of GPU memory on every call."""
+
 import torch
 
 batch_size = 64

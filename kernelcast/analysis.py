@@ -1,0 +1,372 @@
+"""One file's way from text to forecast requests: discover kernels, find their references,
+read launches and sizes, build requests, compile facts (cached).
+
+Shared by the language server and the CLI, so both see the same kernels, references and
+numbers; nothing here speaks LSP or HTTP (the server's forecasts.py asks the forecaster).
+Runs in the server's per-file background task, so no LSP handler waits on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelcast.cache import ResultCache, content_key
+from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
+from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
+from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
+from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
+from kernelcast.project_config import load_project_config
+from kernelcast.references import NoReference, Reference, resolve_reference
+from kernelcast.settings import Settings
+from kernelcast.wire import Forecast, ForecastRequest, KernelSide, Measurement
+
+logger = logging.getLogger(__name__)
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+# A generated file with thousands of kernels would hold its first hint back for minutes
+# (one reference lookup and one forecast each); hand-written files have a few.
+MAX_KERNELS = 100
+
+
+@dataclass
+class KernelResult:
+    kernel: DiscoveredKernel
+    reference: Reference | None = None
+    no_reference: str | None = None
+    forecast: Forecast | None = None
+    measurement: Measurement | None = None
+    unavailable: str | None = None  # why the forecaster gave no answer
+    stands_in_for: str | None = None  # the configured backend whose forecast will replace the one shown
+    stand_in_failure: str | None = None  # why that backend did not answer: the stand-in's forecast stays
+    unchanged: bool = False  # candidate's code equals the reference's
+    part_of: str | None = None  # a kernel inside a KernelBench ModelNew: forecast as part of it
+    computed_at: float | None = None
+    from_cache: bool = False
+    launch: LaunchSpec | None = None
+    launch_error: str | None = None
+    facts: KernelFacts | None = None
+    reference_facts: KernelFacts | None = None
+    facts_error: str | None = None
+
+
+@dataclass
+class FileAnalysis:
+    uri: str
+    version: int | None
+    text: str
+    path: Path
+    discovery: Discovery
+    results: list[KernelResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    disabled_reason: str | None = None  # `kernelcast: off`, excluded, …
+    hardware: GpuSpec | None = None
+    # Reference files as read for this version of the text (`_reference_file`).
+    reference_files: dict[str, str] = field(default_factory=dict)  # by path
+
+    @property
+    def lines(self) -> list[str]:
+        """Lines as LSP counts them: str.splitlines also breaks at U+2028, form feeds and more,
+        which would put every position below one on the wrong line."""
+        return _LSP_LINE.findall(self.text) or [""]
+
+    def result_at(self, line: int) -> KernelResult | None:
+        """The kernel whose definition spans `line` (innermost first)."""
+        matches = [r for r in self.results if r.kernel.body.start_line <= line <= r.kernel.body.end_line]
+        return min(matches, key=lambda r: r.kernel.body.end_line - r.kernel.body.start_line, default=None)
+
+
+def forecast_key(request: ForecastRequest, backend: Any) -> str:
+    """Everything the forecaster sees (code with its macros, facts with the launch, sizes, GPU) and which backend answers."""
+    sides = (request.candidate, request.reference)
+    return content_key(
+        "forecast",
+        {
+            "candidate": normalise_code(request.candidate.code, request.candidate.language),
+            "reference": normalise_code(request.reference.code, request.reference.language),
+            "languages": [side.language for side in sides],
+            "facts": [side.facts for side in sides],
+            "problem": request.problem or {},
+            "hardware": request.hardware.get("fingerprint"),
+            "backend": [backend.name, backend.model_id, backend.version, backend.calibration_version],
+        },
+    )
+
+
+def measurement_key(kernel: DiscoveredKernel, reference: Reference, problem: dict[str, Any] | None, hardware: GpuSpec) -> str:
+    return content_key(
+        "measurement",
+        {
+            "candidate": normalise_code(kernel.code, kernel.language),
+            "reference": normalise_code(reference.code, reference.language),
+            "problem": problem or {},
+            "gpu": hardware.fingerprint(),
+        },
+    )
+
+
+def analyse_text(
+    uri: str,
+    version: int | None,
+    text: str,
+    path: Path,
+    workspace_root: Path | None,
+    settings: Settings,
+    hardware: GpuSpec,
+    reference_override: str | None = None,
+) -> FileAnalysis:
+    """The static part (no forecaster): kernels, pragmas, references. Safe to run in a thread.
+
+    `reference_override` (path[::kernel]) stands in for the file's pragma, for `--reference`.
+    """
+    # A client may send lone surrogates (JSON "\udcff"); no encoder downstream takes them.
+    # One U+FFFD each keeps every position where it was.
+    text = _LONE_SURROGATE.sub("\ufffd", text)
+    discovery = discover(text, str(path))
+    if reference_override:
+        discovery = dataclasses.replace(discovery, pragmas=dataclasses.replace(discovery.pragmas, reference=reference_override))
+    analysis = FileAnalysis(
+        uri, version, text, path, discovery, problems=list(discovery.problems) + list(discovery.pragmas.problems), hardware=hardware
+    )
+    if discovery.pragmas.off:
+        analysis.disabled_reason = "kernelcast: off in this file"
+        return analysis
+    if settings.excludes(str(path)):
+        analysis.disabled_reason = "excluded by the kernelcast.exclude setting"
+        return analysis
+    config = load_project_config(path, workspace_root)
+    analysis.problems.extend(config.problems)
+    if len(discovery.kernels) > MAX_KERNELS:
+        analysis.problems.append(f"{len(discovery.kernels)} kernels in this file; kernelcast forecasts the first {MAX_KERNELS}")
+    for kernel in discovery.kernels[:MAX_KERNELS]:
+        result = KernelResult(kernel)
+        try:
+            result.launch = find_launch_spec(text, kernel.name, kernel.language)
+        except LaunchSpecError as error:
+            result.launch_error = f"{kernel.name}: launch pragma ignored: {error}"
+            analysis.problems.append(result.launch_error)
+        if discovery.kind == "kernelbench" and kernel.name != "ModelNew":
+            result.part_of = "ModelNew"
+            analysis.results.append(result)
+            continue
+        found = resolve_reference(kernel, discovery, path, workspace_root, config, settings.allow_references_outside_workspace)
+        if isinstance(found, NoReference):
+            result.no_reference = found.reason
+        else:
+            result.reference = found
+            result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
+        analysis.results.append(result)
+    return analysis
+
+
+def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None) -> dict[str, Any] | None:
+    config = load_project_config(path, workspace_root)
+    sizes = dict(config.problem)
+    if result.reference and result.reference.problem:
+        sizes.update(result.reference.problem)
+    if result.launch is not None:
+        sizes.update(result.launch.problem_sizes())
+    return sizes or None
+
+
+def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[str, Any] | None, threshold: float) -> ForecastRequest:
+    """The forecaster's input for one kernel and its reference, each shown as the corpus the
+    embedded model learnt from shows kernels: with its file's preprocessor lines (the macros
+    its indexes and tiles use) and, in its facts, the launch its pragma describes."""
+    assert result.reference is not None and analysis.hardware is not None
+    reference, kernel = result.reference, result.kernel
+    reference_file = _reference_file(reference, analysis)
+    reference_launch = _launch_in(reference_file, reference)
+    return ForecastRequest(
+        reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
+        candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, result.launch),
+        hardware={**analysis.hardware.to_json(), "fingerprint": analysis.hardware.fingerprint()},
+        problem=_with_precision(problem, reference_launch, result.launch),
+        threshold=threshold,
+    )
+
+
+def _with_precision(problem: dict[str, Any] | None, *launches: LaunchSpec | None) -> dict[str, Any] | None:
+    """The problem with its precision, as the corpus names problems ("dtype": f16…), read from
+    the pragmas' largest floating arrays; an fp16 kernel read as fp32 would be forecast on
+    twice its elements. Left out when the sides differ: the corpus shows a precision edit
+    without one, each side's own bytes tell it apart."""
+    precisions = {launch.float_dtype() for launch in launches if launch is not None} - {None}
+    if len(precisions) != 1 or "dtype" in (problem or {}):
+        return problem
+    return {**(problem or {}), "dtype": precisions.pop()}
+
+
+# `#include`/`#define` with nothing between `#` and the word: in a Python file holding CUDA
+# strings, "# define the model" is a comment. Continued (backslash) macros are left out.
+_PREPROCESSOR_LINE = re.compile(r"^[ \t]*#(?:include|define)\b[^\n]*(?<!\\)$", re.M)
+
+
+@functools.lru_cache(maxsize=8)
+def _preprocessor_lines(file_text: str) -> tuple[str, ...]:
+    """Read once per text, not once per kernel: a file may hold thousands of kernels."""
+    return tuple(_PREPROCESSOR_LINE.findall(file_text))
+
+
+def _side(code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None) -> KernelSide:
+    if language == "cuda":
+        preamble = [line for line in _preprocessor_lines(file_text) if line not in code]
+        code = "\n".join([*preamble, code])
+    facts_json = _json(facts) or {}
+    if launch is not None and launch.kind == "kernel":
+        facts_json["launches"] = [launch.as_launch()]
+    return KernelSide(code, language, name, facts_json or None)
+
+
+def _launch_in(file_text: str, reference: Reference) -> LaunchSpec | None:
+    """The reference's own launch pragma, when its file has one that parses."""
+    if reference.name is None or reference.language not in FACT_LANGUAGES:
+        return None
+    try:
+        return find_launch_spec(file_text, reference.name, reference.language)
+    except LaunchSpecError:
+        return None
+
+
+def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Candidate and reference as the measurement runtime wants them: whole files, so
+    launch pragmas, macros and helpers come along; KernelBench pairs run as PyTorch modules."""
+    assert result.reference is not None
+    kernelbench = analysis.discovery.kind == "kernelbench"
+    language = "pytorch" if kernelbench else result.kernel.language
+    candidate = {"code": analysis.text, "language": language, "name": result.kernel.name}
+    reference = {
+        "code": _reference_source(result.reference, analysis),
+        "language": "pytorch" if kernelbench else result.reference.language,
+        "name": result.reference.name,
+    }
+    return candidate, reference
+
+
+def _json(facts: KernelFacts | None) -> dict[str, Any] | None:
+    return facts.to_json() if facts else None
+
+
+FACT_LANGUAGES = ("cuda", "triton")
+
+
+def _facts_source(kernel_code: str, file_text: str | None) -> str:
+    """Compile the whole file when there is one: kernels use its macros and helpers."""
+    return file_text if file_text is not None else kernel_code
+
+
+def _facts_for(
+    source: str, language: str, name: str, launch: LaunchSpec | None, hardware: GpuSpec, cache: ResultCache, compile_missing: bool
+) -> FactsResult | None:
+    """Facts from the disk cache, or compiled in a child process when `compile_missing`."""
+    options: dict[str, Any] = {"kernel": name}
+    threads = None
+    if launch is not None:
+        if launch.block:
+            threads = 1
+            for dim in launch.block:
+                threads *= dim
+        options.update(threads=threads, smem=launch.smem, launch_options=launch.options)
+    # Comments and blank lines do not change a compile: key on the normalised text.
+    key = "facts:" + facts_cache_key(normalise_code(source, language), language, hardware.arch, options)
+    stored = cache.get(key)
+    if stored is not None:
+        return FactsResult.from_json(stored)
+    if not compile_missing:
+        return None
+    launch_options = launch.options if launch is not None else {}
+    found = compile_facts(
+        source,
+        language,
+        hardware,
+        [name],
+        threads_per_block=threads,
+        dynamic_smem_bytes=launch.smem if launch is not None else 0,
+        constexprs={k: v for k, v in launch_options.items() if k not in TRITON_LAUNCH_OPTIONS} or None,
+        num_warps=launch_options.get("num_warps"),
+        num_stages=launch_options.get("num_stages"),
+    )
+    if found.kernels or found.error:
+        cache.put(key, found.to_json())
+    return found
+
+
+def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool, is_current: Callable[[], bool]) -> bool:
+    """Attach compiler facts of both sides; True when any changed. Runs in a thread."""
+    assert analysis.hardware is not None
+    changed = False
+    embedded = analysis.uri.endswith(".py")
+    for result in analysis.results:
+        if not is_current():
+            return changed
+        kernel = result.kernel
+        if kernel.language in FACT_LANGUAGES and result.facts is None:
+            whole_file = analysis.text if kernel.language == "triton" or not embedded else None
+            found = _facts_for(
+                _facts_source(kernel.code, whole_file),
+                kernel.language,
+                kernel.name,
+                result.launch,
+                analysis.hardware,
+                cache,
+                compile_missing,
+            )
+            if found is not None:
+                result.facts = _named(found, kernel.name)
+                result.facts_error = found.error
+                changed = changed or result.facts is not None
+        reference = result.reference
+        if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
+            found = _facts_for(
+                _reference_file(reference, analysis),
+                reference.language,
+                reference.name,
+                result.launch,
+                analysis.hardware,
+                cache,
+                compile_missing,
+            )
+            if found is not None:
+                result.reference_facts = _named(found, reference.name)
+                changed = changed or result.reference_facts is not None
+    return changed
+
+
+def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:
+    """The reference's whole file: the editor's text when it is this file, else the file on
+    disk (its path was already checked to be allowed), else the kernel's own code."""
+    if reference.path and Path(reference.path) == analysis.path:
+        return analysis.text
+    if reference.origin in ("pragma", "config", "kernelbench") and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):
+        try:
+            return Path(reference.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
+    return reference.code
+
+
+def _reference_file(reference: Reference, analysis: FileAnalysis) -> str:
+    """`_reference_source`, a file on disk read once per version of the text for facts and
+    forecasts (the measure action reads it afresh: a reference saved since must be what runs)."""
+    if reference.path is None or reference.origin not in ("pragma", "config", "kernelbench"):
+        return _reference_source(reference, analysis)
+    if reference.path in analysis.reference_files:
+        return analysis.reference_files[reference.path]
+    text = _reference_source(reference, analysis)
+    if text is not reference.code:  # read, not the fallback: the fallback differs per kernel
+        analysis.reference_files[reference.path] = text
+    return text
+
+
+def _named(found: FactsResult, name: str) -> KernelFacts | None:
+    if name in found.kernels:
+        return found.kernels[name]
+    return next((facts for facts in found.kernels.values() if facts.name == name), None)

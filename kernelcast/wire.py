@@ -1,0 +1,427 @@
+"""The one definition of bins, forecasts and their wording (FORECAST.md).
+
+Every part of kernelcast imports this module instead of restating a bin edge or a
+hint format, so labels, prompts, metrics and UI cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Half-octave bins symmetric around S = 1, as edges in s = log2 S.
+LOG2_EDGES: tuple[float, ...] = (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)
+NUM_BINS = 8
+# Outer bins are open; for interpolation they are taken one octave wide.
+_OUTER_WIDTH = 1.0
+BIN_WORDS: tuple[str, ...] = (
+    "≥4× slower",
+    "2–4× slower",
+    "1.4–2× slower",
+    "up to 1.4× slower",
+    "up to 1.4× faster",
+    "1.4–2× faster",
+    "2–4× faster",
+    "≥4× faster",
+)
+DEFAULT_CONFIDENCE_THRESHOLD = 0.80
+# |log2 S| below this reads "about the same".
+SAME_SPEED_LOG2 = 0.07
+
+
+def bin_of_speedup(speedup: float) -> int:
+    """1-based bin of a speedup S = t_ref / t_cand (FORECAST.md table)."""
+    if not speedup > 0 or math.isinf(speedup):
+        raise ValueError(f"speedup must be positive and finite, got {speedup!r}")
+    s = math.log2(speedup)
+    return 1 + sum(1 for edge in LOG2_EDGES if s >= edge)
+
+
+def _bin_bounds(index: int) -> tuple[float, float]:
+    """Log2 bounds of 0-based bin `index`, outer bins given a finite width."""
+    lo = LOG2_EDGES[index - 1] if index > 0 else LOG2_EDGES[0] - _OUTER_WIDTH
+    hi = LOG2_EDGES[index] if index < NUM_BINS - 1 else LOG2_EDGES[-1] + _OUTER_WIDTH
+    return lo, hi
+
+
+def normal_bin_probabilities(mean_log2: float, sd_log2: float) -> list[float]:
+    """Probabilities of the 8 bins under s ~ Normal(mean, sd)."""
+    sd = max(sd_log2, 1e-6)
+    cdf = [0.5 * (1.0 + math.erf((edge - mean_log2) / (sd * math.sqrt(2.0)))) for edge in LOG2_EDGES]
+    cuts = [0.0, *cdf, 1.0]
+    probs = [max(cuts[i + 1] - cuts[i], 0.0) for i in range(NUM_BINS)]
+    total = sum(probs)
+    return [p / total for p in probs]
+
+
+def _quantile_log2(probabilities: Sequence[float], q: float) -> float:
+    """Quantile of s from bin probabilities, linear within each bin in log space."""
+    cumulative = 0.0
+    for index, p in enumerate(probabilities):
+        if p > 0 and cumulative + p >= q:
+            lo, hi = _bin_bounds(index)
+            return lo + (hi - lo) * (q - cumulative) / p
+        cumulative += p
+    return _bin_bounds(NUM_BINS - 1)[1]
+
+
+@dataclass
+class Forecast:
+    """A calibrated predictive distribution over s = log2(t_ref / t_cand)."""
+
+    probabilities: list[float]
+    speedup: float
+    interval: tuple[float, float]
+    direction: str
+    confidence: float
+    defer: bool
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_probabilities(
+        cls,
+        probabilities: Sequence[float],
+        threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
+        provenance: dict[str, Any] | None = None,
+    ) -> Forecast:
+        probs = [max(float(p), 0.0) for p in probabilities]
+        if len(probs) != NUM_BINS or sum(probs) <= 0:
+            raise ValueError(f"need {NUM_BINS} non-negative probabilities with a positive sum")
+        total = sum(probs)
+        probs = [p / total for p in probs]
+        p_faster = sum(probs[NUM_BINS // 2 :])
+        direction = "faster" if p_faster >= 0.5 else "slower"
+        confidence = p_faster if direction == "faster" else 1.0 - p_faster
+        return cls(
+            probabilities=probs,
+            speedup=2.0 ** _quantile_log2(probs, 0.5),
+            interval=(2.0 ** _quantile_log2(probs, 0.1), 2.0 ** _quantile_log2(probs, 0.9)),
+            direction=direction,
+            confidence=confidence,
+            defer=confidence < threshold,
+            provenance=dict(provenance or {}),
+        )
+
+    def with_threshold(self, threshold: float) -> Forecast:
+        """The same forecast judged against another user threshold."""
+        return Forecast(**{**asdict(self), "defer": self.confidence < threshold})
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["interval"] = list(self.interval)
+        data["bin"] = 1 + max(range(NUM_BINS), key=lambda i: self.probabilities[i])
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Forecast:
+        return cls(
+            probabilities=[float(p) for p in data["probabilities"]],
+            speedup=float(data["speedup"]),
+            interval=(float(data["interval"][0]), float(data["interval"][1])),
+            direction=str(data["direction"]),
+            confidence=float(data["confidence"]),
+            defer=bool(data["defer"]),
+            provenance=dict(data.get("provenance") or {}),
+        )
+
+    # --- wording (FORECAST.md "User-facing hint text") ---------------------------------
+
+    def ratio_words(self) -> str:
+        """`1.4× slower`, `2.0× faster` or `about the same`."""
+        if abs(math.log2(self.speedup)) < SAME_SPEED_LOG2:
+            return "about the same"
+        if self.speedup >= 1:
+            return f"{self.speedup:.1f}× faster"
+        return f"{1.0 / self.speedup:.1f}× slower"
+
+    def interval_words(self) -> str:
+        lo, hi = self.interval
+        return f"{_short_number(lo)}–{_short_number(hi)}×"
+
+    def message(self) -> str:
+        """One-line text for diagnostics: the FORECAST.md sentence."""
+        if self.defer:
+            return f"uncertain: {self.interval_words()} · measure?"
+        words = self.ratio_words()
+        if words == "about the same":
+            return f"about the same as reference (conf {self.confidence:.2f})"
+        return f"likely {words} than reference (conf {self.confidence:.2f})"
+
+    def inlay_label(self) -> str:
+        """At most 30 characters, for the kernel's signature line."""
+        if self.defer:
+            return "⏱ uncertain · measure?"
+        return f"⏱ {self.ratio_words()} · {round(100 * self.confidence)}%"
+
+
+def _short_number(value: float) -> str:
+    return f"{value:.2f}" if value < 1 else f"{value:.1f}"
+
+
+@dataclass
+class Measurement:
+    """A real timing of candidate vs reference; replaces a forecast in the UI."""
+
+    speedup: float
+    ci95: tuple[float, float]
+    gpu: str
+    t_reference_ms: float
+    t_candidate_ms: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def relative_error_percent(self) -> float:
+        lo, hi = self.ci95
+        return 100.0 * max(hi / self.speedup - 1.0, 1.0 - lo / self.speedup)
+
+    def message(self) -> str:
+        words = f"{self.speedup:.2f}× faster" if self.speedup >= 1 else f"{1.0 / self.speedup:.2f}× slower"
+        return f"measured {words} ±{self.relative_error_percent():.1f}% ({self.gpu})"
+
+    def inlay_label(self) -> str:
+        words = f"{self.speedup:.2f}× faster" if self.speedup >= 1 else f"{1.0 / self.speedup:.2f}× slower"
+        return f"✓ {words} (measured)"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ci95"] = list(self.ci95)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Measurement:
+        return cls(
+            speedup=float(data["speedup"]),
+            ci95=(float(data["ci95"][0]), float(data["ci95"][1])),
+            gpu=str(data["gpu"]),
+            t_reference_ms=float(data["t_reference_ms"]),
+            t_candidate_ms=float(data["t_candidate_ms"]),
+            details=dict(data.get("details") or {}),
+        )
+
+
+@dataclass
+class KernelSide:
+    """One side of a pair: the code a forecaster reads and what is known about it."""
+
+    code: str
+    language: str  # cuda | triton | pytorch
+    name: str | None = None
+    facts: dict[str, Any] | None = None  # compiler facts (kernels_runtime), when available
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> KernelSide:
+        if not isinstance(data, dict) or not isinstance(data.get("code"), str):
+            raise ValueError("a kernel side needs a 'code' string")
+        language = data.get("language", "cuda")
+        if language not in LANGUAGES:
+            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, got {language!r}")
+        return cls(code=data["code"], language=language, name=data.get("name"), facts=data.get("facts"))
+
+
+LANGUAGES = ("cuda", "triton", "pytorch")
+
+
+@dataclass
+class ForecastRequest:
+    """What the server sends the forecaster (FORECAST.md "Inputs a forecaster receives")."""
+
+    reference: KernelSide
+    candidate: KernelSide
+    hardware: dict[str, Any]
+    problem: dict[str, Any] | None = None
+    threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
+    backend: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "reference": self.reference.to_json(),
+            "candidate": self.candidate.to_json(),
+            "hardware": self.hardware,
+            "threshold": self.threshold,
+        }
+        if self.problem:
+            data["problem"] = self.problem
+        if self.backend:
+            data["backend"] = self.backend
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ForecastRequest:
+        if not isinstance(data, dict):
+            raise ValueError("a forecast request is a JSON object")
+        for key in ("reference", "candidate"):
+            if key not in data:
+                raise ValueError(f"a forecast request needs '{key}'")
+        threshold = float(data.get("threshold", DEFAULT_CONFIDENCE_THRESHOLD))
+        if not 0.5 <= threshold <= 1.0:
+            raise ValueError("threshold must lie in [0.5, 1]")
+        hardware = data.get("hardware") or {}
+        if not isinstance(hardware, dict):
+            raise ValueError("hardware must be an object (a spec); resolve GPU names before sending")
+        return cls(
+            reference=KernelSide.from_json(data["reference"]),
+            candidate=KernelSide.from_json(data["candidate"]),
+            hardware=hardware,
+            problem=data.get("problem") or None,
+            threshold=threshold,
+            backend=data.get("backend"),
+        )
+
+
+# Labelled pairs: a forecast request plus the speedup that was measured for it. One line of a
+# pairs file (JSONL) is one `LabelledPair`; the workshop writes them, `kernelcast eval` and
+# training read them.
+
+# edit: same operation and family, the two sides differ in one variation axis.
+# cross: same operation, unrelated implementations (other family or language).
+# reference: the operation's PyTorch reference against a hand-written kernel.
+PAIR_KINDS = ("edit", "cross", "reference")
+
+
+@dataclass
+class LabelledPair:
+    """A forecast request whose answer is known: S = t_reference / t_candidate."""
+
+    id: str
+    kind: str
+    request: ForecastRequest
+    speedup: float
+    op: str = ""
+    # Pairs that share a group have the same reference and problem: the unit of
+    # top-10% recovery (FORECAST.md).
+    group: str = ""
+    ci95: tuple[float, float] | None = None
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def log2_speedup(self) -> float:
+        return math.log2(self.speedup)
+
+    @property
+    def true_bin(self) -> int:
+        return bin_of_speedup(self.speedup)
+
+    @property
+    def language(self) -> str:
+        """The candidate's language: the split FORECAST.md reports by."""
+        return self.request.candidate.language
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind,
+            "op": self.op,
+            "group": self.group,
+            "speedup": self.speedup,
+            "request": self.request.to_json(),
+        }
+        if self.ci95 is not None:
+            data["ci95"] = list(self.ci95)
+        if self.source:
+            data["source"] = self.source
+        if self.extra:
+            data["extra"] = self.extra
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> LabelledPair:
+        """Validate one parsed line; ValueError says what is wrong with it."""
+        if not isinstance(data, dict):
+            raise ValueError("a pair is a JSON object")
+        for key in ("id", "kind", "speedup", "request"):
+            if key not in data:
+                raise ValueError(f"a pair needs '{key}'")
+        if data["kind"] not in PAIR_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(PAIR_KINDS)}, got {data['kind']!r}")
+        speedup = data["speedup"]
+        if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not (0 < speedup < math.inf):
+            raise ValueError(f"speedup must be a positive finite number, got {speedup!r}")
+        ci95 = data.get("ci95")
+        if ci95 is not None:
+            if not (isinstance(ci95, list) and len(ci95) == 2 and all(isinstance(v, (int, float)) for v in ci95)):
+                raise ValueError("ci95 must be [low, high]")
+            ci95 = (float(ci95[0]), float(ci95[1]))
+        extra = data.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise ValueError("extra must be an object")
+        return cls(
+            id=str(data["id"]),
+            kind=data["kind"],
+            request=ForecastRequest.from_json(data["request"]),
+            speedup=float(speedup),
+            op=str(data.get("op", "")),
+            group=str(data.get("group", "")),
+            ci95=ci95,
+            source=str(data.get("source", "")),
+            extra=extra,
+        )
+
+
+def read_pairs(path: Path) -> Iterator[LabelledPair]:
+    """Pairs of a JSONL file; a bad line raises ValueError naming its line number."""
+    with open(path, encoding="utf-8") as stream:
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield LabelledPair.from_json(json.loads(line))
+            except (ValueError, json.JSONDecodeError) as error:
+                raise ValueError(f"{path}:{number}: {error}") from None
+
+
+def write_pairs(path: Path, pairs: Iterable[LabelledPair]) -> int:
+    """Writes JSONL, creating the folder as `--out` users expect; returns how many pairs were written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(path, "w", encoding="utf-8") as stream:
+        for pair in pairs:
+            stream.write(json.dumps(pair.to_json(), ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+# How a client finds and talks to the running forecaster service: its state file (url, pid,
+# version) and the per-user token it wants in the Authorization header, in the state folder
+# (paths.state_home). The LSP reads them without loading the service.
+TOKEN_FILE = "token"
+STATE_FILE = "service.json"
+TOKEN_HEADER = "authorization"
+
+
+def read_or_create_token(state_dir: Path) -> str:
+    """The per-user secret; created once with 0600 so only its owner can read it."""
+    path = state_dir / TOKEN_FILE
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token)
+    return token
+
+
+def read_state(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((state_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and "url" in state else None
+
+
+def write_state(state_dir: Path, state: dict[str, Any]) -> None:
+    temporary = state_dir / f".{STATE_FILE}.{os.getpid()}"
+    temporary.write_text(json.dumps(state))
+    os.replace(temporary, state_dir / STATE_FILE)

@@ -1,0 +1,1 @@
+"""Readers of kernel source text: pure functions of text, no IO, no compiler."""

@@ -1,0 +1,733 @@
+"""Launch specs: what a kernel needs to be run at all (grid, arguments, sizes).
+
+A kernel file says how to launch a kernel in one comment line, the *launch pragma*,
+placed above the kernel (decorators and blank lines may sit between):
+
+    # kernelcast: launch grid=(cdiv(N, BLOCK),) args=(x:f32[N], y:f32[N], out:f32[N]:out, N:i32=1<<24) BLOCK=1024 num_warps=4
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, N, BLOCK: tl.constexpr): ...
+
+    // kernelcast: launch grid=(cdiv(N, 256)) block=(256) smem=0 args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)
+    __global__ void scale(const float* x, float* y, int N) { ... }
+
+`kernel=NAME` names the kernel explicitly, so a pragma can sit anywhere in the file.
+
+Keys:
+- `grid=(e, ...)`, up to 3 dims; `block=(e, ...)` and `smem=e` (dynamic shared bytes)
+  for CUDA only.
+- `args=(...)` in the kernel's parameter order. An argument is `name:dtype[shape]` for an
+  array or `name:dtype=value` for a scalar. Flags after the type: `:out` (an output,
+  poisoned with NaN before each run and compared with the reference), and an init
+  `:randn` (floats' default), `:rand` (uniform [0, 1)) or `:randint(lo, hi)` (ints'
+  default is randint(0, 100); use it for index arrays).
+  Dtypes: f32 f16 bf16 f64 i32 i64 u8 i8 bool.
+- Any other `NAME=value`: an int that expressions may use. For Triton, keys that name a
+  kernel parameter (constexprs) or a launch option (num_warps, num_stages, num_ctas,
+  maxnreg) are also passed to the launch as keywords.
+
+Expressions are ints with + - * / // % << >> ** and parentheses, names bound by scalar
+arguments or other keys, and cdiv(a, b), min(...), max(...). They are evaluated here,
+never with `eval`, so a pragma cannot run code in the editor.
+
+KernelBench files (`Model`, `ModelNew`, `get_inputs`, `get_init_inputs`) need no pragma:
+the file itself says how to run it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+PRAGMA_MARKER = "kernelcast:"
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "u8": 1, "i8": 1, "bool": 1}
+FLOAT_DTYPES = ("f32", "f16", "bf16", "f64")
+INITS = ("randn", "rand", "randint")
+DEFAULT_RANDINT = (0, 100)
+# CUDA's limits on launch dimensions (all GPUs since compute capability 3.0).
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_DYNAMIC_SMEM = 227 * 1024
+# Values beyond this cannot be sizes on any GPU; refusing early keeps arithmetic sane.
+MAX_VALUE = 2**62
+# Parser and evaluator recurse once per bracket, sign, power and chained operator: a pragma
+# like `N=((((…1))))` or `1+1+…+1` must be refused, not exhaust Python's stack.
+MAX_NESTING = 64
+MAX_PRAGMA_CHARS = 4096
+# A pragma's arrays may use at most this share of the GPU's memory (two output sets included).
+MEMORY_SHARE = 0.9
+CUDA_KEYS = ("grid", "block", "smem", "args", "kernel")
+
+
+# Triton launch keywords; every other option of a Triton pragma is a constexpr.
+TRITON_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+class LaunchSpecError(ValueError):
+    """A launch pragma that cannot be used; `column` points into the pragma text (0-based)."""
+
+    def __init__(self, message: str, column: int = 0, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.column = column
+        self.line = line
+
+    def __str__(self) -> str:
+        return f"{self.message} (column {self.column + 1})"
+
+
+# --- the expression language -------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<number>0[xX][0-9a-fA-F_]+|\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?)"
+    r"|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|//|<<|>>|[-+*/%()\[\],:=]))"
+)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # number | name | op | end
+    text: str
+    column: int
+
+
+def _tokenize(text: str, offset: int) -> list[_Token]:
+    tokens: list[_Token] = []
+    position = 0
+    while position < len(text):
+        if _BLANK_REST.match(text, position):
+            break
+        match = _TOKEN.match(text, position)
+        if not match or match.end() == position:
+            bad = len(text[position:]) - len(text[position:].lstrip())
+            raise LaunchSpecError(f"unexpected character {text[position + bad]!r}", offset + position + bad)
+        kind = match.lastgroup or "op"
+        tokens.append(_Token(kind, match.group(kind), offset + match.start(kind)))
+        position = match.end()
+    tokens.append(_Token("end", "", offset + len(text)))
+    return tokens
+
+
+_BLANK_REST = re.compile(r"\s*\Z")
+
+# An expression tree: ("num", value) | ("name", id) | ("call", fn, [args]) | (op, left, right) | ("neg", x).
+_Expr = tuple
+
+_BINARY_LEVELS: tuple[tuple[str, ...], ...] = (("<<", ">>"), ("+", "-"), ("*", "/", "//", "%"))
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "cdiv": lambda a, b: -(-a // b),
+    "min": min,
+    "max": max,
+}
+
+
+class _Parser:
+    """Recursive descent over one pragma's tokens."""
+
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens = tokens
+        self.index = 0
+        self.depth = 0
+
+    @property
+    def current(self) -> _Token:
+        return self.tokens[self.index]
+
+    def take(self) -> _Token:
+        token = self.tokens[self.index]
+        self.index += 1
+        return token
+
+    def accept(self, text: str) -> bool:
+        if self.current.kind == "op" and self.current.text == text:
+            self.index += 1
+            return True
+        return False
+
+    def enter(self, column: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise LaunchSpecError(f"expression nested deeper than {MAX_NESTING} levels", column)
+
+    def expect(self, text: str, what: str) -> _Token:
+        if self.current.kind == "op" and self.current.text == text:
+            return self.take()
+        found = self.current.text or "end of line"
+        raise LaunchSpecError(f"expected '{text}' {what}, found '{found}'", self.current.column)
+
+    def expect_name(self, what: str) -> _Token:
+        if self.current.kind != "name":
+            raise LaunchSpecError(f"expected {what}, found '{self.current.text or 'end of line'}'", self.current.column)
+        return self.take()
+
+    def expression(self, level: int = 0) -> _Expr:
+        if level == len(_BINARY_LEVELS):
+            return self.unary()
+        left = self.expression(level + 1)
+        chained = 0
+        while self.current.kind == "op" and self.current.text in _BINARY_LEVELS[level]:
+            operator = self.take()
+            self.enter(operator.column)
+            chained += 1
+            left = (operator.text, left, self.expression(level + 1), operator.column)
+        self.depth -= chained
+        return left
+
+    def unary(self) -> _Expr:
+        if self.current.kind == "op" and self.current.text in ("+", "-"):
+            operator = self.take()
+            self.enter(operator.column)
+            operand = self.unary()
+            self.depth -= 1
+            return ("neg", operand, operator.column) if operator.text == "-" else operand
+        base = self.atom()
+        if self.current.kind == "op" and self.current.text == "**":
+            operator = self.take()
+            self.enter(operator.column)
+            exponent = self.unary()
+            self.depth -= 1
+            return ("**", base, exponent, operator.column)
+        return base
+
+    def atom(self) -> _Expr:
+        token = self.take()
+        if token.kind == "number":
+            return ("num", _number(token), token.column)
+        if token.kind == "name":
+            if self.accept("("):
+                if token.text not in _FUNCTIONS:
+                    raise LaunchSpecError(f"unknown function '{token.text}'; use cdiv, min or max", token.column)
+                self.enter(token.column)
+                arguments = [self.expression()]
+                while self.accept(","):
+                    arguments.append(self.expression())
+                self.expect(")", f"to close {token.text}(")
+                self.depth -= 1
+                return ("call", token.text, arguments, token.column)
+            return ("name", token.text, token.column)
+        if token.kind == "op" and token.text == "(":
+            self.enter(token.column)
+            inner = self.expression()
+            self.expect(")", "to close '('")
+            self.depth -= 1
+            return inner
+        raise LaunchSpecError(f"expected a number or a name, found '{token.text or 'end of line'}'", token.column)
+
+
+def _number(token: _Token) -> int | float:
+    text = token.text.replace("_", "")
+    try:
+        return int(text, 0) if not re.search(r"[.eE]", text) or text.lower().startswith("0x") else float(text)
+    except ValueError:
+        raise LaunchSpecError(f"bad number '{token.text}'", token.column) from None
+
+
+def _evaluate(expr: _Expr, names: dict[str, int | float]) -> int | float:
+    kind = expr[0]
+    if kind == "num":
+        return expr[1]
+    if kind == "name":
+        if expr[1] not in names:
+            raise LaunchSpecError(
+                f"name '{expr[1]}' is not bound: add a scalar argument like {expr[1]}:i32=1024 or a key {expr[1]}=1024",
+                expr[2],
+            )
+        return names[expr[1]]
+    if kind == "neg":
+        return -_evaluate(expr[1], names)
+    if kind == "call":
+        values = [_evaluate(argument, names) for argument in expr[2]]
+        if expr[1] == "cdiv" and len(values) != 2:
+            raise LaunchSpecError("cdiv takes two arguments: cdiv(n, block)", expr[3])
+        if expr[1] == "cdiv" and values[1] == 0:
+            raise LaunchSpecError("division by zero in cdiv", expr[3])
+        return _checked(_FUNCTIONS[expr[1]](*values), expr[3])
+    left, right, column = _evaluate(expr[1], names), _evaluate(expr[2], names), expr[3]
+    if kind in ("/", "//", "%") and right == 0:
+        raise LaunchSpecError("division by zero", column)
+    if kind in ("<<", ">>") and not (isinstance(left, int) and isinstance(right, int) and 0 <= right <= 62):
+        raise LaunchSpecError(f"shift needs ints and a count in 0..62, got {left!r} {kind} {right!r}", column)
+    if kind == "**" and not (abs(right) <= 64 and (abs(left) <= 1 or right * math.log2(abs(left)) < 63)):
+        raise LaunchSpecError(f"{left!r} ** {right!r} is too large", column)
+    operations: dict[str, Callable[[Any, Any], Any]] = {
+        "+": lambda a, b: a + b,
+        "-": lambda a, b: a - b,
+        "*": lambda a, b: a * b,
+        "/": lambda a, b: a / b,
+        "//": lambda a, b: a // b,
+        "%": lambda a, b: a % b,
+        "<<": lambda a, b: a << b,
+        ">>": lambda a, b: a >> b,
+        "**": lambda a, b: a**b,
+    }
+    return _checked(operations[kind](left, right), column)
+
+
+def _checked(value: int | float, column: int) -> int | float:
+    if abs(value) > MAX_VALUE:
+        raise LaunchSpecError(f"value {value:.3g} is beyond any GPU's sizes", column)
+    return value
+
+
+def _as_int(value: int | float, what: str, column: int) -> int:
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise LaunchSpecError(f"{what} must be an integer, got {value:g}; use // or cdiv", column)
+        return int(value)
+    return value
+
+
+# --- the spec --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One kernel argument: an array (shape set) or a scalar (value set)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...] | None = None
+    value: int | float | None = None
+    is_output: bool = False
+    init: str = "randn"
+    init_range: tuple[int, int] | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return self.shape is not None
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape or ()) * DTYPE_BYTES[self.dtype] if self.is_array else 0
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """How to run one kernel: `kind` is "kernel" (a pragma) or "kernelbench" (the file says)."""
+
+    kind: str
+    language: str
+    kernel: str | None = None
+    args: tuple[ArgSpec, ...] = ()
+    grid: tuple[int, ...] = ()
+    block: tuple[int, ...] | None = None
+    smem: int = 0
+    options: dict[str, int] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    pragma: str = ""
+
+    def problem_sizes(self) -> dict[str, int]:
+        """Named ints (N, M, K, batch_size…) for roofline and forecast inputs."""
+        return dict(self.sizes)
+
+    def float_dtype(self) -> str | None:
+        """The dtype of the largest floating array: the precision a problem is named by."""
+        floats = [arg for arg in self.args if arg.is_array and arg.dtype in FLOAT_DTYPES]
+        return max(floats, key=lambda arg: arg.nbytes).dtype if floats else None
+
+    def as_launch(self) -> dict[str, Any]:
+        """The launch as corpus facts list it (grid, block, shared bytes, Triton options and
+        constexprs; the arguments in parameter order, arrays by name and scalars with their
+        values) plus the bytes its arrays hold, all and the outputs': what the forecaster's features read."""
+        num_warps = self.options.get("num_warps")
+        return {
+            "kernel": self.kernel,
+            "grid": list(self.grid),
+            "block": list(self.block or (32 * (num_warps or 4),)),
+            "shared_bytes": self.smem,
+            "num_warps": num_warps,
+            "num_stages": self.options.get("num_stages"),
+            "constexprs": {name: value for name, value in self.options.items() if name not in TRITON_LAUNCH_OPTIONS} or None,
+            "args": [arg.name if arg.is_array else {"ctype": arg.dtype, "value": arg.value} for arg in self.args],
+            "bytes": sum(arg.nbytes for arg in self.args),
+            "output_bytes": sum(arg.nbytes for arg in self.args if arg.is_output),
+        }
+
+    def bytes_needed(self) -> int:
+        """Device bytes for one measurement: each side owns a full set of arrays."""
+        return 2 * sum(arg.nbytes for arg in self.args)
+
+    def check_fits(self, memory_bytes: int, reserved_bytes: int = 0) -> None:
+        """Refuse, with sizes in the message, a spec whose arrays would crowd the GPU."""
+        needed = self.bytes_needed() + reserved_bytes
+        allowed = int(MEMORY_SHARE * memory_bytes)
+        if needed > allowed:
+            largest = max(self.args, key=lambda arg: arg.nbytes)
+            raise LaunchSpecError(
+                f"arrays need {needed / 2**30:.1f} GiB but {MEMORY_SHARE:.0%} of this GPU's "
+                f"{memory_bytes / 2**30:.1f} GiB is {allowed / 2**30:.1f} GiB "
+                f"(largest: {largest.name}, {largest.nbytes / 2**30:.1f} GiB); lower the sizes"
+            )
+
+    def signature(self) -> list[tuple[str, str, tuple[int, ...] | None, bool]]:
+        """What two sides must agree on to be compared: names, dtypes, shapes, outputs."""
+        return [(arg.name, arg.dtype, arg.shape, arg.is_output) for arg in self.args]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "language": self.language, "kernel": self.kernel, "pragma": self.pragma, "sizes": self.sizes}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LaunchSpec:
+        if data["kind"] == "kernel":
+            spec = parse_launch_pragma(data["pragma"], language=data["language"])
+            return _with_kernel(spec, data.get("kernel") or spec.kernel)
+        return cls(kind=data["kind"], language=data["language"], kernel=data.get("kernel"), sizes=dict(data.get("sizes") or {}))
+
+
+def _with_kernel(spec: LaunchSpec, kernel: str | None) -> LaunchSpec:
+    return replace(spec, kernel=kernel)
+
+
+# --- parsing a pragma ---------------------------------------------------------------------
+
+
+@dataclass
+class _RawArg:
+    name: _Token
+    dtype: str
+    shape: list[_Expr] | None
+    value: _Expr | None
+    is_output: bool
+    init: str | None
+    init_range: tuple[_Expr, _Expr] | None
+
+
+def parse_launch_pragma(text: str, language: str = "cuda") -> LaunchSpec:
+    """Parse one pragma line (comment prefix optional); raises LaunchSpecError with a column."""
+    if len(text) > MAX_PRAGMA_CHARS:
+        raise LaunchSpecError(f"the pragma is {len(text)} characters long; at most {MAX_PRAGMA_CHARS}", MAX_PRAGMA_CHARS)
+    start = text.find(PRAGMA_MARKER)
+    body_start = start + len(PRAGMA_MARKER) if start >= 0 else 0
+    tokens = _tokenize(text[body_start:], body_start)
+    _check_balanced(tokens)
+    parser = _Parser(tokens)
+    launch = parser.expect_name("'launch' after 'kernelcast:'")
+    if launch.text != "launch":
+        raise LaunchSpecError(f"expected 'launch' after 'kernelcast:', found '{launch.text}'", launch.column)
+
+    items: dict[str, tuple[_Token, Any]] = {}
+    while parser.current.kind != "end":
+        key = parser.expect_name("a key such as grid=, block=, args=")
+        if key.text in items:
+            raise LaunchSpecError(f"'{key.text}' is given twice", key.column)
+        parser.expect("=", f"after '{key.text}'")
+        if key.text == "args":
+            items["args"] = (key, _parse_args(parser))
+        elif key.text == "kernel":
+            items["kernel"] = (key, parser.expect_name("a kernel name").text)
+        elif key.text in ("grid", "block"):
+            items[key.text] = (key, _parse_dims(parser, key.text))
+        else:
+            items[key.text] = (key, parser.expression())
+
+    if "grid" not in items:
+        raise LaunchSpecError("a launch needs grid=(...), e.g. grid=(cdiv(N, 256),)", len(text))
+    if "args" not in items:
+        raise LaunchSpecError("a launch needs args=(...) in the kernel's parameter order", len(text))
+    if language == "cuda":
+        if "block" not in items:
+            raise LaunchSpecError("a CUDA launch needs block=(...), e.g. block=(256)", len(text))
+    elif "block" in items or "smem" in items:
+        key = items.get("block", items.get("smem"))[0]
+        raise LaunchSpecError(f"{key.text}= is for CUDA kernels; Triton takes num_warps= and constexpr keys", key.column)
+    return _bind(items, language, text)
+
+
+def _check_balanced(tokens: list[_Token]) -> None:
+    """Name the bracket that does not close before the parser gets lost in it."""
+    closing = {")": "(", "]": "["}
+    open_brackets: list[_Token] = []
+    for token in tokens:
+        if token.kind != "op":
+            continue
+        if token.text in "([":
+            open_brackets.append(token)
+        elif token.text in closing:
+            if not open_brackets or open_brackets[-1].text != closing[token.text]:
+                raise LaunchSpecError(f"unbalanced parentheses: '{token.text}' has no matching '{closing[token.text]}'", token.column)
+            open_brackets.pop()
+    if open_brackets:
+        raise LaunchSpecError(f"unbalanced parentheses: '{open_brackets[-1].text}' is never closed", open_brackets[-1].column)
+
+
+def _parse_dims(parser: _Parser, what: str) -> list[_Expr]:
+    if not parser.accept("("):
+        return [parser.expression()]
+    dims = [parser.expression()]
+    while parser.accept(","):
+        if parser.current.kind == "op" and parser.current.text == ")":
+            break
+        dims.append(parser.expression())
+    parser.expect(")", f"to close {what}=(")
+    return dims
+
+
+def _parse_args(parser: _Parser) -> list[_RawArg]:
+    parser.expect("(", "to open args=(")
+    arguments: list[_RawArg] = []
+    while not parser.accept(")"):
+        if arguments:
+            parser.expect(",", "between arguments")
+            if parser.accept(")"):
+                break
+        arguments.append(_parse_arg(parser))
+    return arguments
+
+
+def _parse_arg(parser: _Parser) -> _RawArg:
+    name = parser.expect_name("an argument name")
+    parser.expect(":", f"after argument '{name.text}' (name:dtype)")
+    dtype = parser.expect_name(f"a dtype for '{name.text}'")
+    if dtype.text not in DTYPE_BYTES:
+        raise LaunchSpecError(f"unknown dtype '{dtype.text}'; use one of {' '.join(DTYPE_BYTES)}", dtype.column)
+    shape = None
+    if parser.accept("["):
+        shape = [parser.expression()]
+        while parser.accept(","):
+            shape.append(parser.expression())
+        parser.expect("]", f"to close the shape of '{name.text}'")
+    is_output, init, init_range = False, None, None
+    while parser.accept(":"):
+        flag = parser.expect_name(f"a flag for '{name.text}' (out, randn, rand, randint)")
+        if flag.text == "out":
+            is_output = True
+        elif flag.text in INITS:
+            init = flag.text
+            if flag.text == "randint":
+                parser.expect("(", "after randint (randint(lo, hi))")
+                low = parser.expression()
+                parser.expect(",", "in randint(lo, hi)")
+                init_range = (low, parser.expression())
+                parser.expect(")", "to close randint(")
+        else:
+            raise LaunchSpecError(f"unknown flag '{flag.text}'; use out, randn, rand or randint(lo, hi)", flag.column)
+    value = parser.expression() if parser.accept("=") else None
+    if shape is None and value is None:
+        raise LaunchSpecError(f"scalar argument '{name.text}' needs a value, e.g. {name.text}:{dtype.text}=1024", name.column)
+    if shape is not None and value is not None:
+        raise LaunchSpecError(f"array argument '{name.text}' cannot take a value; inputs are random", name.column)
+    return _RawArg(name, dtype.text, shape, value, is_output, init, init_range)
+
+
+def _bind(items: dict[str, tuple[_Token, Any]], language: str, text: str) -> LaunchSpec:
+    """Evaluate every expression once names are known: scalars first, then keys, then shapes."""
+    names: dict[str, int | float] = {}
+    raw_args: list[_RawArg] = items["args"][1]
+    seen: set[str] = set()
+    for raw in raw_args:
+        if raw.name.text in seen:
+            raise LaunchSpecError(f"argument '{raw.name.text}' is given twice", raw.name.column)
+        seen.add(raw.name.text)
+    pending = [raw for raw in raw_args if raw.value is not None]
+    options: dict[str, int] = {}
+    keys = [(token, expr) for name, (token, expr) in items.items() if name not in CUDA_KEYS]
+    # Scalars and keys may refer to each other in any order: evaluate until nothing changes.
+    unresolved: list[tuple[str, _Expr, int]] = [(raw.name.text, raw.value, raw.name.column) for raw in pending]
+    unresolved += [(token.text, expr, token.column) for token, expr in keys]
+    while unresolved:
+        progress = []
+        for name, expr, column in unresolved:
+            try:
+                names[name] = _evaluate(expr, names)
+                progress.append(name)
+            except LaunchSpecError:
+                continue
+        if not progress:
+            name, expr, _ = unresolved[0]
+            _evaluate(expr, names)  # raises the first real error with its column
+        unresolved = [entry for entry in unresolved if entry[0] not in progress]
+    for token, _ in keys:
+        options[token.text] = _as_int(names[token.text], token.text, token.column)
+
+    args = tuple(_bind_arg(raw, names) for raw in raw_args)
+    grid = _bind_dims(items["grid"], names, MAX_GRID)
+    block = _bind_dims(items["block"], names, MAX_BLOCK) if "block" in items else None
+    if block and math.prod(block) > MAX_THREADS_PER_BLOCK:
+        raise LaunchSpecError(
+            f"block has {math.prod(block)} threads; CUDA allows at most {MAX_THREADS_PER_BLOCK}", items["block"][0].column
+        )
+    smem = 0
+    if "smem" in items:
+        token, expr = items["smem"]
+        smem = _as_int(_evaluate(expr, names), "smem", token.column)
+        if not 0 <= smem <= MAX_DYNAMIC_SMEM:
+            raise LaunchSpecError(f"smem={smem} bytes is outside 0..{MAX_DYNAMIC_SMEM} (227 KB, Hopper's maximum)", token.column)
+    sizes = {name: value for name, value in names.items() if isinstance(value, int)}
+    kernel = items["kernel"][1] if "kernel" in items else None
+    return LaunchSpec("kernel", language, kernel, args, grid, block, smem, options, sizes, text.strip())
+
+
+def _bind_arg(raw: _RawArg, names: dict[str, int | float]) -> ArgSpec:
+    floating = raw.dtype in FLOAT_DTYPES
+    if raw.shape is None:
+        value = names[raw.name.text]
+        if not floating:
+            value = _as_int(value, f"scalar '{raw.name.text}'", raw.name.column)
+        return ArgSpec(raw.name.text, raw.dtype, value=value)
+    shape = []
+    for expr in raw.shape:
+        size = _as_int(_evaluate(expr, names), f"a dimension of '{raw.name.text}'", expr[-1])
+        if size <= 0:
+            raise LaunchSpecError(f"a dimension of '{raw.name.text}' is {size}; sizes must be positive", expr[-1])
+        shape.append(size)
+    init = raw.init or ("randn" if floating else "randint")
+    if init in ("randn", "rand") and not floating:
+        raise LaunchSpecError(f"'{raw.name.text}' is {raw.dtype}: use randint(lo, hi), not {init}", raw.name.column)
+    init_range = None
+    if init == "randint":
+        if raw.init_range is None:
+            init_range = DEFAULT_RANDINT
+        else:
+            low, high = (_as_int(_evaluate(e, names), "randint bounds", e[-1]) for e in raw.init_range)
+            if low >= high:
+                raise LaunchSpecError(f"randint({low}, {high}) is empty; need lo < hi", raw.init_range[0][-1])
+            init_range = (low, high)
+    return ArgSpec(raw.name.text, raw.dtype, tuple(shape), None, raw.is_output, init, init_range)
+
+
+def _bind_dims(item: tuple[_Token, list[_Expr]], names: dict[str, int | float], limits: tuple[int, ...]) -> tuple[int, ...]:
+    token, exprs = item
+    if len(exprs) > 3:
+        raise LaunchSpecError(f"{token.text} has {len(exprs)} dimensions; CUDA allows at most 3", token.column)
+    dims = []
+    for axis, (expr, limit) in enumerate(zip(exprs, limits)):
+        size = _as_int(_evaluate(expr, names), f"{token.text} dimension {axis}", expr[-1])
+        if not 1 <= size <= limit:
+            raise LaunchSpecError(f"{token.text} dimension {'xyz'[axis]} is {size}; CUDA allows 1..{limit}", expr[-1])
+        dims.append(size)
+    return tuple(dims)
+
+
+# --- finding a spec in a file ----------------------------------------------------------------
+
+_KERNEL_DEFINITION = {
+    "triton": re.compile(r"^\s*def\s+(\w+)\s*\("),
+    "cuda": re.compile(r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b(?!__launch_bounds__)(\w+)\s*\("),
+}
+_COMMENT_PREFIX = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b")
+_ANY_PRAGMA = re.compile(r"kernelcast:\s*launch\b")
+_MODULE_INT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*([^#\n]+?)\s*(?:#.*)?$")
+
+
+def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchSpec | None:
+    """The spec for `kernel_name` in a file, or None; a broken pragma raises with its line."""
+    if language == "pytorch":
+        return _kernelbench_spec(file_text, kernel_name)
+    found = launch_specs(file_text, language).get(kernel_name)
+    if isinstance(found, LaunchSpecError):
+        raise LaunchSpecError(found.message, found.column, found.line)
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def launch_specs(file_text: str, language: str) -> dict[str | None, LaunchSpec | LaunchSpecError]:
+    """Each kernel's first pragma in the file, parsed (or its error), in one pass: a file with
+    thousands of kernels costs one scan, not one per kernel. Read-only: the result is shared."""
+    definition = _KERNEL_DEFINITION.get(language)
+    if definition is None:
+        raise ValueError(f"language must be cuda, triton or pytorch, got {language!r}")
+    specs: dict[str | None, LaunchSpec | LaunchSpecError] = {}
+    if not _ANY_PRAGMA.search(file_text):
+        return specs
+    lines = file_text.splitlines()
+    for number, line in enumerate(lines):
+        if not _COMMENT_PREFIX.match(line):
+            continue
+        try:
+            spec = parse_launch_pragma(line, language)
+        except LaunchSpecError as error:
+            specs.setdefault(_pragma_target(lines, number, definition, line), LaunchSpecError(error.message, error.column, number))
+            continue
+        target = spec.kernel or _pragma_target(lines, number, definition, line)
+        specs.setdefault(target, _with_kernel(spec, target))
+    return specs
+
+
+def kernel_names(file_text: str, language: str) -> list[str]:
+    """Kernels defined in a file, in order (Triton: functions under @triton.jit)."""
+    if language == "cuda":
+        return _KERNEL_DEFINITION["cuda"].findall(file_text)
+    return re.findall(r"@triton\.(?:jit|autotune)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)", file_text)
+
+
+def kernel_parameters(file_text: str, kernel_name: str, language: str) -> list[str]:
+    """Parameter names of one kernel, for the template; empty when it cannot be found."""
+    head = r"def\s+" if language != "cuda" else r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b"
+    found = re.search(head + re.escape(kernel_name) + r"\s*\(([^)]*)\)", file_text)
+    if not found:
+        return []
+    names = []
+    for parameter in found.group(1).split(","):
+        declaration = parameter.split("=")[0].split(":")[0] if language != "cuda" else parameter.split("=")[0]
+        identifiers = re.findall(r"[A-Za-z_]\w*", declaration)
+        if identifiers:
+            names.append(identifiers[-1] if language == "cuda" else identifiers[0])
+    return names
+
+
+def _pragma_target(lines: list[str], number: int, definition: re.Pattern[str], line: str) -> str | None:
+    """The kernel a pragma belongs to: `kernel=NAME`, else the next kernel defined below."""
+    named = re.search(r"\bkernel\s*=\s*(\w+)", line)
+    if named:
+        return named.group(1)
+    for following in lines[number + 1 :]:
+        found = definition.search(following)
+        if found:
+            return found.group(1)
+        if _COMMENT_PREFIX.match(following):
+            return None
+    return None
+
+
+def _kernelbench_spec(file_text: str, class_name: str | None) -> LaunchSpec | None:
+    """KernelBench files carry their own inputs; module-level int constants are the sizes."""
+    if not re.search(r"^def\s+get_inputs\s*\(", file_text, re.MULTILINE) and not re.search(
+        r"^class\s+Model(New)?\b", file_text, re.MULTILINE
+    ):
+        return None
+    sizes: dict[str, int] = {}
+    for line in file_text.splitlines():
+        match = _MODULE_INT.match(line) if len(line) <= MAX_PRAGMA_CHARS else None
+        if not match:
+            continue
+        try:
+            value = _evaluate(_Parser(_tokenize(match.group(2), 0)).expression(), sizes)
+        except LaunchSpecError:
+            continue
+        if isinstance(value, int):
+            sizes[match.group(1)] = value
+    return LaunchSpec("kernelbench", "pytorch", class_name, sizes=sizes)
+
+
+# --- the code action's text ----------------------------------------------------------------
+
+
+def launch_spec_template(kernel_name: str, language: str, param_names: list[str]) -> str:
+    """A pragma line to insert above a kernel: a guess from parameter names, for the user to edit."""
+    size_like = re.compile(r"^(n|m|k|size|numel|n_elements|len|length|count)$", re.IGNORECASE)
+    size = next((name for name in param_names if size_like.match(name)), "N")
+    constexprs = [name for name in param_names if language == "triton" and name.isupper() and len(name) > 1]
+    args = []
+    for name in param_names:
+        if name in constexprs:
+            continue
+        if name == size:
+            args.append(f"{name}:i32=1<<20")
+        elif re.search(r"ptr|_p$", name, re.IGNORECASE) or re.match(r"(in|out|src|dst|[a-z])(_|$)", name):
+            flag = ":out" if re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE) else ""
+            args.append(f"{name}:f32[{size}]{flag}")
+        else:
+            args.append(f"{name}:i32=1024")
+    keys = "".join(f" {name}=1024" for name in constexprs)
+    if size not in param_names:
+        keys = f" {size}=1<<20" + keys
+    block = constexprs[0] if constexprs else ("256" if language == "cuda" else "1024")
+    comment = "//" if language == "cuda" else "#"
+    head = f"{comment} kernelcast: launch kernel={kernel_name}"
+    if language == "cuda":
+        return f"{head} grid=(cdiv({size}, {block})) block=({block}) args=({', '.join(args)}){keys}"
+    return f"{head} grid=(cdiv({size}, {block}),) args=({', '.join(args)}){keys} num_warps=4"

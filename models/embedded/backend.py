@@ -1,0 +1,235 @@
+"""The embedded forecaster: each side's log time from its work, corrected by a learned residual.
+
+FORECAST.md's direction: log2 t̂ = α·(roofline floor of the side) + r(side, context), where
+r is a small MLP ensemble trained on measured pairs (models/training) and the floor comes
+from models/embedded/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
+construction: swap the sides and s flips. Boosted trees on the pair (models/embedded/boosted.py),
+antisymmetric too, forecast s directly and are blended in: the two learners err on different
+pairs of operations neither saw. Direction trees, which classify which side is faster, move
+the regression trees' forecast a bounded step toward the side they favour. The spread comes from trees fitted to how far held-out
+forecasts missed (models/embedded/spread.py), or else from each side's learned spread plus the
+members' and the two learners' disagreement; then the shared calibration layer calibrates it
+on held-out operations. Pure numpy: no download,
+no GPU, a few milliseconds a pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
+from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+from kernelcast.models.embedded.spread import forecast_columns, learned_sd
+from kernelcast.models.prediction import BackendStatus, RawPrediction
+from kernelcast.wire import ForecastRequest, normal_bin_probabilities
+
+WEIGHTS_PATH = Path(__file__).parents[1] / "weights" / "embedded.npz"
+# The code between a request and the weights: a change in any of it changes the forecast
+# of the same request, so it is part of the backend's version (and of the cache keys).
+READER_MODULES = (
+    "kernelcast.wire",
+    "kernelcast.kernels_runtime.hardware",
+    "kernelcast.kernels_runtime.source.launch_spec",
+    "kernelcast.kernels_runtime.source.access_pattern",
+    "kernelcast.kernels_runtime.source.loop_trips",
+    "kernelcast.models.embedded.features",
+    "kernelcast.models.embedded.boosted",
+    "kernelcast.models.embedded.spread",
+    __name__,
+)
+
+
+def source_digest(paths: Iterable[Path]) -> str:
+    """Short sha256 of the files' bytes, in order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    # x·sigmoid(x) through tanh: exp(−x) overflows for the far-out rows of an unseen kernel.
+    return x * 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Per pair: mean and sd of s = log2 S, and each side's predicted log2 time (ensemble mean)."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+    log2_time: np.ndarray  # (N, 2): reference, candidate; only their difference is trained
+
+
+TREE_PREFIX = "tree_"
+DIRECTION_PREFIX = "direction_"
+SPREAD_PREFIX = "spread_"
+TREE_PREFIXES = (TREE_PREFIX, DIRECTION_PREFIX, SPREAD_PREFIX)
+# How each tree set is named in the model id.
+TREE_SET_NAMES = {TREE_PREFIX: "trees", DIRECTION_PREFIX: "direction", SPREAD_PREFIX: "spread"}
+
+
+class TimeModel:
+    """An ensemble of per-side MLPs, stored as stacked arrays (member first) in one .npz, and
+    optionally boosted trees (arrays named tree_*) blended in with meta["tree_weight"], the
+    direction trees (direction_*) that move the trees' forecast by up to meta["direction_step"],
+    and the spread trees (spread_*) that set the blend's sd."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        if tuple(meta.get("features", ())) != FEATURE_NAMES:
+            raise ValueError("weights were trained on other features; retrain with models/training/train.py")
+        self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(TREE_PREFIXES)}
+        self.trees, self.direction, self.spread = (
+            BoostedTrees.from_arrays(arrays, prefix) if prefix + "roots" in arrays else None for prefix in TREE_PREFIXES
+        )
+        if (self.spread is not None or self.direction is not None) and self.trees is None:
+            raise ValueError("direction and spread trees act on the blend of the MLP and the trees; these weights have no trees")
+        self.meta = meta
+
+    def _tree_sets(self) -> dict[str, BoostedTrees]:
+        """The tree sets these weights hold, by the prefix of their arrays."""
+        sets = zip(TREE_PREFIXES, (self.trees, self.direction, self.spread))
+        return {prefix: trees for prefix, trees in sets if trees is not None}
+
+    def _tree_arrays(self) -> dict[str, np.ndarray]:
+        return {name: value for prefix, trees in self._tree_sets().items() for name, value in trees.to_arrays(prefix).items()}
+
+    def with_trees(self, trees: BoostedTrees, weight: float, settings: dict[str, Any]) -> TimeModel:
+        """This MLP ensemble blended with `trees`, which get `weight` of the forecast."""
+        return TimeModel({**self.arrays, **trees.to_arrays(TREE_PREFIX)}, {**self.meta, "tree_weight": weight, "tree_settings": settings})
+
+    def with_direction(self, trees: BoostedTrees, step: float, settings: dict[str, Any]) -> TimeModel:
+        """This blend with the regression trees' forecast moved by up to `step` octaves toward the side `trees` favour."""
+        return TimeModel(
+            {**self.arrays, **self._tree_arrays(), **trees.to_arrays(DIRECTION_PREFIX)},
+            {**self.meta, "direction_step": step, "direction_settings": settings},
+        )
+
+    def with_spread(self, trees: BoostedTrees, settings: dict[str, Any]) -> TimeModel:
+        """This blend with its sd from `trees` (models/embedded/spread.py)."""
+        return TimeModel(
+            {**self.arrays, **self._tree_arrays(), **trees.to_arrays(SPREAD_PREFIX)}, {**self.meta, "spread_settings": settings}
+        )
+
+    @classmethod
+    def load(cls, path: Path = WEIGHTS_PATH) -> TimeModel:
+        with np.load(path) as data:
+            arrays = {name: data[name] for name in data.files if name != "meta"}
+            meta = json.loads(str(data["meta"]))
+        return cls(arrays, meta)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {name: value.astype(np.float32) for name, value in self.arrays.items()}
+        # Thresholds stay float64: a float32 one could send a row down the other branch.
+        arrays.update(self._tree_arrays())
+        with open(path, "wb") as stream:
+            np.savez_compressed(stream, meta=np.array(json.dumps(self.meta, sort_keys=True)), **arrays)
+
+    @property
+    def model_id(self) -> str:
+        digest = hashlib.sha256()
+        for name in sorted(self.arrays):
+            digest.update(self.arrays[name].astype(np.float32).tobytes())
+        for name, value in sorted(self._tree_arrays().items()):
+            digest.update(value.tobytes())
+        parts = ["mlp", *(TREE_SET_NAMES[prefix] for prefix in self._tree_sets())]
+        return f"time-{'-'.join(parts)}-{digest.hexdigest()[:10]}"
+
+    def side_outputs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(members, N) log2 time and sd of each row of features (N, F)."""
+        a = self.arrays
+        z = (rows - a["mu"]) / a["sd"]
+        # Each member's layers as batched matrix products (BLAS: ~5× faster than einsum's loops).
+        h = _silu(z @ a["w1"] + a["b1"][:, None, :])
+        h = _silu(h @ a["w2"] + a["b2"][:, None, :])
+        out = h @ a["w3"] + a["b3"][:, None, :]
+        log2_time = a["alpha"][:, None] * rows[None, :, FLOOR_INDEX] + out[..., 0]
+        return log2_time, _softplus(out[..., 1])
+
+    def pair_term(self, features: np.ndarray) -> np.ndarray:
+        """(members, N) antisymmetric pair-level correction h(ref, cand) − h(cand, ref)."""
+        a = self.arrays
+        z = (features - a["mu"]) / a["sd"]
+
+        def h(x: np.ndarray) -> np.ndarray:
+            x = _silu(x @ a["p1"] + a["pb1"][:, None, :])
+            x = _silu(x @ a["p2"] + a["pb2"][:, None, :])
+            return (x @ a["p3"] + a["pb3"][:, None, :])[..., 0]
+
+        return h(z.reshape(len(z), -1)) - h(z[:, ::-1].reshape(len(z), -1))
+
+    def predict(self, features: np.ndarray) -> Prediction:
+        """features: (N, 2, F) rows of (reference, candidate) from features.pair_features."""
+        n = len(features)
+        log2_time, side_sd = self.side_outputs(features.reshape(2 * n, -1))
+        log2_time, side_sd = log2_time.reshape(-1, n, 2), side_sd.reshape(-1, n, 2)
+        means = log2_time[..., 0] - log2_time[..., 1]
+        if "p1" in self.arrays:
+            means = means + self.pair_term(features)
+        variances = self.arrays["sigma0"][:, None] ** 2 + (side_sd**2).sum(axis=-1)
+        mlp = Prediction(means.mean(axis=0), np.sqrt(variances.mean(axis=0) + means.var(axis=0)), log2_time.mean(axis=0))
+        if self.trees is None:
+            return mlp
+        trees_mean = self.trees.predict(features)
+        if self.direction is not None:
+            trees_mean = toward_direction(trees_mean, self.direction.predict(features), float(self.meta["direction_step"]))
+        blended = blend(mlp, trees_mean, float(self.meta["tree_weight"]))
+        if self.spread is None:
+            return blended
+        forecasts = forecast_columns(mlp.mean, mlp.sd, trees_mean, blended.mean, blended.sd)
+        return replace(blended, sd=learned_sd(self.spread, features, forecasts))
+
+
+def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:
+    """The MLP's forecast mixed with the trees' (`weight` of it theirs): the mixture's mean, and
+    its variance, which grows with the distance between the two; each side's time takes half the shift."""
+    gap = trees_mean - mlp.mean
+    variance = mlp.sd**2 + weight * (1.0 - weight) * gap**2
+    return Prediction(mlp.mean + weight * gap, np.sqrt(variance), mlp.log2_time + weight * gap[:, None] * np.array([0.5, -0.5]))
+
+
+class EmbeddedBackend:
+    name = "embedded"
+
+    def __init__(self, path: Path = WEIGHTS_PATH) -> None:
+        self.model = TimeModel.load(path)
+        self.model_id = self.model.model_id
+        # Same weights read by another feature reader give other forecasts: cached ones must not be served.
+        self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(True, f"built in: {self.model_id}, no download, no GPU")
+
+    def predict(self, request: ForecastRequest) -> RawPrediction:
+        return self.predict_many([request])[0]
+
+    def predict_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
+        prediction = self.model.predict(np.stack([pair_features(request) for request in requests]))
+        raw = []
+        for mean, sd, (reference, candidate) in zip(prediction.mean.tolist(), prediction.sd.tolist(), prediction.log2_time.tolist()):
+            details = {
+                "mean_log2": round(mean, 4),
+                "spread_log2": round(sd, 4),
+                "reference_log2_time": round(reference, 3),
+                "candidate_log2_time": round(candidate, 3),
+            }
+            raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean, sd), details=details))
+        return raw
+
+
+def create(options: dict[str, Any]) -> EmbeddedBackend:
+    """The registry's constructor (service/backends.py); the embedded forecaster takes no options."""
+    return EmbeddedBackend()

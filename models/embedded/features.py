@@ -1,0 +1,684 @@
+"""What the embedded forecaster knows about one side of a pair, shared by training and inference.
+
+Each side becomes a vector that describes what the code *does* (launches, memory ops and
+their widths, shared memory, syncs, atomics, tensor cores, precision, library calls) and
+how far apart neighbouring threads' accesses are (kernels_runtime/source/access_pattern.py), how often
+a thread goes round its loops and how often all threads touch global and shared memory
+(kernels_runtime/source/loop_trips.py), how the compiler and launch shape it (registers, occupancy,
+spills, SASS mix, grid), next
+to a context that both sides share (problem sizes, work, the GPU). A roofline floor per
+side (launch overhead + max(bytes / bandwidth, FLOPs / the side's peak)) anchors its log
+time; the learned model only corrects it. Nothing here says which side is "the rewrite":
+no line counts, no names, no source of the pair (shared/data/README.md).
+
+Facts are read from `side.facts` when the corpus or the LSP compiled them (KernelFacts
+JSON, plus "launches" in corpus pairs); launches fall back to a `kernelcast: launch`
+pragma in the code, then to launch sites counted in the code.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
+from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
+from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, launch_specs
+from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
+from kernelcast.wire import ForecastRequest, KernelSide
+
+# Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
+LAUNCH_US = 2.5
+TORCH_OP_US = 5.0
+# Share of a peak a plain kernel reaches before the learned correction: the floor is a
+# floor, the residual says how far above it each kind of code runs.
+LIBRARY_EFFICIENCY = 0.7
+# Sizes beyond this many elements cannot be one tensor on any GPU we forecast for.
+MAX_ELEMENTS = 2.0**34
+
+# In Python text `//` is floor division unless it starts a line (a comment in a CUDA string).
+_C_COMMENT_IN_PYTHON = re.compile(r"(?m)^\s*//[^\n]*|/\*.*?\*/", re.S)
+_PY_COMMENT = re.compile(r"(?m)(?:^|\s)#(?!\s*(?:include|define|pragma|if|endif|else|ifdef|ifndef|undef)\b)[^\n]*")
+
+
+@dataclass(frozen=True)
+class _Count:
+    """How often `regex` occurs in a text. `anchors`: strings one of which every match contains;
+    a text with none of them counts 0 without a regex scan. A substring search runs ~10× faster
+    than a scan for an alternation, and most patterns occur in few texts (a 300-kernel file
+    read every pattern in 3.5 ms; tests/test_embedded_model.py checks the anchors)."""
+
+    regex: re.Pattern[str]
+    anchors: tuple[str, ...] = ()
+
+    def __call__(self, text: str) -> float:
+        if self.anchors and not any(anchor in text for anchor in self.anchors):
+            return 0.0
+        return float(len(self.regex.findall(text)))
+
+
+def _pattern(regex: str, *anchors: str) -> _Count:
+    return _Count(re.compile(regex), anchors)
+
+
+def _any_of(*literals: str) -> _Count:
+    return _Count(re.compile("|".join(map(re.escape, literals))), literals)
+
+
+# Counts read from any side's text (CUDA, Triton, PyTorch, CUDA inside Python strings).
+# No leading \b: Python's re scans ~5× faster from a literal, and the counts are coarse anyway.
+CODE_PATTERNS: dict[str, _Count] = {
+    "shared_decl": _pattern(r"__shared__"),
+    "vector_types": _pattern(
+        r"(?:float[24]|int[24]|uint[24]|half2|__half2|nv_bfloat162|__nv_bfloat162|double2)\b",
+        "float2",
+        "float4",
+        "int2",
+        "int4",
+        "half2",
+        "bfloat162",
+        "double2",
+    ),
+    "mma": _pattern(r"wmma::|mma\.sync|wgmma|mma_sync\b|cublas\w*\(|cute::", "mma", "cublas", "cute::"),
+    "syncs": _pattern(r"__syncthreads\s*\(|__syncwarp\s*\(|tl\.debug_barrier|\.sync\(\)", "__sync", "tl.debug_barrier", ".sync()"),
+    "atomics": _pattern(r"atomic[A-Z]\w*\s*\(|tl\.atomic_\w+\(", "atomic"),
+    "shuffles": _pattern(r"__shfl_\w*\s*\(|__reduce_\w+_sync\s*\(", "__shfl_", "__reduce_"),
+    # A warp grouping its lanes by key before one atomic per group (pays only under contention).
+    "warp_match": _pattern(r"__match_(?:any|all)_sync\s*\("),
+    # Atomics that order nothing around them: Triton's sem="relaxed", CUDA's block-scoped ones.
+    "relaxed_atomics": _pattern(r"sem\s*=\s*[\"']relaxed|atomic[A-Z]\w*_block\s*\(", "relaxed", "_block"),
+    # Loads and stores told which caches to use or skip (streaming, L2 only, evict first).
+    "cache_hints": _pattern(
+        r"__(?:ld|st)(?:cg|ca|cs|lu|cv|wt)\s*\(|cache_modifier\s*=\s*[\"']\.\w|eviction_policy\s*=\s*[\"']evict",
+        "__ld",
+        "__st",
+        "cache_modifier",
+        "eviction_policy",
+    ),
+    # Which way the hint points: a gather that re-reads its lines loses what streaming or L2-only loads
+    # drop (`__ldcs` against `__ldca` read the same as hints alone).
+    "streaming_hints": _pattern(r"__(?:ld|st)(?:cs|lu)\s*\(|eviction_policy\s*=\s*[\"']evict_first", "__ld", "__st", "eviction_policy"),
+    "l1_bypass_hints": _pattern(r"__(?:ld|st)(?:cg|cv|wt)\s*\(|cache_modifier\s*=\s*[\"']\.c[gv]", "__ld", "__st", "cache_modifier"),
+    "loops": _pattern(r"for\s*\(|while\s*\(|for\s+\w+\s+in\b", "for", "while"),
+    "unroll": _pattern(r"#pragma\s+unroll|tl\.static_range", "unroll", "tl.static_range"),
+    "half_types": _pattern(
+        r"(?:half|__half|__nv_bfloat16|bfloat16|float16|fp16|bf16|\.half\(\))\b", "half", "bfloat16", "float16", "fp16", "bf16"
+    ),
+    "double_types": _pattern(r"double\b|float64", "double", "float64"),
+    "strided_index": _pattern(r"\[\s*\w+\s*\*\s*(?:stride|ld|lda|ldb|n|N|cols|width|K|M)\w*\s*[\]+]"),
+    "grid_stride": _pattern(r"gridDim\.x\s*\*\s*blockDim\.x|blockDim\.x\s*\*\s*gridDim\.x", "gridDim.x"),
+    "restrict_ldg": _pattern(r"__restrict__|__ldg\s*\("),
+    "async_copy": _any_of("cp.async", "memcpy_async", "cuda::pipeline", "make_block_ptr", "make_tensor_descriptor", "_tma_"),
+    "fast_math": _any_of("__expf", "__fdividef", "__frcp", "rsqrtf", "__logf", "__sinf", "__cosf", "__tanhf", "tl.math.", "libdevice"),
+    "branches": _pattern(r"if\s*\(|if\s+[^\n:]+:"),
+    "cuda_launch_sites": _pattern(r"<<<"),
+    "tl_dot": _pattern(r"tl\.dot\b"),
+    "tl_loads": _pattern(r"tl\.load\("),
+    "tl_stores": _pattern(r"tl\.store\("),
+    "tl_reductions": _pattern(r"tl\.(?:sum|max|min|reduce|cumsum|argmax|argmin)\("),
+    # `kernel[grid](`: found from its `[` (a literal start scans ~7× faster), a word character before it.
+    "triton_launch_sites": _pattern(r"\[(?<=\w\[)[^\]\n]*\]\s*\("),
+    "autotune": _pattern(r"@triton\.autotune"),
+    "cuda_graph": _pattern(
+        r"CUDAGraph|torch\.cuda\.graph\b|make_graphed_callables", "CUDAGraph", "torch.cuda.graph", "make_graphed_callables"
+    ),
+    "torch_compile": _pattern(r"torch\.compile\(|torch\.jit\.(?:script|trace)"),
+    "cudnn_flags": _any_of("cudnn.benchmark", "allow_tf32", "set_float32_matmul_precision"),
+    "channels_last": _pattern(r"channels_last"),
+    "streams": _any_of("torch.cuda.Stream", "cudaStream"),
+    "inline_extension": _any_of("load_inline", "RawKernel", "RawModule", "cpp_extension"),
+}
+# PyTorch calls by what they cost: each is (at least) one launch and one pass over its data.
+# Names are matched after a dot (torch.X, F.X, x.X, nn.X), never after `tl.`.
+TORCH_OPS: dict[str, frozenset[str]] = {
+    "heavy": frozenset(
+        "matmul mm bmm einsum addmm baddbmm addbmm tensordot linear bilinear conv1d conv2d conv3d conv_transpose1d "
+        "conv_transpose2d conv_transpose3d scaled_dot_product_attention Linear Bilinear Conv1d Conv2d Conv3d "
+        "ConvTranspose1d ConvTranspose2d ConvTranspose3d LSTM GRU RNN MultiheadAttention Transformer".split()
+    ),
+    "reduction": frozenset(
+        "sum mean max min amax amin softmax log_softmax norm vector_norm matrix_norm nansum nanmean var std argmax "
+        "argmin logsumexp prod layer_norm group_norm batch_norm instance_norm rms_norm normalize all any kl_div cross_entropy "
+        "mse_loss nll_loss smooth_l1_loss huber_loss triplet_margin_loss cosine_similarity max_pool1d max_pool2d "
+        "max_pool3d avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool2d adaptive_max_pool2d LayerNorm BatchNorm1d "
+        "BatchNorm2d BatchNorm3d GroupNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d RMSNorm Softmax LogSoftmax "
+        "MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool2d AdaptiveMaxPool2d".split()
+    ),
+    "movement": frozenset(
+        "t transpose permute contiguous cat concat stack split chunk index_select gather scatter take "
+        "take_along_dim flip roll repeat repeat_interleave expand unfold fold pad embedding interpolate clone "
+        "copy_ masked_fill tril triu diag pixel_shuffle Embedding Upsample PixelShuffle".split()
+    ),
+    # Library calls whose cost is neither a pass over memory nor FLOPs: sorting networks and
+    # radix passes, scans (and the count-scan-scatter of compaction), atomics into bins.
+    "sort": frozenset("sort argsort msort topk kthvalue median nanmedian mode quantile nanquantile unique searchsorted bucketize".split()),
+    "scan": frozenset("cumsum cumprod cummax cummin logcumsumexp nonzero masked_select unique_consecutive".split()),
+    "scatter": frozenset(
+        "scatter_add scatter_add_ scatter_reduce scatter_reduce_ index_add index_add_ index_put_ index_reduce index_reduce_ "
+        "bincount histc histogram embedding_bag EmbeddingBag segment_reduce".split()
+    ),
+    "elementwise": frozenset(
+        "relu relu_ gelu sigmoid tanh exp log log1p add add_ mul mul_ sub div clamp clamp_ clip where abs sqrt rsqrt "
+        "pow silu leaky_relu elu selu celu softplus softsign hardtanh hardswish hardsigmoid mish dropout maximum "
+        "minimum neg sin cos erf sign reciprocal square lerp addcmul addcdiv float half bfloat16 "
+        "ReLU GELU Sigmoid Tanh SiLU LeakyReLU ELU SELU Softplus Hardtanh Hardswish Mish Dropout".split()
+    ),
+    "creation": frozenset("zeros ones full zeros_like ones_like full_like arange rand randn".split()),
+}
+_CALL = re.compile(r"(?<!tl)\.(\w+)\s*\(")
+# Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
+_BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
+_ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
+
+
+def _torch_counts(text: str) -> dict[str, float]:
+    counts = dict.fromkeys(TORCH_OPS, 0.0)
+    for name in _CALL.findall(text):
+        for kind, names in TORCH_OPS.items():
+            if name in names:
+                counts[kind] += 1.0
+                break
+    counts["elementwise"] += sum(len(_ARITHMETIC.findall(body)) for body in _BODY.findall(text))
+    counts["heavy"] += sum(body.count(" @ ") for body in _BODY.findall(text))
+    return counts
+
+
+# Python-only constructs: not looked for in C++ text (a .cu file; "cuda" sides in Python, such
+# as KernelBench files with load_inline, are searched for them too).
+_PYTHON_ONLY = frozenset(name for name in CODE_PATTERNS if name.startswith(("tl_", "triton_"))) | {
+    "autotune",
+    "cuda_graph",
+    "cudnn_flags",
+    "channels_last",
+    "inline_extension",
+}
+_LANGUAGES = ("cuda", "triton", "pytorch")
+_LIMITERS = ("registers", "shared", "blocks", "warps")
+_SASS_COUNTS = ("total", "tensor_core", "global_loads", "global_stores", "shared_loads", "shared_stores", "barriers", "shuffles", "atomics")
+
+LAUNCH_NAMES = (
+    "launches",
+    "zero_fills",
+    "launch_from_facts",
+    "launch_from_pragma",
+    "launch_from_code",
+    "blocks",
+    "threads_per_block",
+    "total_threads",
+    "blocks_per_sm",
+    "dynamic_shared",
+    "num_warps",
+    "num_stages",
+    "largest_constexpr",
+    "waves",
+    "elements_per_thread",
+    "loop_iterations",
+    "global_accesses",
+    "shared_accesses",
+    "network_stages",
+    "network_steps",
+    "global_atomics",
+    "shared_atomics",
+    "bytes_in_flight",
+    "instructions_per_sm",
+    "serial_instructions",
+    "accesses_per_thread",
+    "wave_fill",
+    "atomics_per_output_word",
+)
+FACT_NAMES = (
+    "has_facts",
+    "registers",
+    "shared_bytes",
+    "spill_bytes",
+    "occupancy",
+    *(f"limited_by_{name}" for name in _LIMITERS),
+    *(f"sass_{name}" for name in _SASS_COUNTS),
+    "sass_local",
+    "sass_vector128_share",
+    "sass_vector64_share",
+)
+PHYSICS_NAMES = ("floor_log2_us", "launch_log2_us", "memory_log2_us", "compute_log2_us", "passes", "tensor_core_peak", "library")
+SIDE_NAMES: tuple[str, ...] = (
+    *(f"lang_{name}" for name in _LANGUAGES),
+    *(f"code_{name}" for name in CODE_PATTERNS),
+    *(f"torch_{kind}" for kind in TORCH_OPS),
+    *ACCESS_NAMES,
+    *LAUNCH_NAMES,
+    *FACT_NAMES,
+    *PHYSICS_NAMES,
+)
+CONTEXT_NAMES: tuple[str, ...] = (
+    "problem_known",
+    "threads_log2",
+    "dtype_bytes",
+    "matmul_like",
+    "bytes_log2",
+    "bytes_over_l2",
+    "hw_bandwidth",
+    "hw_fp32",
+    "hw_bf16",
+    "hw_tf32",
+    "hw_sms",
+    "hw_cc",
+    "hw_l2",
+    "hw_threads_per_sm",
+    "output_log2",
+    "bytes_per_output_log2",
+)
+FEATURE_NAMES: tuple[str, ...] = (*SIDE_NAMES, *CONTEXT_NAMES)
+FLOOR_INDEX = SIDE_NAMES.index("floor_log2_us")
+
+
+def _log2p(value: float) -> float:
+    return math.log2(1.0 + max(value, 0.0))
+
+
+def strip_comments(code: str, language: str) -> str:
+    """Comments out, so a commented-out `__shared__` does not count; CUDA inside Python strings too."""
+    if language == "cuda":
+        return C_COMMENT.sub("", code)
+    return _PY_COMMENT.sub("", _C_COMMENT_IN_PYTHON.sub("", code))
+
+
+@functools.lru_cache(maxsize=256)
+def read_code(code: str, language: str) -> dict[str, float]:
+    """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing)."""
+    text = strip_comments(code, language)
+    python = language != "cuda" or "import " in text or "def " in text
+    counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
+    torch_counts = _torch_counts(text) if python else dict.fromkeys(TORCH_OPS, 0.0)
+    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The GPU numbers the floors need; an empty spec reads as the default target."""
+
+    bandwidth_gbs: float
+    fp32_tflops: float
+    tf32_tflops: float
+    bf16_tflops: float
+    sm_count: int
+    compute_capability: float
+    l2_mb: float
+    threads_per_sm: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Hardware:
+        default = SPECS[DEFAULT_TARGET]
+
+        def number(key: str, fallback: float) -> float:
+            value = data.get(key)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else fallback
+
+        cc = data.get("compute_capability") or default.compute_capability
+        return cls(
+            number("peak_bandwidth_gbs", default.peak_bandwidth_gbs),
+            number("fp32_tflops", default.fp32_tflops),
+            number("tf32_tflops", default.tf32_tflops),
+            number("bf16_tflops", default.bf16_tflops),
+            int(number("sm_count", default.sm_count)),
+            float(cc[0]) + float(cc[1]) / 10 if len(cc) >= 2 else 9.0,
+            number("l2_mb", default.l2_mb),
+            int(number("max_threads_per_sm", default.max_threads_per_sm)),
+        )
+
+
+@dataclass(frozen=True)
+class Work:
+    """What the problem asks of any implementation: the same for both sides."""
+
+    known: bool
+    dtype_bytes: int
+    matmul_like: bool
+    bytes: float
+    flops: float
+
+
+def _launches_of(side: KernelSide) -> tuple[list[dict[str, Any]], str]:
+    """The side's launches and where they came from: facts, a launch pragma, or nothing."""
+    facts = side.facts if isinstance(side.facts, dict) else {}
+    launches = facts.get("launches")
+    if isinstance(launches, list) and launches:
+        return [launch for launch in launches if isinstance(launch, dict)], "facts"
+    # Each pragma names the kernel under it, so the kernel's loops and accesses are read too.
+    specs = launch_specs(side.code, "triton" if side.language == "triton" else "cuda").values()
+    found = [spec.as_launch() for spec in specs if isinstance(spec, LaunchSpec)]
+    return found, "pragma" if found else "code"
+
+
+def _product(values: Any) -> float:
+    total = 1.0
+    for value in values or ():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            total *= float(value)
+    return total
+
+
+def _uses_tensor_cores(counts: dict[str, float], facts: dict[str, Any]) -> bool:
+    sass = facts.get("sass") or {}
+    return bool(sass.get("tensor_core")) or counts["mma"] > 0 or counts["tl_dot"] > 0
+
+
+def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, float]], pragma_bytes: float) -> Work:
+    """Bytes and FLOPs from the problem sizes, symmetric in the two sides.
+
+    Sizes name no roles, so the estimate is coarse: a matmul-like problem (either side
+    multiplies matrices) is read as M·N·K from its three largest sizes; otherwise the
+    data is the product of the two largest sizes. A launch pragma's arrays, when a side
+    has one, give the bytes exactly.
+    """
+    problem = request.problem or {}
+    sizes = tuple(
+        sorted((float(v) for v in problem.values() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), reverse=True)
+    )
+    dtype = problem.get("dtype")
+    dtype_bytes = DTYPE_BYTES.get(dtype, 4) if isinstance(dtype, str) else 4
+    facts = [side.facts if isinstance(side.facts, dict) else {} for side in (request.reference, request.candidate)]
+    matmul_like = any(c["torch_heavy"] > 0 or _uses_tensor_cores(c, f) for c, f in zip(counts, facts))
+    if not sizes and not pragma_bytes:
+        return Work(False, dtype_bytes, matmul_like, 0.0, 0.0)
+    if matmul_like and len(sizes) >= 3:
+        m, n, k = sizes[:3]
+        elements = m * k + k * n + m * n
+        flops = 2.0 * m * n * k
+    else:
+        elements = min(_product(sizes[:2]), MAX_ELEMENTS)
+        flops = elements
+    data = pragma_bytes or 2.0 * elements * dtype_bytes
+    return Work(True, dtype_bytes, matmul_like, data, flops)
+
+
+def _total_threads(launches: list[dict[str, Any]]) -> float:
+    return sum(_launch_threads(launch) for launch in _real(launches))
+
+
+def _launch_threads(launch: dict[str, Any]) -> float:
+    """All threads (CUDA) or all programs' threads (Triton) one launch starts."""
+    return _product(launch.get("grid")) * _threads(launch)
+
+
+def _torch_launches(counts: dict[str, float]) -> float:
+    return sum(counts[f"torch_{kind}"] for kind in TORCH_OPS)
+
+
+def _threads(launch: dict[str, Any]) -> float:
+    """Threads per block; a Triton launch has num_warps instead of a block (its default is 4)."""
+    if launch.get("num_warps") or _product(launch.get("block")) <= 1:
+        return 32.0 * float(launch.get("num_warps") or 4)
+    return _product(launch.get("block"))
+
+
+def _real(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kernel launches, without the corpus's zero fills (`__zero__`)."""
+    return [launch for launch in launches if not str(launch.get("kernel", "")).startswith("__")]
+
+
+def _heaviest(side: KernelSide, launches: list[dict[str, Any]], facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The launch whose shape is the side's: the most instructions issued (threads × loop trips × its
+    kernel's SASS count where the facts give it), not the most threads.
+
+    A one-block kernel looping over all rows after a wide column-means pass is what takes the time,
+    and so is a Triton attention's tile product (thousands of instructions a thread) beside its
+    wider row softmax.
+    """
+
+    def issued(launch: dict[str, Any]) -> float:
+        per_thread = float((_kernel_facts(facts, launch).get("sass") or {}).get("total") or 0) or 1.0
+        return _launch_threads(launch) * max(1.0, _iterations(side, launch)) * per_thread
+
+    return max(_real(launches), key=issued, default=None)
+
+
+def _kernel_facts(facts: dict[str, Any], main: dict[str, Any] | None) -> dict[str, Any]:
+    """The heaviest launch's own compiler facts where the side lists each kernel's (a corpus side
+    of several kernels); else the side's (the editor's: one kernel, its own)."""
+    kernels = facts.get("kernels")
+    own = kernels.get(main.get("kernel")) if isinstance(kernels, dict) and main else None
+    return own if isinstance(own, dict) and not own.get("error") else facts
+
+
+def _launch_vector(
+    side: KernelSide,
+    launches: list[dict[str, Any]],
+    main: dict[str, Any] | None,
+    origin: str,
+    counts: dict[str, float],
+    facts: dict[str, Any],
+    work: Work,
+    hardware: Hardware,
+) -> list[float]:
+    real = _real(launches)
+    if launches:
+        count = float(len(launches))
+    else:
+        count = max(1.0, counts["cuda_launch_sites"] + counts["triton_launch_sites"] + _torch_launches(counts))
+    blocks = _product(main.get("grid")) if main else 0.0
+    threads = _threads(main) if main else 0.0
+    total_threads = _total_threads(real)
+    constexprs = [v for launch in real for v in (launch.get("constexprs") or {}).values() if isinstance(v, int) and not isinstance(v, bool)]
+    # Waves: how many times the GPU is filled with resident blocks (tail effects, idle SMs below 1).
+    blocks_per_sm = float((facts.get("occupancy") or {}).get("active_blocks_per_sm") or 1)
+    waves = blocks / (blocks_per_sm * hardware.sm_count)
+    traffic = _all_threads_work(side, real)
+    iterations = _iterations(side, main)
+    elements = work.bytes / work.dtype_bytes
+    return [
+        math.log2(count),
+        float(len(launches) - len(real)),
+        float(origin == "facts"),
+        float(origin == "pragma"),
+        float(origin == "code"),
+        _log2p(blocks),
+        _log2p(threads),
+        _log2p(total_threads),
+        _log2p(blocks / hardware.sm_count),
+        _log2p(float(main.get("shared_bytes") or 0) if main else 0.0),
+        _log2p(float(main.get("num_warps") or 0) if main else 0.0),
+        _log2p(float(main.get("num_stages") or 0) if main else 0.0),
+        _log2p(float(max(constexprs, default=0))),
+        _log2p(waves),
+        _log2p(elements / total_threads) if total_threads and elements else 0.0,
+        _log2p(iterations),
+        _log2p(traffic.global_accesses),
+        _log2p(traffic.shared_accesses),
+        _log2p(traffic.network_stages),
+        _log2p(traffic.network_steps),
+        _log2p(traffic.global_atomics),
+        _log2p(traffic.shared_atomics),
+        *_parallelism(
+            facts.get("sass") or {},
+            min(blocks / hardware.sm_count, blocks_per_sm) * threads,
+            waves,
+            iterations,
+            total_threads,
+            traffic.global_accesses,
+            hardware,
+        ),
+        # How many updates each written word takes: a scatter into 16 keys serialises on them, one into a million does not.
+        _log2p(traffic.global_atomics / (output / 4)) if (output := _output_bytes(real)) else 0.0,
+    ]
+
+
+def _output_bytes(launches: list[dict[str, Any]]) -> float:
+    """Bytes of the outputs the launches name (a launch pragma's `:out` arrays, the corpus's outputs)."""
+    return sum(float(launch.get("output_bytes") or 0) for launch in launches)
+
+
+def _iterations(side: KernelSide, launch: dict[str, Any] | None) -> float:
+    return thread_work(side.code, side.language, launch).iterations
+
+
+def _parallelism(
+    sass: dict[str, Any],
+    resident_threads: float,
+    waves: float,
+    iterations: float,
+    total_threads: float,
+    global_accesses: float,
+    hardware: Hardware,
+) -> list[float]:
+    """What the SMs have in flight and how much each must issue, as products a model cannot form from their logs.
+
+    A block-size, num_warps or vector-width edit moves a memory-bound kernel by how many bytes
+    each SM has outstanding (its resident threads times each thread's loads and their width,
+    Little's law), and a compute-bound one by the instructions each SM issues; a tail of
+    blocks that only part-fills the last wave idles SMs. Static SASS counts stand in for one
+    pass of the loop body; without the SASS mix the first three read 0.
+    """
+    wide, medium = _vector_shares(sass)
+    load_bytes = float(sass.get("global_loads") or 0) * (16.0 * wide + 8.0 * medium + 4.0 * (1.0 - wide - medium))
+    instructions = float(sass.get("total") or 0)
+    return [
+        _log2p(resident_threads * load_bytes),
+        _log2p(total_threads * instructions * max(iterations, 1.0) / hardware.sm_count),
+        _log2p(max(waves, 1.0) * max(iterations, 1.0) * instructions),
+        _log2p(global_accesses / total_threads) if total_threads else 0.0,
+        waves / math.ceil(waves) if waves >= 1.0 else waves,
+    ]
+
+
+def _all_threads_work(side: KernelSide, launches: list[dict[str, Any]]) -> ThreadWork:
+    """The memory accesses of every thread (CUDA) or program (Triton) of every launch: the traffic the caches see."""
+    total = NO_WORK
+    for launch in launches:
+        workers = _product(launch.get("grid")) * (1.0 if side.language == "triton" else _threads(launch))
+        total = total + thread_work(side.code, side.language, launch).times(workers)
+    return total
+
+
+def _fact_vector(facts: dict[str, Any]) -> list[float]:
+    if not facts or facts.get("registers") is None and not facts.get("sass"):
+        return [0.0] * len(FACT_NAMES)
+    occupancy = facts.get("occupancy") or {}
+    sass = facts.get("sass") or {}
+    limited = str(occupancy.get("limited_by") or "")
+    return [
+        1.0,
+        float(facts.get("registers") or 0) / 64.0,
+        _log2p(float(facts.get("shared_static_bytes") or 0) + float(facts.get("shared_dynamic_bytes") or 0)),
+        _log2p(float(facts.get("spill_store_bytes") or 0) + float(facts.get("spill_load_bytes") or 0)),
+        float(occupancy.get("fraction") or 0.0),
+        *(float(name in limited) for name in _LIMITERS),
+        *(_log2p(float(sass.get(name) or 0)) for name in _SASS_COUNTS),
+        _log2p(float(sass.get("local_loads") or 0) + float(sass.get("local_stores") or 0)),
+        *_vector_shares(sass),
+    ]
+
+
+def _vector_shares(sass: dict[str, Any]) -> tuple[float, float]:
+    """The shares of global loads that are 128-bit and 64-bit wide."""
+    loads = float(sass.get("global_loads") or 0)
+    if not loads:
+        return 0.0, 0.0
+    return float(sass.get("vector_loads_128") or 0) / loads, float(sass.get("vector_loads_64") or 0) / loads
+
+
+def _physics(
+    side: KernelSide, counts: dict[str, float], facts: dict[str, Any], traffic: float, launches: float, work: Work, hardware: Hardware
+) -> list[float]:
+    """Roofline floor of this side in log2 µs, and its parts.
+
+    `traffic` is the bytes this side's launches name, summed over launches (a launch pragma
+    gives them; else 0 and every pass reads the problem's bytes): the two sides of a
+    float → half edit move different bytes on one shape, and a small second pass (a
+    tile-count scan, a finishing sum of partials) adds its own few bytes, not a full pass.
+    """
+    library = side.language == "pytorch" and counts["torch_heavy"] > 0 and counts["inline_extension"] == 0
+    tensor_cores = _uses_tensor_cores(counts, facts) or (library and work.dtype_bytes <= 2)
+    if tensor_cores:
+        peak = hardware.bf16_tflops if work.dtype_bytes <= 2 else hardware.tf32_tflops
+    else:
+        peak = hardware.fp32_tflops
+    efficiency = LIBRARY_EFFICIENCY if library else 1.0
+    if side.language == "pytorch":
+        passes = max(1.0, _torch_launches(counts))
+        launch_us = launches * TORCH_OP_US
+    else:
+        passes = launches
+        launch_us = launches * LAUNCH_US
+    memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
+    compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
+    floor = launch_us + max(memory_us, compute_us)
+    return [
+        math.log2(floor),
+        math.log2(launch_us),
+        _log2p(memory_us),
+        _log2p(compute_us),
+        math.log2(passes),
+        float(tensor_cores),
+        float(library),
+    ]
+
+
+def _context_vector(work: Work, hardware: Hardware, threads: float, output: float) -> list[float]:
+    """`threads`: the most threads either side launches, a second reading of the problem's scale;
+    `output`: the most output bytes either side's launches name (0: unknown), against which the
+    bytes say how many inputs each output element reduces or gathers.
+
+    Single sizes are left out on purpose: their sorted values name the operation (and let a
+    model memorise it) more than they describe work on an operation it has not seen. So are
+    their product and the FLOPs read from them: an editor's problem often names fewer sizes
+    than its tensors have (a square SGEMM as one N), which read 2^20 times smaller than the
+    same problem in the corpus, and the README's SGEMM edit was forecast the wrong way round.
+    Bytes (exact from a launch pragma's arrays) and threads carry the scale instead.
+    """
+    return [
+        float(work.known),
+        _log2p(threads),
+        math.log2(work.dtype_bytes),
+        float(work.matmul_like),
+        _log2p(work.bytes),
+        _log2p(work.bytes / (hardware.l2_mb * 2**20)),
+        math.log2(hardware.bandwidth_gbs),
+        math.log2(hardware.fp32_tflops),
+        math.log2(hardware.bf16_tflops),
+        math.log2(hardware.tf32_tflops),
+        math.log2(hardware.sm_count),
+        hardware.compute_capability,
+        math.log2(hardware.l2_mb),
+        hardware.threads_per_sm / 1024.0,
+        _log2p(output),
+        _log2p(work.bytes) - _log2p(output) if output else 0.0,
+    ]
+
+
+def pair_features(request: ForecastRequest) -> np.ndarray:
+    """(2, len(FEATURE_NAMES)) rows for the reference and the candidate, each with the shared context.
+
+    Swapping the sides swaps the rows and nothing else: the model that reads them is
+    antisymmetric by construction.
+    """
+    sides = (request.reference, request.candidate)
+    hardware = Hardware.from_json(request.hardware or {})
+    counts = tuple(read_code(side.code, side.language) for side in sides)
+    launches = tuple(_launches_of(side) for side in sides)
+    bytes_per_launch = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
+    work = work_of(request, counts, max(max(side, default=0.0) for side in bytes_per_launch))
+    output = max(_output_bytes(_real(found)) for found, _ in launches)
+    context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches), output)
+    rows = []
+    for side, side_counts, (found, origin), launch_bytes in zip(sides, counts, launches, bytes_per_launch):
+        side_facts = side.facts if isinstance(side.facts, dict) else {}
+        main = _heaviest(side, found, side_facts)
+        facts = _kernel_facts(side_facts, main)
+        launch_part = _launch_vector(side, found, main, origin, side_counts, facts, work, hardware)
+        rows.append(
+            [
+                *(float(side.language == name) for name in _LANGUAGES),
+                *(_log2p(side_counts[name]) for name in CODE_PATTERNS),
+                *(_log2p(side_counts[f"torch_{kind}"]) for kind in TORCH_OPS),
+                *access_summary(side.code, side.language, found),
+                *launch_part,
+                *_fact_vector(facts),
+                *_physics(side, side_counts, facts, sum(launch_bytes), 2.0 ** launch_part[0], work, hardware),
+                *context,
+            ]
+        )
+    return np.asarray(rows, dtype=np.float64)

@@ -1,0 +1,1 @@
+"""The forecaster service: HTTP API, backend registry, calibration, LLM backends."""

@@ -1,0 +1,262 @@
+"""How the LSP reaches the forecaster: join the user's running service, start one
+if there is none, restart it if it died, and never make the editor wait long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kernelcast.wire import Forecast, ForecastRequest, read_or_create_token, read_state
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 15.0
+REQUEST_TIMEOUT_S = 10.0
+# The embedded forecaster answers in milliseconds; standing in for a slow backend, it must show
+# its forecast at once or not at all, whatever kernelcast.forecaster.timeoutMs allows the LLM.
+STAND_IN = "embedded"
+STAND_IN_TIMEOUT_S = 5.0
+HEALTH_TIMEOUT_S = 1.0
+# After a failed start, the same answer comes at once for this long: a service that cannot
+# start must not cost a process start (1-2 s) on every keystroke.
+START_RETRY_S = 10.0
+# The calibration version in cache keys is asked for again after this long, so local learning
+# from another editor window or `kernelcast reset-learning` never leaves stale forecasts served.
+BACKEND_INFO_TTL_S = 2.0
+
+
+class ForecasterUnavailable(Exception):
+    """The forecaster could not answer; the message is shown to the user as is."""
+
+
+@dataclass
+class BackendInfo:
+    name: str
+    model_id: str
+    version: str
+    calibration_version: str
+    batches: bool = False  # forecasts many requests in one call (the embedded forecaster)
+
+
+class ForecasterClient:
+    def __init__(self, state_dir: Path, url: str = "", backend: str = "embedded", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.state_dir = state_dir
+        self.configured_url = url.rstrip("/")
+        self.backend = backend
+        self._url: str | None = None
+        self._start_failure: tuple[float, str] | None = None  # (retry after, why it failed)
+        self._token = read_or_create_token(state_dir)
+        self._served: dict[str, BackendInfo] | None = None
+        self._served_at = 0.0
+        self._connect_lock = asyncio.Lock()
+        self.timeout_s = timeout_s  # an LLM on a CPU may need minutes: kernelcast.forecaster.timeoutMs
+        self._http = httpx.AsyncClient(timeout=timeout_s)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"}
+
+    async def _healthy(self, url: str) -> bool:
+        try:
+            response = await self._http.get(f"{url}/v1/health", headers=self._headers, timeout=HEALTH_TIMEOUT_S)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def _connect(self) -> str:
+        """The URL of a healthy service, starting one when this user has none.
+
+        A known URL is used without asking again: a dead service shows as a transport
+        error in `_call`, which forgets the URL and comes back here.
+        """
+        async with self._connect_lock:
+            if self._url:
+                return self._url
+            self._served = None
+            if self.configured_url:
+                if not await self._healthy(self.configured_url):
+                    raise ForecasterUnavailable(f"forecaster unavailable: no answer from {self.configured_url}")
+                self._url = self.configured_url
+                return self._url
+            state = read_state(self.state_dir)
+            if state and await self._healthy(state["url"]):
+                self._url = state["url"]
+                return self._url
+            if self._start_failure is not None and time.monotonic() < self._start_failure[0]:
+                raise ForecasterUnavailable(self._start_failure[1])
+            try:
+                self._url = await asyncio.to_thread(self._start_service)
+            except ForecasterUnavailable as error:
+                self._start_failure = (time.monotonic() + START_RETRY_S, str(error))
+                raise
+            return self._url
+
+    def _start_service(self) -> str:
+        """Start `kernelcast serve` detached; a file lock keeps two editors from racing."""
+        try:
+            return self._start_locked()
+        except OSError as error:  # an unusable service folder: no lock, log or state file
+            raise ForecasterUnavailable(f"forecaster unavailable: cannot start the service ({error})") from error
+
+    def _start_locked(self) -> str:
+        lock_path = self.state_dir / "start.lock"
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = read_state(self.state_dir)
+            # Busy (three editors on two cores) is not dead: a service that takes its connections but
+            # misses a health check gets the start timeout to answer, so no second one starts beside it.
+            if state and _process_alive(state.get("pid")) and _responds(state["url"], self._headers, START_TIMEOUT_S):
+                return state["url"]
+            (self.state_dir / "service.json").unlink(missing_ok=True)
+            log = open(self.state_dir / "service.log", "ab")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(self.state_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # outlives this editor window; others share it
+            )
+            log.close()
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    raise ForecasterUnavailable(
+                        f"forecaster unavailable: the service exited with code {process.returncode}; see {self.state_dir / 'service.log'}"
+                    )
+                state = read_state(self.state_dir)
+                if state and state.get("pid") == process.pid and _responds(state["url"], self._headers):
+                    logger.info("started forecaster service pid %s at %s", process.pid, state["url"])
+                    return state["url"]
+                time.sleep(0.05)
+            raise ForecasterUnavailable(f"forecaster unavailable: the service did not start within {START_TIMEOUT_S:.0f} s")
+
+    async def served(self) -> dict[str, BackendInfo]:
+        """Every backend the service serves, by name; the calibration versions are part of every cache key."""
+        if self._served is not None and time.monotonic() - self._served_at < BACKEND_INFO_TTL_S:
+            return self._served
+        payload = await self._call("GET", "/v1/backends?probe=false")
+        self._served = {
+            entry["name"]: BackendInfo(
+                entry["name"],
+                entry.get("model_id", ""),
+                entry.get("version", ""),
+                entry.get("calibration_version", ""),
+                entry.get("batches") is True,
+            )
+            for entry in payload.get("backends", [])
+            if entry.get("name")
+        }
+        self._served_at = time.monotonic()
+        return self._served
+
+    async def backend_info(self, name: str | None = None) -> BackendInfo:
+        """Name, model and calibration version of `name` (default: the configured backend)."""
+        name = name or self.backend
+        served = await self.served()
+        if name not in served:
+            raise ForecasterUnavailable(f"forecaster backend {name!r} is not served (served: {', '.join(served)})")
+        return served[name]
+
+    async def stand_in(self) -> str | None:
+        """The fast backend shown while the configured one works: embedded, when it is served
+        and the configured backend is another (an LLM, or `combined` waiting for its slowest member)."""
+        if self.backend == STAND_IN:
+            return None
+        try:
+            return STAND_IN if STAND_IN in await self.served() else None
+        except ForecasterUnavailable:
+            return None  # the configured backend's own request reports it
+
+    async def forecast(self, request: ForecastRequest, backend: str | None = None, timeout_s: float | None = None) -> Forecast:
+        """A forecast from `backend` (default: the configured one) within `timeout_s` (default: timeoutMs)."""
+        request.backend = backend or self.backend
+        payload = await self._call("POST", "/v1/forecast", request.to_json(), timeout_s)
+        return Forecast.from_json(payload)
+
+    async def forecast_many(
+        self, requests: list[ForecastRequest], backend: str | None = None, timeout_s: float | None = None
+    ) -> list[Forecast]:
+        """Forecasts of `requests` in one call, in order (send many only to a backend that batches)."""
+        for request in requests:
+            request.backend = backend or self.backend
+        payload = await self._call("POST", "/v1/forecasts", {"requests": [request.to_json() for request in requests]}, timeout_s)
+        forecasts = payload.get("forecasts") if isinstance(payload, dict) else None
+        if not isinstance(forecasts, list) or len(forecasts) != len(requests):
+            raise ForecasterUnavailable("forecaster error: the service answered a batch of forecasts with something else")
+        return [Forecast.from_json(forecast) for forecast in forecasts]
+
+    async def learn(self, request: ForecastRequest, measured_speedup: float) -> dict[str, Any]:
+        """Teach the service one pair measured on this GPU; answers the new local correction.
+
+        The calibration version changes with it, so the cached backend info is dropped:
+        the next cache key differs and forecasts made before are not served again.
+        """
+        body = {"request": request.to_json(), "measured_speedup": measured_speedup, "backend": self.backend}
+        try:
+            return await self._call("POST", "/v1/learn", body)
+        finally:
+            self._served = None
+
+    async def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
+        """One request; on a dead service, reconnect (restarting it) and try once more."""
+        wait_s = timeout_s or self.timeout_s
+        for attempt in range(2):
+            url = await self._connect()
+            try:
+                response = await self._http.request(method, f"{url}{path}", json=body, headers=self._headers, timeout=wait_s)
+            except httpx.TimeoutException as error:
+                self._url = None  # a hung service: the next call checks its health, then replaces it
+                setting = "" if timeout_s else " (kernelcast.forecaster.timeoutMs)"
+                raise ForecasterUnavailable(f"forecaster unavailable: no answer within {wait_s:g} s{setting}") from error
+            except httpx.TransportError:
+                self._url = None
+                if attempt == 0:
+                    continue
+                raise ForecasterUnavailable("forecaster unavailable: the service stopped answering")
+            if response.status_code == 200:
+                return response.json()
+            try:
+                detail = response.json().get("error", response.text)
+            except ValueError:
+                detail = response.text
+            raise ForecasterUnavailable(f"forecaster error {response.status_code}: {detail}")
+        raise ForecasterUnavailable("forecaster unavailable")
+
+
+def _process_alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _responds(url: str, headers: dict[str, str], patience_s: float = 0.0) -> bool:
+    """True once the service answers its health check. False at once when nothing takes the
+    connection (the service is gone, its pid reused) or something else answers; else after
+    `patience_s` of timed-out checks (hung)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return httpx.get(f"{url}/v1/health", headers=headers, timeout=HEALTH_TIMEOUT_S).status_code == 200
+        except httpx.TimeoutException:
+            if time.monotonic() >= deadline:
+                return False
+        except httpx.HTTPError:
+            return False

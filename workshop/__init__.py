@@ -1,0 +1,1 @@
+"""The workshop: corpus generator, measuring runner, datasets and training. Not installed."""

@@ -1,0 +1,28 @@
+"""`python -m workshop corpus …` (the measured corpus) and `python -m workshop train …` (the
+embedded forecaster's weights), run from the checkout: the workshop is not installed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["train"]:
+        from workshop.training.train import main as train
+
+        return train(arguments[1:])
+    from workshop.corpus.cli import add_parser
+
+    parser = argparse.ArgumentParser(
+        prog="python -m workshop", description="the workshop: corpus and training (train: python -m workshop train --help)"
+    )
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(arguments)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
