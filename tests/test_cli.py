@@ -102,7 +102,9 @@ def test_every_command_and_subcommand_prints_its_help() -> None:
                     found += parsers(child)
         return found
 
-    every = parsers(build_parser())
+    from workshop.__main__ import build_parser as workshop_parser
+
+    every = parsers(build_parser()) + parsers(workshop_parser())
     assert len(every) > 10
     for parser in every:
         assert parser.format_help().startswith("usage:")

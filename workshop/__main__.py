@@ -14,14 +14,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workshop.training.train import main as train
 
         return train(arguments[1:])
+    args = build_parser().parse_args(arguments)
+    return int(args.run(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The corpus commands (training parses its own arguments: `python -m workshop train --help`)."""
     from workshop.corpus.cli import add_parser
 
-    parser = argparse.ArgumentParser(
-        prog="python -m workshop", description="the workshop: corpus and training (train: python -m workshop train --help)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m workshop", description="the workshop: corpus and training")
     add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(arguments)
-    return int(args.run(args))
+    return parser
 
 
 if __name__ == "__main__":
