@@ -1,7 +1,7 @@
 """The measured corpus as one self-contained file: a record per kernel and problem size.
 
-`assemble` joins what the GPU runs wrote (measurements, compiler facts and, since run 4,
-the code and launches they measured) with the generator's description where a run did not
+`assemble` joins what the GPU runs wrote (measurements, compiler facts and, where the run saved
+them, the code and launches it measured) with the generator's description where a run did not
 save one, so the dataset needs neither the generator nor the GPU to be read or trained on.
 """
 

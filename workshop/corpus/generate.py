@@ -1,7 +1,8 @@
 """The corpus's kernels, regenerated deterministically from the operation modules.
 
-A measured record stores only a variant id and sizes; its code, family, parameters and
-launches come back from here, so the dataset cannot drift from the generator.
+The runner measures what this makes and saves, beside each measurement, the code and launches it
+ran; `dataset.assemble` takes a record's description from here (by variant id and sizes) only
+where a run did not save one, so a dataset record always says what was measured.
 """
 
 from __future__ import annotations
