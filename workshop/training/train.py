@@ -46,8 +46,8 @@ BACKEND = "embedded"
 AUGMENTED_WEIGHT = 0.5
 # An edit pair (one knob changed) counts this many times a cross or reference pair: the editor
 # is mostly asked about one edit, and on held-out operations weights of 3–8 gained 2–4 points
-# of edit-pair direction accuracy at no cost elsewhere; 10 (session 24, with the in-flight
-# features) gained ~0.4 more on the trees proxy (models/training/README.md).
+# of edit-pair direction accuracy at no cost elsewhere; 10, with the in-flight features,
+# gained ~0.4 more on a trees-only proxy of the folds.
 EDIT_WEIGHT = 10.0
 # Featurizing in processes pays only for chunks this large (spawning one costs ~2 s).
 MIN_ROWS_PER_JOB = 2000
