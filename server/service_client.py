@@ -222,11 +222,11 @@ class ForecasterClient:
                 self._url = None  # a hung service: the next call checks its health, then replaces it
                 setting = "" if timeout_s else " (kernelcast.forecaster.timeoutMs)"
                 raise ForecasterUnavailable(f"forecaster unavailable: no answer within {wait_s:g} s{setting}") from error
-            except httpx.TransportError:
+            except httpx.TransportError as error:
                 self._url = None
                 if attempt == 0:
                     continue
-                raise ForecasterUnavailable("forecaster unavailable: the service stopped answering")
+                raise ForecasterUnavailable("forecaster unavailable: the service stopped answering") from error
             if response.status_code == 200:
                 return response.json()
             try:
