@@ -135,7 +135,6 @@ def _fresh_clone(target: Path) -> Path:
     return target
 
 
-@pytest.mark.slow
 def test_wheel_ships_the_product_and_weights_without_the_workshop(tmp_path: Path) -> None:
     source = _fresh_clone(tmp_path / "source")
     built = _run(
