@@ -9,9 +9,11 @@ import hook, so they run on a copy of the Python files laid out as the wheel ins
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import zipfile
 from pathlib import Path
@@ -154,3 +156,23 @@ def test_wheel_ships_the_product_and_weights_without_the_workshop(tmp_path: Path
     layout = installed_layout(tmp_path / "installed")
     product = {path.relative_to(layout).as_posix() for path in (layout / "kernelcast").rglob("*.py")}
     assert product - names == set(), "modules of the tree missing from the wheel (pyproject's packages)"
+
+    # The installed copy forecasts with its own weights: -S keeps the editable install's import
+    # hook (a .pth file) out, so nothing missing from the wheel is found in the checkout instead.
+    site = tmp_path / "site"
+    installed = _run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel)], cwd=tmp_path
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    dependencies = sysconfig.get_paths()["purelib"]
+    forecast = subprocess.run(
+        [sys.executable, "-S", "-m", "kernelcast", "forecast", str(lsp_support.EXAMPLES / "kernelbench_relu.py"), "--no-facts", "--json"],
+        cwd=tmp_path,
+        env={**lsp_support.isolated_env(tmp_path / "home"), "PYTHONPATH": os.pathsep.join([str(site), dependencies])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert forecast.returncode == 0, forecast.stderr
+    (kernel,) = json.loads(forecast.stdout)["kernels"]
+    assert len(kernel["forecast"]["probabilities"]) == 8
