@@ -37,7 +37,8 @@ def many_kernels(count: int, language: str) -> tuple[str, str]:
         kernels = "".join(f"__global__ void k{i}(float* x) {{ x[threadIdx.x * {i + 1}] += {i}.0f; }}\n" for i in range(count))
         return ".cu", "// kernelcast: reference=matmul_naive.cu::sgemm\n" + kernels
     kernels = "".join(
-        f"@triton.jit\ndef k{i}(x, n, BLOCK: tl.constexpr):\n    o = tl.arange(0, BLOCK) * {i + 1}\n    tl.store(x + o, tl.load(x + o) + 1, mask=o < n)\n"
+        f"@triton.jit\ndef k{i}(x, n, BLOCK: tl.constexpr):\n    o = tl.arange(0, BLOCK) * {i + 1}\n"
+        "    tl.store(x + o, tl.load(x + o) + 1, mask=o < n)\n"
         for i in range(count)
     )
     return ".py", "# kernelcast: reference=add_triton_baseline.py::add_kernel\nimport triton\nimport triton.language as tl\n" + kernels

@@ -855,7 +855,8 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any], header: lis
         if key == "by_level":
             for level, numbers in value.items():
                 lines.append(
-                    f"| level {level} | n {numbers['n']}, median ratio {numbers['median_ratio']:.3f}, median abs log2 {numbers['median_abs_log2_ratio']:.3f} |"
+                    f"| level {level} | n {numbers['n']}, median ratio {numbers['median_ratio']:.3f}, "
+                    f"median abs log2 {numbers['median_abs_log2_ratio']:.3f} |"
                 )
         else:
             lines.append(f"| {key} | {value:.3f} |" if isinstance(value, float) else f"| {key} | {value} |")

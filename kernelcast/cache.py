@@ -50,13 +50,15 @@ class ResultCache:
             first = error
         # Only a folder holding a cache is moved aside: never a file or a folder of the user's.
         if not (self.directory / "cache.db").is_file():
-            return self._disabled(first)
+            self._disable(first)
+            return None
         aside = self.directory.with_name(f"{self.directory.name}.corrupt-{int(time.time())}")
         try:
             shutil.move(str(self.directory), str(aside))
             cache = self._open_and_probe()
         except Exception as second:
-            return self._disabled(second)
+            self._disable(second)
+            return None
         self._warn(f"cache at {self.directory} could not be opened ({first}); moved to {aside} and rebuilt")
         return cache
 
@@ -67,9 +69,8 @@ class ResultCache:
         cache.get(_PROBE_KEY)
         return cache
 
-    def _disabled(self, error: Exception) -> None:
+    def _disable(self, error: Exception) -> None:
         self._warn(f"cache disabled: {self.directory} is unusable ({error}); results are kept in memory only")
-        return None
 
     def _warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -105,7 +106,7 @@ class ResultCache:
         if self._cache is None:
             return 0
         try:
-            return self._cache.clear()
+            return int(self._cache.clear())
         except Exception as error:
             self._degrade("clear", error)
             return 0

@@ -18,6 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover_bytes
 from kernelcast.project_config import ProjectConfig
@@ -36,7 +37,7 @@ class Reference:
     origin: str  # pragma | config | kernelbench | git-head
     description: str  # short text for the hover
     path: str | None  # the file it came from
-    problem: dict | None  # problem sizes from a config rule
+    problem: dict[str, int] | None  # problem sizes from a config rule
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def _from_spec(
     discovery: Discovery,
     file_path: Path,
     boundary: Path | None,
-    problem: dict | None,
+    problem: dict[str, int] | None,
 ) -> Reference | NoReference:
     path_text, _, wanted = spec.partition("::")
     where = f"{origin}: {_shortened(spec)}"
@@ -274,7 +275,7 @@ def _head_version(repository: _Repository, commit: str, relative: str) -> Discov
     return _HEAD_FILES[key]
 
 
-def _remember(cache: dict, key: object, value: object) -> None:
+def _remember(cache: dict[Any, Any], key: object, value: object) -> None:
     """Store in a small cache, dropping the oldest entry when full."""
     if len(cache) >= _CACHE_SIZE:
         cache.pop(next(iter(cache)))

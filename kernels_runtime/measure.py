@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpec,
@@ -60,7 +60,7 @@ class MeasureFailure:
         return asdict(self)
 
 
-MeasureOutcome = Union[Measurement, MeasureFailure]
+MeasureOutcome = Measurement | MeasureFailure
 
 
 @dataclass(frozen=True)

@@ -427,7 +427,10 @@ class Measurer:
     @staticmethod
     def load_message(side_request: dict[str, Any], label: str) -> str:
         if "load_inline" in side_request["code"]:
-            return f"building {label}'s CUDA extension with load_inline (a first build can take a minute; cached under {cache_dir() / 'torch_extensions'})"
+            return (
+                f"building {label}'s CUDA extension with load_inline "
+                f"(a first build can take a minute; cached under {cache_dir() / 'torch_extensions'})"
+            )
         return f"loading {label} ({side_request['language']})"
 
     @staticmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from kernelcast.wire import ForecastRequest
 
@@ -37,7 +37,13 @@ class Backend(Protocol):
     def predict(self, request: ForecastRequest) -> RawPrediction: ...
 
 
-def predicts_batches(backend: Backend) -> bool:
+class BatchBackend(Backend, Protocol):
+    """A backend that also forecasts many requests in one call."""
+
+    def predict_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]: ...
+
+
+def predicts_batches(backend: Backend) -> TypeGuard[BatchBackend]:
     """Whether `backend` also has `predict_many(requests) -> list[RawPrediction]`, many requests in
     one call and much faster than one by one (the embedded forecaster: one matrix product for a
     file's hundred kernels). An LLM has none: its requests go one at a time, each within its deadline."""
@@ -47,5 +53,5 @@ def predicts_batches(backend: Backend) -> bool:
 def predict_all(backend: Backend, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
     """Raw forecasts of `requests`: in one call where the backend batches, else one at a time."""
     if predicts_batches(backend):
-        return backend.predict_many(requests)  # type: ignore[attr-defined]
+        return backend.predict_many(requests)
     return [backend.predict(request) for request in requests]

@@ -112,7 +112,8 @@ async def _forecasts(
 
     A backend that batches gets up to FORECAST_BATCH requests a call, so a file's hundred
     kernels cost one round trip and one matrix product; any other (an LLM, or a service started
-    by an older kernelcast, which has no batch route) gets one at a time, each within its deadline. Stops (cancelled) as soon as the text changes.
+    by an older kernelcast, which has no batch route) gets one at a time, each within its deadline.
+    Stops (cancelled) as soon as the text changes.
     """
     size = FORECAST_BATCH if backend.batches else 1
     for start in range(0, len(pending), size):

@@ -110,7 +110,10 @@ def test_threads_leave_a_core_to_the_rest_unless_given(backend: prediction.Backe
 
 def test_an_amx_build_is_refused_with_the_rebuild_command() -> None:
     """What llama.cpp prints on a native Sapphire Rapids build, and on the portable AVX2 build."""
-    amx = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | OPENMP = 1 | REPACK = 1 | "
+    amx = (
+        "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | "
+        "OPENMP = 1 | REPACK = 1 | "
+    )
     with pytest.raises(LLMBackendError, match="GGML_NATIVE=OFF"):
         refuse_an_amx_build(amx)
     refuse_an_amx_build(amx.replace("AMX_INT8 = 1 | ", ""))

@@ -22,7 +22,8 @@ def measured(candidate: dict, reference: dict, **options) -> Measurement:
     outcome = measure_pair(candidate, reference, **options)
     assert isinstance(outcome, Measurement), outcome
     print(
-        f"\n{candidate['name'] or ''} {outcome.message()} ci={outcome.ci95} t_ref={outcome.t_reference_ms:.4f} ms t_cand={outcome.t_candidate_ms:.4f} ms"
+        f"\n{candidate['name'] or ''} {outcome.message()} ci={outcome.ci95} "
+        f"t_ref={outcome.t_reference_ms:.4f} ms t_cand={outcome.t_candidate_ms:.4f} ms"
     )
     return outcome
 

@@ -11,7 +11,10 @@ from kernelcast.models.service.llm_common import label_token_ids, parse_json_dis
 from kernelcast.models.service.prompt import DIGIT_LABELS, FACTORS, LETTER_LABELS, bins_table, build_prompt, distribution_schema
 from kernelcast.wire import BIN_WORDS, LOG2_EDGES, NUM_BINS, ForecastRequest, KernelSide, bin_of_speedup
 
-NAIVE = "__global__ void add(const float* a, float* b, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) b[i] = a[i] + 1.0f;\n}"
+NAIVE = (
+    "__global__ void add(const float* a, float* b, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) b[i] = a[i] + 1.0f;\n}"
+)
 VECTOR = NAIVE.replace("a[i] + 1.0f", "a[i] + 2.0f")
 
 

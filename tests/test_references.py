@@ -111,7 +111,8 @@ def test_config_rule_is_relative_to_the_config_and_carries_problem_sizes(tmp_pat
     write(tmp_path / "kernels" / "baseline.cu", BASE)
     write(
         tmp_path / "kernelcast.toml",
-        'problem = { N = 64, M = 8 }\n[[references]]\nfiles = "kernels/*_v2.cu"\nreference = "kernels/baseline.cu::add"\nproblem = { N = 1024 }\n',
+        'problem = { N = 64, M = 8 }\n[[references]]\nfiles = "kernels/*_v2.cu"\n'
+        'reference = "kernels/baseline.cu::add"\nproblem = { N = 1024 }\n',
     )
     path = write(tmp_path / "kernels" / "add_v2.cu", CANDIDATE)
     reference = resolve(path, tmp_path)

@@ -371,7 +371,10 @@ def test_featurize_only_fills_the_cache_that_a_later_run_reads(
 
 def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:
     pair = next(iter(read_pairs(PAIRS)))
-    cuda = 'extern "C" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n    y[(long long)r * n + c] = x[(size_t) c];\n}'
+    cuda = (
+        'extern "C" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n'
+        "    y[(long long)r * n + c] = x[(size_t) c];\n}"
+    )
     triton = "def k(x_ptr):\n    x = tl.load(x_ptr)  # __restrict__ is only a word here"
     request = replace(
         pair.request,

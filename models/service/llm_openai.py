@@ -241,7 +241,8 @@ def label_probabilities(alternatives: list[dict[str, Any]], labels: tuple[str, .
 
 
 def create(options: dict[str, Any]) -> OpenAICompatibleBackend:
-    """Factory for the registry; options `llm_url`, `llm_model`, `llm_api_key`, `llm_mode`, `llm_deadline_s`, `llm_retries`, `llm_reason_tokens`."""
+    """Factory for the registry; options `llm_url`, `llm_model`, `llm_api_key`, `llm_mode`, `llm_deadline_s`,
+    `llm_retries`, `llm_reason_tokens`."""
     url = options.get("llm_url") or os.environ.get("KERNELCAST_LLM_URL")
     if not url:
         raise LLMBackendError("the openai backend needs a server: --llm-url http://127.0.0.1:8000/v1 (or KERNELCAST_LLM_URL)")

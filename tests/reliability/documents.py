@@ -294,7 +294,9 @@ class DocumentGenerator:
             return ".cu", "template <" * min(depth, 5000) + "typename T" + ">" * min(depth, 5000) + " __global__ void k(T* x) {}\n"
         return (
             ".py",
-            f"from torch.utils.cpp_extension import load_inline\nsrc = {'(' * min(depth, 10_000)}'__global__ void k(float* x) {{}}'{')' * min(depth, 10_000)}\nm = load_inline(name='m', cpp_sources='', cuda_sources=src)\n",
+            f"from torch.utils.cpp_extension import load_inline\n"
+            f"src = {'(' * min(depth, 10_000)}'__global__ void k(float* x) {{}}'{')' * min(depth, 10_000)}\n"
+            "m = load_inline(name='m', cpp_sources='', cuda_sources=src)\n",
         )
 
     def bad_pragmas(self) -> tuple[str, str]:
@@ -362,7 +364,10 @@ class DocumentGenerator:
         )
         body = self.rng.choice(("pass", "tl.store(x_ptr, 1)", "return", "yield 1", "x = ", "async with a: pass", "global tl"))
         prefix = self.rng.choice(("async def", "def", "class", "lambda"))
-        text = f"import triton\nimport triton.language as tl\n\n{decorator}\n{prefix} kernel_{self.rng.randrange(100)}({signature}):\n    {body}\n"
+        text = (
+            f"import triton\nimport triton.language as tl\n\n{decorator}\n"
+            f"{prefix} kernel_{self.rng.randrange(100)}({signature}):\n    {body}\n"
+        )
         return ".py", text
 
     def unicode_and_line_breaks(self) -> tuple[str, str]:

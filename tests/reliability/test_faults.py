@@ -193,7 +193,8 @@ async def test_cache_folder_that_cannot_be_made_is_reported_and_forecasts_go_on(
     server.open(uri, candidate(workspace, 1))
     assert forecast_of(await server.published(uri, 1, WAIT_S))["message"].startswith("sgemm: ")
     assert server.messages == [
-        f"cache disabled: {blocker / 'cache'} is unusable ([Errno 20] Not a directory: '{blocker / 'cache'}'); results are kept in memory only"
+        f"cache disabled: {blocker / 'cache'} is unusable ([Errno 20] Not a directory: '{blocker / 'cache'}'); "
+        "results are kept in memory only"
     ]
     assert blocker.read_text() == "", "the user's file is left alone"
 

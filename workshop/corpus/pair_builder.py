@@ -35,7 +35,7 @@ def build_pairs(records: Iterable[dict[str, Any]], kinds: Iterable[str] = PAIR_K
     for record in correct:
         by_problem[(record["op"], _sizes_key(record["sizes"]))].append(record)
     hardware = _hardware()
-    for (op, _), group in sorted(by_problem.items()):
+    for _problem, group in sorted(by_problem.items()):
         kernels = [record for record in group if not is_reference(record)]
         references = [record for record in group if is_reference(record)]
         if "edit" in wanted:
