@@ -487,6 +487,7 @@ class Measurer:
         )
         del fns
         self.check(torch, reference, candidate, (RECHECK_SEED,), first_percent=95.0, span=5.0, after_timing=True)
+        self.channel.progress("reading clocks and GPU properties", 99.0, None, "load")  # NVML and nvidia-smi, not a kernel
         return {
             "timing": result.to_json(),
             "correctness": self.correctness,
