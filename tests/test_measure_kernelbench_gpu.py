@@ -216,3 +216,48 @@ def test_a_triton_compile_on_a_later_call_is_not_taken_for_a_hang() -> None:
     print(f"\n{len(compiles)} compiles announced; {outcome}")
     assert isinstance(outcome, Measurement), outcome
     assert len(compiles) == 2
+
+
+BATCH_NORM_REFERENCE = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(features)
+
+    def forward(self, x):
+        return self.bn(x)
+
+def get_inputs():
+    return [torch.rand(256, 512) * 4 + 1]
+
+def get_init_inputs():
+    return [512]
+"""
+
+BATCH_NORM_CANDIDATE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(features)
+
+    def forward(self, x):
+        return F.batch_norm(x, None if TRAINING else self.bn.running_mean, None if TRAINING else self.bn.running_var,
+                            self.bn.weight, self.bn.bias, training=TRAINING)
+"""
+
+
+def test_models_run_in_training_mode_as_kernelbench_runs_them() -> None:
+    """KernelBench never calls .eval(): batch norm normalises with the batch's statistics, so a
+    ModelNew that uses the running statistics (inference style) is wrong there, and here."""
+    reference = kernelbench(BATCH_NORM_REFERENCE, "Model")
+    inference = measure_pair(kernelbench(BATCH_NORM_CANDIDATE.replace("TRAINING", "False"), "ModelNew"), reference, rounds=2)
+    assert isinstance(inference, MeasureFailure) and inference.kind == "wrong", inference
+    batch = measure_pair(kernelbench(BATCH_NORM_CANDIDATE.replace("TRAINING", "True"), "ModelNew"), reference, rounds=2)
+    assert isinstance(batch, Measurement), batch
