@@ -62,10 +62,17 @@ def before_text(entry: dict[str, Any]) -> str:
 
 
 def after_text(record: dict[str, Any]) -> str:
-    if "speedup" in record:
-        low, high = record["ci95"]
-        return f"{record['speedup']:.2f}× [{low:.2f}, {high:.2f}] ({record['check']})"
-    return f"{record['failure']}: {record['message']}"
+    """Speedup and CI, with what the check found worth saying; or the failure's kind and message."""
+    if "speedup" not in record:
+        return f"{record['failure']}: {record['message']}"
+    low, high = record["ci95"]
+    notes = []
+    for entry in (record.get("correctness") or {}).values():
+        if entry.get("note"):
+            notes.append(f"max abs err {entry['max_abs_err']:.1e}, {entry['note'].split(': ', 1)[0]}")
+        if entry.get("parameters"):
+            notes.append("parameters differ in shape, outputs agree")
+    return f"{record['speedup']:.2f}× [{low:.2f}, {high:.2f}]" + "".join(f"; {note}" for note in notes)
 
 
 def measure_entry(folder: Path, limit_s: float) -> dict[str, Any]:
@@ -109,9 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=400.0, help="start no file after this many seconds")
     parser.add_argument("--commit", default="?", help="the kernelcast commit measured, for the table")
     parser.add_argument("--only", type=int, nargs="*", help="entry numbers to run (default: all)")
+    parser.add_argument("--table-only", action="store_true", help="write the table from OUT_DIR/measure_sample.jsonl, measure nothing")
     options = parser.parse_args(argv)
     entries = json.loads(options.manifest.read_text())
     options.out.mkdir(parents=True, exist_ok=True)
+    if options.table_only:
+        lines = (options.out / "measure_sample.jsonl").read_text(encoding="utf-8").splitlines()
+        write_table([json.loads(line) for line in lines if line.strip()], entries, options)
+        return 0
     started = time.monotonic()
     records = []
     for number, entry in enumerate(entries):
@@ -127,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{number:02d} {problem}: {after_text(record)} ({record['seconds']} s)", flush=True)
         with open(options.out / "measure_sample.jsonl", "a", encoding="utf-8") as sink:
             sink.write(json.dumps(record) + "\n")
+    write_table(records, entries, options)
+    measured = sum("speedup" in r for r in records)
+    print(f"{measured} measured, {len(records) - measured} rejected or not run, {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def write_table(records: list[dict[str, Any]], entries: list[dict[str, Any]], options: argparse.Namespace) -> None:
     rows = [
         f"| {r['number']:02d} | {r['problem']} | {before_text(entries[r['number']])} | {after_text(r)} | {r['seconds']} |" for r in records
     ]
@@ -137,9 +156,6 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|",
     ]
     (options.out / "measure_sample.md").write_text("\n".join(header + rows) + "\n", encoding="utf-8")
-    measured = sum("speedup" in r for r in records)
-    print(f"{measured} measured, {len(records) - measured} rejected or not run, {time.monotonic() - started:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":
