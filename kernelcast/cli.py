@@ -196,9 +196,18 @@ def _facts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tolerance_argument(text: str) -> str | float:
+    from kernelcast.settings import parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _measure(args: argparse.Namespace) -> int:
     from kernelcast.analysis import measurement_sides
-    from kernelcast.kernels_runtime.measure import measure_pair
+    from kernelcast.kernels_runtime.measure import correctness_text, measure_pair
     from kernelcast.wire import Measurement
 
     analysis = _analyse_file(args)
@@ -212,12 +221,18 @@ def _measure(args: argparse.Namespace) -> int:
     exit_code = 0
     for result in measurable:
         candidate, reference = measurement_sides(analysis, result)
-        outcome = measure_pair(candidate, reference, progress=lambda text, percent: print(f"  [{percent:3.0f}%] {text}", file=sys.stderr))
+        outcome = measure_pair(
+            candidate,
+            reference,
+            progress=lambda text, percent: print(f"  [{percent:3.0f}%] {text}", file=sys.stderr),
+            tolerance=args.tolerance,
+        )
         if isinstance(outcome, Measurement):
-            line = {"kernel": result.kernel.name, "message": outcome.message(), "measurement": outcome.to_json()}
+            message = f"{outcome.message()}; {correctness_text(outcome.details)}"
+            line = {"kernel": result.kernel.name, "message": message, "measurement": outcome.to_json()}
         else:
             exit_code = 1
-            line = {"kernel": result.kernel.name, "failure": outcome.kind, "message": outcome.message}
+            line = {"kernel": result.kernel.name, "failure": outcome.kind, "message": outcome.message, **outcome.details}
         print(json.dumps(line) if args.json else f"{result.kernel.name}: {line['message']}")
     return exit_code
 
@@ -399,6 +414,13 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--reference", help="reference as path[::kernel] (overrides pragma and config)")
     measure.add_argument("--gpu", help=argparse.SUPPRESS)
     measure.add_argument("--json", action="store_true")
+    measure.add_argument(
+        "--tolerance",
+        type=_tolerance_argument,
+        default="auto",
+        help="atol = rtol for the output check: auto (KernelBench's 1e-2 for KernelBench files, the strict per-dtype table "
+        "for .cu/Triton), strict, kernelbench, or a number",
+    )
     measure.set_defaults(run=_measure)
 
     calibrate = commands.add_parser("calibrate-hw", help="measure this GPU's copy bandwidth and bf16 matmul rate")

@@ -32,6 +32,7 @@ class Settings:
     target_gpu: str = ""  # empty: the local GPU, else H100-SXM
     debounce_ms: int = 400
     measure_kernel_timeout_ms: int = 10_000  # one launch longer than this is a hang: worker killed
+    measure_tolerance: str | float = "auto"  # parse_tolerance's words, or one atol = rtol for every float output
     allow_references_outside_workspace: bool = False
     cache_dir: str = ""
 
@@ -55,12 +56,31 @@ _KEYS: dict[str, str] = {
     "targetGpu": "target_gpu",
     "debounceMs": "debounce_ms",
     "measure.kernelTimeoutMs": "measure_kernel_timeout_ms",
+    "measure.tolerance": "measure_tolerance",
     "allowReferencesOutsideWorkspace": "allow_references_outside_workspace",
     "cacheDir": "cache_dir",
 }
 
 
 _MILLISECONDS = {"debounce_ms": (0, 60_000), "measure_kernel_timeout_ms": (100, 600_000), "forecaster_timeout_ms": (1_000, 600_000)}
+
+
+TOLERANCE_RULES = ("auto", "strict", "kernelbench")
+
+
+def parse_tolerance(value: Any) -> str | float:
+    """How close measured outputs must be: auto (KernelBench's rule for KernelBench files, the strict
+    per-dtype table for .cu and Triton kernels), strict, kernelbench, or a number in (0, 1] used
+    as atol = rtol for every float output. ValueError in words otherwise."""
+    if isinstance(value, str) and value.strip().lower() in TOLERANCE_RULES:
+        return value.strip().lower()
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not 0.0 < number <= 1.0:
+        raise ValueError(f"expected auto, strict, kernelbench or a number in (0, 1] (used as atol = rtol), got {value!r}")
+    return number
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -77,6 +97,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
     """The value in the field's type, or ValueError saying what was expected."""
+    if name == "measure_tolerance":
+        return parse_tolerance(value)
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value

@@ -6,7 +6,9 @@ user kernel can fail into a short message. Nothing here imports torch, cupy or t
 
     outcome = measure_pair(candidate, reference, progress=lambda text, pct: ..., cancel=event)
     outcome is a kernelcast.wire.Measurement, or a MeasureFailure with a `kind` in
-    compile | runtime | wrong | timeout | cancelled | no-gpu | no-launch-spec.
+    compile | runtime | wrong | parameters | timeout | cancelled | no-gpu | no-launch-spec
+    ("parameters": ModelNew's weights differ from Model's after the same seed, so its outputs
+    cannot be judged against this reference).
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     kernel_parameters,
     launch_spec_template,
 )
-from kernelcast.kernels_runtime.timing import SEEDS
+from kernelcast.kernels_runtime.timing import SEEDS, TOLERANCES, Tolerance, resolve_tolerance
 from kernelcast.kernels_runtime.worker import RECHECK_SEED, cache_dir
 from kernelcast.wire import Measurement
 
-FAILURE_KINDS = ("compile", "runtime", "wrong", "timeout", "cancelled", "no-gpu", "no-launch-spec")
+FAILURE_KINDS = ("compile", "runtime", "wrong", "parameters", "timeout", "cancelled", "no-gpu", "no-launch-spec")
 NO_GPU_MESSAGE = "no NVIDIA GPU here (nvidia-smi not found): measuring needs a local NVIDIA GPU; forecasts still work"
 # After a cancel, how long the worker may take to stop on its own before it is killed.
 CANCEL_GRACE_S = 1.0
@@ -337,8 +339,14 @@ def prepare_request(
     reference_spec: LaunchSpec | None = None,
     rounds: int = 6,
     timeouts: Timeouts = Timeouts(),
+    tolerance: str | float = "auto",
 ) -> dict[str, Any] | MeasureFailure:
-    """The worker's request, or why the pair cannot be run; no GPU is needed for this."""
+    """The worker's request, or why the pair cannot be run; no GPU is needed for this.
+
+    `tolerance`: auto (KernelBench's rule for KernelBench files, the strict per-dtype table for
+    .cu and Triton kernels), strict, kernelbench, or one number used as atol = rtol.
+    """
+    resolved = resolve_tolerance(tolerance, _side(candidate)["language"])
     sides = {"candidate": _side(candidate), "reference": _side(reference)}
     languages = {side["language"] for side in sides.values()}
     if "pytorch" in languages and languages != {"pytorch"}:
@@ -376,7 +384,7 @@ def prepare_request(
                 "reference and candidate launch specs disagree on the arguments (both sides run on the same inputs): "
                 f"candidate args=({_args_text(specs['candidate'])}), reference args=({_args_text(specs['reference'])})",
             )
-    request: dict[str, Any] = {"op": "measure", "rounds": rounds, "timeouts": asdict(timeouts)}
+    request: dict[str, Any] = {"op": "measure", "rounds": rounds, "timeouts": asdict(timeouts), "tolerance": asdict(resolved)}
     for label, side in sides.items():
         side_spec = specs[label] if languages != {"pytorch"} else None
         request[label] = {
@@ -403,17 +411,19 @@ def measure_pair(
     reference_spec: LaunchSpec | None = None,
     rounds: int = 6,
     timeouts: Timeouts = Timeouts(),
+    tolerance: str | float = "auto",
 ) -> MeasureOutcome:
     """Check the candidate against the reference on fresh inputs, then time both interleaved.
 
     `spec` defaults to the candidate's pragma, `reference_spec` to the reference's pragma or
-    else the candidate's; both must agree on arguments. Never raises for user-kernel faults.
+    else the candidate's; both must agree on arguments. `tolerance` as prepare_request takes it.
+    Never raises for user-kernel faults.
     """
     progress = progress or (lambda text, percent: None)
     cancel = cancel or threading.Event()
     if shutil.which("nvidia-smi") is None:
         return MeasureFailure("no-gpu", NO_GPU_MESSAGE)
-    request = prepare_request(candidate, reference, spec, reference_spec, rounds, timeouts)
+    request = prepare_request(candidate, reference, spec, reference_spec, rounds, timeouts, tolerance)
     if isinstance(request, MeasureFailure):
         return request
     reply = worker_for(gpu_index).request(request, progress, cancel, timeouts)
@@ -423,8 +433,9 @@ def measure_pair(
 def outcome_from_reply(reply: dict[str, Any], request: dict[str, Any]) -> MeasureOutcome:
     """The worker's answer as a Measurement (with everything the server stores) or a failure."""
     failure = reply.get("failure")
+    tolerance = Tolerance.from_json(request["tolerance"])
     if failure:
-        return MeasureFailure(failure["kind"], failure["message"])
+        return MeasureFailure(failure["kind"], failure["message"], {"tolerance": tolerance.to_json(TOLERANCES)})
     result = reply["measurement"]
     timing = result["timing"]
     details = {
@@ -442,6 +453,8 @@ def outcome_from_reply(reply: dict[str, Any], request: dict[str, Any]) -> Measur
         "reference_sha256": request["reference"]["sha256"],
         "launch": {label: (request[label]["spec"] or {}).get("pragma") for label in ("candidate", "reference")},
         "seeds_checked": [*SEEDS, RECHECK_SEED],
+        "tolerance": tolerance.to_json(entry["dtype"] for entry in (result.get("correctness") or {}).values()),
+        "correctness": result.get("correctness") or {},
     }
     return Measurement(
         speedup=timing["speedup"],
@@ -451,6 +464,17 @@ def outcome_from_reply(reply: dict[str, Any], request: dict[str, Any]) -> Measur
         t_candidate_ms=timing["candidate"]["median_ms"],
         details=details,
     )
+
+
+def correctness_text(details: dict[str, Any]) -> str:
+    """The tolerance a measurement was checked at, and any note on its error, in one line."""
+    tolerance = details.get("tolerance") or {}
+    values = sorted({value for value in (tolerance.get("atol_rtol") or {}).values()})
+    rule = {"strict": "strict table", "kernelbench": "KernelBench's rule", "custom": "set by the user"}.get(tolerance.get("rule"), "")
+    text = f"outputs within atol = rtol = {'/'.join(f'{value:.0e}' for value in values) or 'exact'} ({rule})"
+    notes = [entry["note"] for entry in (details.get("correctness") or {}).values() if entry.get("note")]
+    notes += [entry["parameters"] for entry in (details.get("correctness") or {}).values() if entry.get("parameters")][:1]
+    return "; ".join([text, *notes])
 
 
 def measure_file(path: Path, kernel: str | None, reference: Any, **options: Any) -> MeasureOutcome:

@@ -9,64 +9,221 @@ they are tested on machines without a GPU.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from kernelcast.settings import parse_tolerance
+
 # --- correctness -------------------------------------------------------------------------
 
-# atol = rtol per dtype (MEASURE.md); integers and booleans must match exactly.
+# atol = rtol per dtype for .cu and Triton kernels (MEASURE.md); integers and booleans must match exactly.
 TOLERANCES = {"f32": 1e-4, "f64": 1e-4, "f16": 1e-2, "bf16": 1e-2}
+# KernelBench files are judged by KernelBench's own rule. Its evaluation (src/eval.py,
+# run_and_check_correctness) accepts torch.allclose(atol=1e-02, rtol=1e-02) whatever the dtype,
+# and its per-precision table (src/kernelbench/eval.py, get_tolerance_for_precision) gives
+# fp16 and bf16 1e-2 too: half precision is no looser there than fp32 at its default.
+KERNELBENCH_TOLERANCE = 1e-2
 SEEDS = (11, 22, 33)
+# Elements compared per step on the GPU: float64 copies of a chunk take 128 MiB each, and a
+# 1.6-billion-element output is compared in ~100 steps with progress between them.
+CHUNK_ELEMENTS = 1 << 24
 
 
 def tolerance_for(dtype: str) -> float:
     return TOLERANCES.get(dtype, 0.0)
 
 
-def check_close(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, tolerance: float | None = None) -> str | None:
-    """None when `actual` matches `expected` within the dtype's tolerance, else why not.
+@dataclass(frozen=True)
+class Tolerance:
+    """How close outputs must be: atol = rtol from a rule's per-dtype table, or one number for all floats."""
 
-    Outputs are poisoned with NaN before each run, so a NaN where the reference has a
-    number means an element the candidate never wrote (or computed as NaN). `tolerance`
-    overrides the dtype's where an operation's summation order legitimately differs.
+    rule: str  # strict | kernelbench | custom
+    value: float | None = None  # the number of a custom tolerance
+
+    def for_dtype(self, dtype: str) -> float:
+        if dtype not in TOLERANCES:
+            return 0.0  # integers and booleans: exact
+        if self.rule == "custom":
+            return float(self.value)
+        return KERNELBENCH_TOLERANCE if self.rule == "kernelbench" else TOLERANCES[dtype]
+
+    def describe(self, dtype: str) -> str:
+        named = {"strict": "", "kernelbench": ", KernelBench's rule", "custom": ", set by the user"}[self.rule]
+        return f"tolerance {self.for_dtype(dtype):.0e}{named}"
+
+    def to_json(self, dtypes: Iterable[str] = ()) -> dict[str, Any]:
+        """The rule and, for each dtype compared, the atol = rtol used."""
+        return {"rule": self.rule, "atol_rtol": {dtype: self.for_dtype(dtype) for dtype in sorted(set(dtypes))}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Tolerance:
+        return cls(data["rule"], data.get("value"))
+
+
+def resolve_tolerance(setting: str | float, language: str) -> Tolerance:
+    """The tolerance for one pair: auto is KernelBench's rule for KernelBench files, the strict table otherwise."""
+    setting = parse_tolerance(setting)
+    if isinstance(setting, float):
+        return Tolerance("custom", setting)
+    if setting == "auto":
+        return Tolerance("kernelbench" if language == "pytorch" else "strict")
+    return Tolerance(setting)
+
+
+@dataclass
+class Comparison:
+    """What comparing one output with the reference found, gathered chunk by chunk."""
+
+    numel: int = 0
+    unwritten: int = 0  # NaN (the poison) where the reference has a number
+    first_unwritten: int = -1
+    bad: int = 0  # elements outside the tolerance
+    worst_bad_error: float = -1.0
+    worst_bad_index: int = -1
+    max_error: float = 0.0  # largest finite abs error anywhere, also when all pass
+    diff_squares: float = 0.0
+    reference_squares: float = 0.0
+
+    def add(self, chunk: Comparison, offset: int) -> None:
+        """Fold in a chunk that starts at flat index `offset`."""
+        if chunk.unwritten and not self.unwritten:
+            self.first_unwritten = offset + chunk.first_unwritten
+        if chunk.bad and chunk.worst_bad_error > self.worst_bad_error:
+            self.worst_bad_error, self.worst_bad_index = chunk.worst_bad_error, offset + chunk.worst_bad_index
+        self.numel += chunk.numel
+        self.unwritten += chunk.unwritten
+        self.bad += chunk.bad
+        self.max_error = max(self.max_error, chunk.max_error)
+        self.diff_squares += chunk.diff_squares
+        self.reference_squares += chunk.reference_squares
+
+    @property
+    def relative_l2(self) -> float:
+        """‖actual − expected‖ / ‖expected‖ over the finite elements: the size of a precision loss."""
+        if self.reference_squares == 0.0:
+            return 0.0 if self.diff_squares == 0.0 else math.inf
+        return math.sqrt(self.diff_squares / self.reference_squares)
+
+    def problem(self, name: str, shape: tuple[int, ...], tolerance_text: str) -> str | None:
+        """None when every element passed, else why not in words."""
+        if self.unwritten:
+            return (
+                f"wrong results: {name} has {self.unwritten} NaN elements where the reference has "
+                f"numbers (first at index {_index_text(self.first_unwritten, shape)}): output not fully written?"
+            )
+        if not self.bad:
+            return None
+        return (
+            f"wrong results: max abs err {self.worst_bad_error:.1e} at index {_index_text(self.worst_bad_index, shape)} "
+            f"({tolerance_text}){'' if name == 'out' else f' in {name}'}"
+        )
+
+
+def compare_chunk(xp: Any, expected: Any, actual: Any, tolerance: float) -> Comparison:
+    """One flat chunk compared in float64 with `xp` = numpy (arrays) or torch (tensors, on their GPU).
+
+    Outputs are poisoned with NaN before each run, so a NaN where the reference has a number
+    is an element the candidate never wrote (or computed as NaN); NaN in both, or the same
+    infinity in both, agree.
     """
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are inf: zeroed below
+        e, a = xp.asarray(expected, dtype=xp.float64), xp.asarray(actual, dtype=xp.float64)
+        e_nan, a_nan = xp.isnan(e), xp.isnan(a)
+        unwritten = a_nan & ~e_nan
+        error = xp.where((e_nan & a_nan) | (e == a), 0.0, xp.abs(a - e))
+        finite_expected = xp.nan_to_num(e, nan=0.0, posinf=0.0, neginf=0.0)
+        bad = ~(error <= tolerance + tolerance * xp.abs(finite_expected))
+        finite_error = xp.nan_to_num(error, nan=0.0, posinf=0.0, neginf=0.0)
+        chunk = Comparison(numel=int(e.shape[0]), unwritten=int(unwritten.sum()), bad=int(bad.sum()))
+        if chunk.numel == 0:
+            return chunk
+        if chunk.unwritten:
+            chunk.first_unwritten = int((unwritten * 1).argmax())
+        if chunk.bad:
+            ranked = xp.where(bad, xp.nan_to_num(error, nan=math.inf), -1.0)
+            chunk.worst_bad_index = int(ranked.argmax())
+            chunk.worst_bad_error = float(ranked[chunk.worst_bad_index])
+        chunk.max_error = float(finite_error.max())
+        chunk.diff_squares = float((finite_error * finite_error).sum())
+        chunk.reference_squares = float((finite_expected * finite_expected).sum())
+    return chunk
+
+
+def compare(
+    xp: Any,
+    expected: Any,
+    actual: Any,
+    tolerance: float,
+    chunk_elements: int = CHUNK_ELEMENTS,
+    on_chunk: Callable[[float], None] = lambda done: None,
+) -> Comparison:
+    """Two outputs of one shape compared in chunks, never copied whole; `on_chunk(fraction done)` after each."""
+    flat_expected, flat_actual = expected.reshape(-1), actual.reshape(-1)
+    total = int(flat_expected.shape[0])
+    result = Comparison()
+    for start in range(0, max(total, 1), chunk_elements):
+        stop = min(start + chunk_elements, total)
+        result.add(compare_chunk(xp, flat_expected[start:stop], flat_actual[start:stop], tolerance), start)
+        on_chunk(stop / total if total else 1.0)
+    return result
+
+
+def check_close(name: str, expected: np.ndarray, actual: np.ndarray, dtype: str, tolerance: float | None = None) -> str | None:
+    """None when numpy `actual` matches `expected` within the dtype's strict tolerance (or `tolerance`), else why not."""
     if expected.shape != actual.shape:
         return f"wrong results: {name} has shape {tuple(actual.shape)}, reference {tuple(expected.shape)}"
     tolerance = tolerance_for(dtype) if tolerance is None else tolerance
-    # At least 1-d: a loss function's 0-d output would make the error a scalar below.
-    expected64 = np.atleast_1d(expected.astype(np.float64, copy=False))
-    actual64 = np.atleast_1d(actual.astype(np.float64, copy=False))
-    unwritten = np.isnan(actual64) & ~np.isnan(expected64)
-    if unwritten.any():
-        first = _index_text(np.flatnonzero(unwritten)[0], expected.shape)
-        return (
-            f"wrong results: {name} has {int(unwritten.sum())} NaN elements where the reference has "
-            f"numbers (first at index {first}): output not fully written?"
-        )
-    with np.errstate(invalid="ignore"):  # inf - inf where both are inf: handled below
-        error = np.abs(actual64 - expected64)
-    error[np.isnan(expected64) & np.isnan(actual64)] = 0.0
-    error[np.isinf(expected64) & (expected64 == actual64)] = 0.0
-    allowed = tolerance + tolerance * np.abs(np.nan_to_num(expected64, nan=0.0, posinf=0.0, neginf=0.0))
-    bad = ~(error <= allowed)
-    if not bad.any():
-        return None
-    worst = int(np.argmax(np.where(bad, np.nan_to_num(error, nan=np.inf), -1.0)))
-    return (
-        f"wrong results: max abs err {error.flat[worst]:.1e} at index {_index_text(worst, expected.shape)} "
-        f"(tolerance {tolerance:.0e}){'' if name == 'out' else f' in {name}'}"
-    )
+    return compare(np, expected, actual, tolerance).problem(name, tuple(expected.shape), f"tolerance {tolerance:.0e}")
 
 
 def _index_text(flat_index: int, shape: tuple[int, ...]) -> str:
     if len(shape) <= 1:
         return str(int(flat_index))
     return str(tuple(int(i) for i in np.unravel_index(flat_index, shape)))
+
+
+# Candidate code that computes in less than fp32 (the reference's torch matmul runs with allow_tf32
+# off, and torch's default): a Triton dot on fp32 inputs uses TF32 unless told otherwise.
+_TF32_SIGNS = (
+    (re.compile(r"\btl\.dot\s*\("), "a Triton tl.dot on fp32 inputs uses TF32 by default"),
+    (re.compile(r"allow_tf32\s*=\s*True"), "the candidate turns TF32 on (allow_tf32=True)"),
+    (re.compile(r"set_float32_matmul_precision\(\s*['\"](high|medium)"), "the candidate lowers torch's fp32 matmul precision"),
+    (re.compile(r"input_precision\s*=\s*['\"]tf32"), "the candidate asks tl.dot for TF32"),
+)
+_HALF_SIGNS = re.compile(r"\b(tl\.(float16|bfloat16)|torch\.(float16|bfloat16|half)|\.half\(\)|\.bfloat16\(\))")
+_NO_TF32 = re.compile(r"allow_tf32\s*=\s*False|input_precision\s*=\s*['\"]ieee")
+# ‖err‖/‖ref‖ that each precision gives on random data (the device notes' bands): TF32 lands
+# near 3e-4, bf16/fp16 operands between 1e-3 and 1e-2; fp32 itself far under 1e-5.
+TF32_RELATIVE_L2 = 3e-3
+HALF_RELATIVE_L2 = 3e-2
+
+
+def precision_explanation(candidate_code: str, relative_l2: float, reference_tf32: bool = False) -> str | None:
+    """Why an error of this relative size is plausibly reduced precision rather than a bug, or None.
+
+    `reference_tf32` is torch.backends.cuda.matmul.allow_tf32 where the reference ran.
+    """
+    if not math.isfinite(relative_l2) or relative_l2 <= 0.0:
+        return None
+    size = f"‖err‖/‖ref‖ = {relative_l2:.1e}"
+    if relative_l2 <= TF32_RELATIVE_L2 and not _NO_TF32.search(candidate_code):
+        for pattern, reason in _TF32_SIGNS:
+            if pattern.search(candidate_code):
+                reference = (
+                    "torch's matmuls allow TF32 here too"
+                    if reference_tf32
+                    else "the reference's torch matmuls run in fp32 (allow_tf32 off)"
+                )
+                return f"{size}, the size TF32 gives: {reason}; {reference}"
+    if relative_l2 <= HALF_RELATIVE_L2 and _HALF_SIGNS.search(candidate_code):
+        return f"{size}, the size fp16/bf16 arithmetic gives: the candidate computes in half precision"
+    return None
 
 
 # --- statistics --------------------------------------------------------------------------

@@ -70,6 +70,7 @@ class Channel:
         self.deadlines = {"load": 600.0, "run": 11.0}
         self.last_sent = 0.0
         self.last_running: str | None = None
+        self.phase = "load"
 
     def send(self, message: dict[str, Any]) -> None:
         if self.request_id is not None:
@@ -79,7 +80,7 @@ class Channel:
         self.last_sent = time.monotonic()
 
     def progress(self, message: str | None, percent: float | None, running: str | None, phase: str = "run") -> None:
-        self.last_running = running
+        self.last_running, self.phase = running, phase
         self.send(
             {
                 "type": "progress",
@@ -207,7 +208,8 @@ class Side:
     def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
         raise NotImplementedError
 
-    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
+    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[Any, str]]:
+        """Output tensors (on the GPU) and their dtypes by name."""
         raise NotImplementedError
 
     def stray_writes(self, torch: Any) -> str | None:
@@ -231,26 +233,69 @@ class KernelSide(Side):
         values = [self.buffers[arg.name] if arg.is_array else arg.value for arg in self.spec.args]
         return lambda: self.launch(values)
 
-    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
-        return {arg.name: (to_numpy(torch, self.buffers[arg.name]), arg.dtype) for arg in self.spec.args if arg.is_output}
+    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[Any, str]]:
+        return {arg.name: (self.buffers[arg.name], arg.dtype) for arg in self.spec.args if arg.is_output}
 
     def stray_writes(self, torch: Any) -> str | None:
         return stray_writes(torch, self.spec, self.buffers, self.guarded, self.input_sums)
 
 
-class ModelSide(Side):
-    """A KernelBench model: inputs from get_inputs(), weights seeded alike on both sides."""
+# KernelBench builds Model and ModelNew each right after set_seed(42) (src/eval.py,
+# eval_kernel_against_ref), so that layers both declare alike get equal weights.
+MODEL_SEED = 42
 
-    def __init__(self, label: str, model_class: Any, get_inputs: Callable[[], list[Any]], init_inputs: list[Any]) -> None:
-        self.label, self.model_class, self.get_inputs, self.init_inputs = label, model_class, get_inputs, init_inputs
+
+class ModelInputs:
+    """get_inputs() of one seed, kept on the GPU; each side gets its own copy, so a model that
+    changes its inputs in place cannot change the other's.
+
+    The factories in get_inputs() run on the GPU (torch.device("cuda") as the default device):
+    KernelBench draws on the CPU, where 1.6 billion random floats take seconds per seed; the
+    values differ from KernelBench's, their distribution does not, and both sides get the same.
+    A get_inputs() that fails there (e.g. it calls .numpy()) runs on the CPU instead.
+    """
+
+    def __init__(self, get_inputs: Callable[[], list[Any]], channel: Channel) -> None:
+        self.get_inputs, self.channel = get_inputs, channel
+        self.seed: int | None = None
+        self.pristine: list[Any] = []
+
+    def copy_for(self, torch: Any, seed: int) -> list[Any]:
+        if seed != self.seed:
+            resume = (self.channel.last_running, self.channel.phase)
+            self.pristine, self.seed = [], None  # the old seed's tensors go before the new ones come
+            # User code, not a kernel: it gets the load timeout.
+            self.channel.progress(f"making inputs for seed {seed} (get_inputs())", None, self.channel.last_running, "load")
+            self.pristine = [value.cuda() if hasattr(value, "cuda") else value for value in self.draw(torch, seed)]
+            self.seed = seed
+            self.channel.progress(None, None, *resume)
+        return [value.clone() if hasattr(value, "clone") else value for value in self.pristine]
+
+    def draw(self, torch: Any, seed: int) -> list[Any]:
+        torch.manual_seed(seed)
+        try:
+            with torch.device("cuda"):
+                return list(self.get_inputs())
+        except Exception:
+            torch.manual_seed(seed)
+            return list(self.get_inputs())
+
+
+class ModelSide(Side):
+    """A KernelBench model on inputs from get_inputs(), built from MODEL_SEED like the other side."""
+
+    def __init__(self, label: str, model_class: Any, init_inputs: list[Any], inputs: ModelInputs | None) -> None:
+        self.label, self.model_class, self.init_inputs, self.inputs = label, model_class, init_inputs, inputs
         self.model: Any = None
 
+    def build(self, torch: Any) -> None:
+        # Left in training mode, as KernelBench leaves both models (batch norm on batch statistics);
+        # the runs are under torch.no_grad().
+        torch.manual_seed(MODEL_SEED)
+        self.model = self.model_class(*self.init_inputs).cuda()
+
     def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
-        if self.model is None:
-            torch.manual_seed(0)
-            self.model = self.model_class(*self.init_inputs).cuda().eval()
-        torch.manual_seed(seed)
-        inputs = [value.cuda() if hasattr(value, "cuda") else value for value in self.get_inputs()]
+        inputs = self.inputs.copy_for(torch, seed)
 
         def run() -> Any:
             with torch.no_grad():
@@ -258,10 +303,53 @@ class ModelSide(Side):
 
         return run
 
-    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[np.ndarray, str]]:
+    def outputs(self, torch: Any, result: Any) -> dict[str, tuple[Any, str]]:
         tensors = list(result) if isinstance(result, (tuple, list)) else [result]
         names = ["out"] if len(tensors) == 1 else [f"output[{i}]" for i in range(len(tensors))]
-        return {name: (to_numpy(torch, t), dtype_name(torch, t.dtype)) for name, t in zip(names, tensors)}
+        for name, tensor in zip(names, tensors):
+            if not hasattr(tensor, "dtype"):
+                raise Failure("wrong", f"wrong results: {self.label} returned {type(tensor).__name__} as {name}, not a tensor")
+        return {name: (tensor.detach(), dtype_name(torch, tensor.dtype)) for name, tensor in zip(names, tensors)}
+
+
+def parameter_difference(reference: dict[str, Any], candidate: dict[str, Any], seed: int = MODEL_SEED) -> str | None:
+    """How ModelNew's parameters and buffers differ from Model's after both were built from `seed`, or None.
+
+    Arrays (torch tensors or numpy) are matched by name, then what is left by shape in order.
+    """
+    if not reference and not candidate:
+        return None
+    shapes = {
+        label: {name: tuple(value.shape) for name, value in arrays.items()}
+        for label, arrays in (("Model", reference), ("ModelNew", candidate))
+    }
+    if sorted(shapes["Model"].values()) != sorted(shapes["ModelNew"].values()):
+        listed = {label: ", ".join(f"{name} {list(shape)}" for name, shape in named.items()) or "none" for label, named in shapes.items()}
+        return f"ModelNew's parameters differ in shape from Model's: Model has {listed['Model']}; ModelNew has {listed['ModelNew']}"
+    pairs = [(name, name) for name in reference if name in candidate and shapes["Model"][name] == shapes["ModelNew"][name]]
+    left = [name for name in candidate if name not in dict(pairs).values()]
+    for name in reference:
+        if name not in dict(pairs):
+            match = next(other for other in left if shapes["ModelNew"][other] == shapes["Model"][name])
+            left.remove(match)
+            pairs.append((name, match))
+    differing = []
+    for ours, theirs in pairs:
+        a, b = reference[ours], candidate[theirs]
+        gap = float(abs(a.reshape(-1) * 1.0 - b.reshape(-1) * 1.0).max()) if a.reshape(-1).shape[0] else 0.0
+        if gap > 0.0:
+            differing.append(
+                f"{theirs} {list(b.shape)} differs from {ours} by up to {gap:.2g}"
+                if ours != theirs
+                else f"{ours} {list(b.shape)} differs by up to {gap:.2g}"
+            )
+    if not differing:
+        return None
+    more = f" and {len(differing) - 3} more" if len(differing) > 3 else ""
+    return (
+        f"ModelNew's parameters differ from Model's although both were built right after torch.manual_seed({seed}), "
+        f"as KernelBench builds them: {'; '.join(differing[:3])}{more} (ModelNew initialises them its own way)"
+    )
 
 
 def import_user_module(code: str) -> Any:
@@ -341,18 +429,15 @@ def load_triton(label: str, code: str, spec: LaunchSpec) -> Side:
     return KernelSide(label, spec, launch)
 
 
-def load_kernelbench(label: str, code: str, class_name: str, inputs_module: Any | None) -> tuple[Side, Any]:
+def load_kernelbench(label: str, code: str, class_name: str) -> tuple[Any, Any]:
+    """The model class and the module it came from."""
     if "load_inline" in code:
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(cache_dir() / "torch_extensions"))
     module = import_user_module(code)
     model_class = getattr(module, class_name, None)
     if model_class is None:
         raise Failure("compile", f"{label}: no class named '{class_name}' in the file")
-    source = inputs_module if inputs_module is not None and hasattr(inputs_module, "get_inputs") else module
-    if not hasattr(source, "get_inputs"):
-        raise Failure("no-launch-spec", "KernelBench files need get_inputs() (and get_init_inputs()) in the reference or the candidate")
-    init_inputs = source.get_init_inputs() if hasattr(source, "get_init_inputs") else []
-    return ModelSide(label, model_class, source.get_inputs, list(init_inputs)), module
+    return model_class, module
 
 
 def _first_lines(text: str, count: int) -> str:
@@ -367,18 +452,28 @@ class Measurer:
 
     def __init__(self, channel: Channel, torch: Any, gpu_reason: str, gpu_index: int) -> None:
         self.channel, self.torch, self.gpu_reason, self.gpu_index = channel, torch, gpu_reason, gpu_index
+        self.tolerance = timing.Tolerance("strict")
+        self.candidate_code = ""
+        self.parameters_note: str | None = None
+        self.correctness: dict[str, Any] = {}
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         timeouts = request["timeouts"]
         # One second of slack: a kernel that takes exactly the limit still reports in time.
         self.channel.deadlines = {"load": float(timeouts["load_s"]), "run": float(timeouts["kernel_s"]) + 1.0}
+        self.tolerance = timing.Tolerance.from_json(request.get("tolerance") or {"rule": "strict"})
+        self.candidate_code = request["candidate"]["code"]
+        self.parameters_note, self.correctness = None, {}
         sides = self.load_sides(request)
         torch = self.require_gpu()
+        watch_triton_compiles(self.channel)
         reference, candidate = sides
         flush_bytes = max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 256 * 2**20)
         for side in sides:
             if isinstance(side, KernelSide):
                 side.spec.check_fits(torch.cuda.get_device_properties(0).total_memory, reserved_bytes=flush_bytes)
+        if isinstance(candidate, ModelSide):
+            self.build_models(torch, reference, candidate)
         clocks_before = clock_state(self.gpu_index)
         self.check(torch, reference, candidate, timing.SEEDS, first_percent=10.0, span=15.0)
         rounds = int(request.get("rounds", 5))
@@ -392,9 +487,12 @@ class Measurer:
             on_call=self.channel.heartbeat,
             on_round=lambda done: self.channel.progress(f"timing: round {done}/{rounds} done", 25 + 70 * done / rounds, None),
         )
+        del fns
         self.check(torch, reference, candidate, (RECHECK_SEED,), first_percent=95.0, span=5.0, after_timing=True)
+        self.channel.progress("reading clocks and GPU properties", 99.0, None, "load")  # NVML and nvidia-smi, not a kernel
         return {
             "timing": result.to_json(),
+            "correctness": self.correctness,
             "clocks": {"before": clocks_before, "after": clock_state(self.gpu_index)},
             **self.environment(torch),
         }
@@ -402,17 +500,7 @@ class Measurer:
     def load_sides(self, request: dict[str, Any]) -> tuple[Side, Side]:
         reference_request, candidate_request = request["reference"], request["candidate"]
         if candidate_request["language"] == "pytorch":
-            self.channel.progress(self.load_message(reference_request, "reference"), 2.0, "reference", "load")
-            reference, reference_module = self.guarded_load(
-                "reference",
-                lambda: load_kernelbench("reference", reference_request["code"], reference_request.get("name") or "Model", None),
-            )
-            self.channel.progress(self.load_message(candidate_request, "candidate"), 6.0, "candidate", "load")
-            candidate_class = candidate_request.get("name") or ("ModelNew" if "class ModelNew" in candidate_request["code"] else "Model")
-            candidate, _ = self.guarded_load(
-                "candidate", lambda: load_kernelbench("candidate", candidate_request["code"], candidate_class, reference_module)
-            )
-            return reference, candidate
+            return self.load_models(reference_request, candidate_request)
         loaded = []
         for label, side_request, percent in (("reference", reference_request, 2.0), ("candidate", candidate_request, 6.0)):
             spec = LaunchSpec.from_json(side_request["spec"])
@@ -424,13 +512,41 @@ class Measurer:
                 loaded.append(self.guarded_load(label, lambda: load_triton(label, side_request["code"], spec)))
         return loaded[0], loaded[1]
 
+    def load_models(self, reference_request: dict[str, Any], candidate_request: dict[str, Any]) -> tuple[ModelSide, ModelSide]:
+        """Both classes, and get_inputs/get_init_inputs from the reference's file (a ModelNew file often has none)."""
+        self.channel.progress(self.load_message(reference_request, "reference"), 2.0, "reference", "load")
+        reference_class, reference_module = self.guarded_load(
+            "reference", lambda: load_kernelbench("reference", reference_request["code"], reference_request.get("name") or "Model")
+        )
+        self.channel.progress(self.load_message(candidate_request, "candidate"), 6.0, "candidate", "load")
+        candidate_class_name = candidate_request.get("name") or ("ModelNew" if "class ModelNew" in candidate_request["code"] else "Model")
+        candidate_class, candidate_module = self.guarded_load(
+            "candidate", lambda: load_kernelbench("candidate", candidate_request["code"], candidate_class_name)
+        )
+        source = next((module for module in (reference_module, candidate_module) if hasattr(module, "get_inputs")), None)
+        if source is None:
+            raise Failure("no-launch-spec", "KernelBench files need get_inputs() (and get_init_inputs()) in the reference or the candidate")
+        torch = self.require_gpu()
+        torch.manual_seed(MODEL_SEED)  # as KernelBench seeds before get_init_inputs(); one list for both sides
+        init_inputs = self.guarded_load("reference", lambda: list(source.get_init_inputs()) if hasattr(source, "get_init_inputs") else [])
+        inputs = ModelInputs(source.get_inputs, self.channel)
+        return ModelSide("reference", reference_class, init_inputs, inputs), ModelSide("candidate", candidate_class, init_inputs, inputs)
+
+    def build_models(self, torch: Any, reference: ModelSide, candidate: ModelSide) -> None:
+        """Model and ModelNew, each right after the same seed; how their parameters differ, if they do."""
+        for side in (reference, candidate):
+            self.channel.progress(f"building {side.label}'s model (torch.manual_seed({MODEL_SEED}) first)", 8.0, side.label, "load")
+            self.guarded_load(side.label, lambda side=side: side.build(torch))
+        arrays = [
+            {name: value for name, value in side.model.state_dict().items() if hasattr(value, "shape")} for side in (reference, candidate)
+        ]
+        self.parameters_note = parameter_difference(*arrays)
+
     @staticmethod
     def load_message(side_request: dict[str, Any], label: str) -> str:
         if "load_inline" in side_request["code"]:
-            return (
-                f"building {label}'s CUDA extension with load_inline "
-                f"(a first build can take a minute; cached under {cache_dir() / 'torch_extensions'})"
-            )
+            where = cache_dir() / "torch_extensions"
+            return f"building {label}'s CUDA extension with load_inline (a first build can take a minute; cached under {where})"
         return f"loading {label} ({side_request['language']})"
 
     @staticmethod
@@ -457,7 +573,7 @@ class Measurer:
         span: float,
         after_timing: bool = False,
     ) -> None:
-        """Reference and candidate on the same fresh inputs must agree on every output."""
+        """Reference and candidate on the same fresh inputs must agree on every output, compared on the GPU."""
         for number, seed in enumerate(seeds):
             percent = first_percent + span * number / len(seeds)
             outputs = {}
@@ -468,18 +584,56 @@ class Measurer:
                 fn = side.prepare(torch, seed)
                 result = fn()
                 torch.cuda.synchronize()
+                del fn
                 stray = side.stray_writes(torch)
                 if stray:  # other allocations of this process may be damaged too: start afresh
                     raise Failure("wrong", f"{side.label} {stray} (seed {seed})", fatal=True)
                 outputs[side.label] = side.outputs(torch, result)
+                del result
             for name, (expected, dtype) in outputs["reference"].items():
                 actual = outputs["candidate"].get(name)
                 if actual is None:
                     raise Failure("wrong", f"wrong results: candidate has no output '{name}'")
-                problem = timing.check_close(name, expected, actual[0], dtype)
-                if problem:
-                    when = " after timing" if after_timing else ""
-                    raise Failure("wrong", f"{problem}{when} (seed {seed})")
+                when = " after timing" if after_timing else ""
+                self.compare_output(torch, name, expected, actual[0], dtype, f"{when} (seed {seed})", percent)
+            del outputs
+
+    def compare_output(self, torch: Any, name: str, expected: Any, actual: Any, dtype: str, when: str, percent: float) -> None:
+        """One output against the reference's, chunk by chunk on the GPU; raise the reason when they disagree."""
+        if tuple(expected.shape) != tuple(actual.shape):
+            raise Failure("wrong", f"wrong results: {name} has shape {tuple(actual.shape)}, reference {tuple(expected.shape)}{when}")
+        if actual.device != expected.device:
+            actual = actual.to(expected.device)
+        tolerance = self.tolerance.for_dtype(dtype)
+        numel = int(expected.numel())
+        size = f" ({numel / 1e9:.2f}e9 elements)" if numel >= 1e8 else ""
+        self.channel.progress(f"comparing {name}{size}", percent, None)
+        last_sent = [time.monotonic()]
+
+        def on_chunk(done: float) -> None:
+            if time.monotonic() - last_sent[0] >= 0.5:
+                self.channel.progress(f"comparing {name}{size}: {100 * done:.0f}%", percent, None)
+                last_sent[0] = time.monotonic()
+
+        found = timing.compare(torch, expected, actual, tolerance, on_chunk=on_chunk)
+        reference_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        explanation = timing.precision_explanation(self.candidate_code, found.relative_l2, reference_tf32)
+        problem = found.problem(name, tuple(expected.shape), self.tolerance.describe(dtype))
+        if problem and self.parameters_note:
+            raise Failure(
+                "parameters", f"{self.parameters_note}; so the outputs differ too ({problem.removeprefix('wrong results: ')}{when})"
+            )
+        if problem:
+            because = f"; {explanation}" if explanation and not found.unwritten else ""
+            raise Failure("wrong", f"{problem}{when}{because}")
+        entry = self.correctness.setdefault(name, {"dtype": dtype, "max_abs_err": 0.0, "relative_l2": 0.0})
+        entry["max_abs_err"] = max(entry["max_abs_err"], found.max_error)
+        entry["relative_l2"] = max(entry["relative_l2"], found.relative_l2)
+        entry["tolerance"] = self.tolerance.to_json([dtype])
+        if explanation and found.max_error > timing.tolerance_for(dtype):
+            entry["note"] = explanation
+        if self.parameters_note:
+            entry["parameters"] = self.parameters_note
 
     def environment(self, torch: Any) -> dict[str, Any]:
         from kernelcast.kernels_runtime.hardware import detect_local_gpus
@@ -501,6 +655,36 @@ class Measurer:
             "memory_bytes": properties.total_memory,
             "versions": versions,
         }
+
+
+def watch_triton_compiles(channel: Channel) -> None:
+    """While Triton compiles a kernel (first call, a new specialisation, each autotune config),
+    the parent waits the load timeout, not a kernel's: a JIT compile is not a hang.
+
+    Uses the JIT hooks of Triton >= 3.4 (triton.knobs), once per process, keeping hooks already
+    there; older Tritons keep the first-call rule.
+    """
+    triton = sys.modules.get("triton")
+    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if runtime is None or not hasattr(runtime, "jit_post_compile_hook") or getattr(runtime.jit_cache_hook, "kernelcast", False):
+        return
+    earlier_before, earlier_after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+    resume: list[tuple[str | None, str]] = []
+
+    def before(**hook: Any) -> bool:
+        resume.append((channel.last_running, channel.phase))
+        function = hook.get("fn")
+        name = getattr(function, "name", None) or getattr(getattr(function, "jit_function", None), "__name__", "a kernel")
+        channel.progress(f"compiling Triton kernel {name} (a JIT compile: the load timeout applies)", None, channel.last_running, "load")
+        return bool(earlier_before and earlier_before(**hook))  # True would skip the compile
+
+    def after(**hook: Any) -> Any:
+        if resume:
+            channel.progress(None, None, *resume.pop())
+        return earlier_after(**hook) if earlier_after else None
+
+    before.kernelcast = True  # type: ignore[attr-defined]
+    runtime.jit_cache_hook, runtime.jit_post_compile_hook = before, after
 
 
 def clock_state(gpu_index: int) -> dict[str, Any]:
@@ -617,6 +801,10 @@ def main(argv: list[str] | None = None) -> int:
         channel.last_running = None
         keep_going = handle(channel, measurer, request)
         channel.request_id = None
+        if keep_going and torch is not None:
+            # Blocks a huge measurement cached go back to the driver: the user's other GPU work
+            # needs them, and a later kernel's far stray write must fault, not land in them.
+            torch.cuda.empty_cache()
         if not keep_going:
             return 3
 

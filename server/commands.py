@@ -76,7 +76,9 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     ls.send_status(f"measuring {result.kernel.name}")
     try:
         timeouts = Timeouts(kernel_s=ls.settings.measure_kernel_timeout_ms / 1000)
-        outcome = await asyncio.to_thread(measure_pair, candidate, reference, None, 0, report, cancel, timeouts=timeouts)
+        outcome = await asyncio.to_thread(
+            measure_pair, candidate, reference, None, 0, report, cancel, timeouts=timeouts, tolerance=ls.settings.measure_tolerance
+        )
     finally:
         ls.measuring -= 1
         ls.work_done_progress.end(token, types.WorkDoneProgressEnd())
