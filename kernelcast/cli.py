@@ -131,11 +131,13 @@ def _analyse_file(args: argparse.Namespace) -> Any:
     from kernelcast.analysis import analyse_text
     from kernelcast.kernels_runtime.hardware import resolve_target
     from kernelcast.kernels_runtime.source.discovery import discover_bytes
+    from kernelcast.project_config import target_gpu_for
     from kernelcast.settings import Settings
 
     path = Path(args.file).resolve()
+    root = _workspace_root(path)
     try:
-        hardware = resolve_target(args.gpu)
+        hardware = resolve_target(target_gpu_for(path, root, args.gpu))
         data = path.read_bytes()
     except KeyError as error:
         print(f"kernelcast {args.command}: {error.args[0]}", file=sys.stderr)
@@ -150,7 +152,7 @@ def _analyse_file(args: argparse.Namespace) -> Any:
             print(f"kernelcast {args.command}: {path.name}: {problem}", file=sys.stderr)
         return 1
     settings = Settings(allow_references_outside_workspace=True)
-    analysis = analyse_text(path.as_uri(), None, text, path, _workspace_root(path), settings, hardware, getattr(args, "reference", None))
+    analysis = analyse_text(path.as_uri(), None, text, path, root, settings, hardware, getattr(args, "reference", None))
     if analysis.disabled_reason:
         print(f"{path.name}: {analysis.disabled_reason}")
         return 1
@@ -369,7 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("file", nargs="?", help=".cu, .cuh or .py file")
     forecast.add_argument("--kernel", help="only this kernel")
     forecast.add_argument("--reference", help="reference as path[::kernel] (overrides pragma and config)")
-    forecast.add_argument("--gpu", help="target GPU (H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200)")
+    forecast.add_argument(
+        "--gpu",
+        help="target GPU: H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200 "
+        "(default: the project's target_gpu, else the local GPU, else H100-SXM)",
+    )
     forecast.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     forecast.add_argument("--threshold", type=float, default=0.8, help="confidence below which to defer (default 0.8)")
     forecast.add_argument("--json", action="store_true", help="print JSON")
@@ -389,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     facts = commands.add_parser("facts", help="compiler facts (registers, shared memory, spills, occupancy, SASS mix) of a file's kernels")
     facts.add_argument("file")
     facts.add_argument("--kernel", help="only this kernel")
-    facts.add_argument("--gpu", help="target GPU (default: the local GPU, else H100-SXM)")
+    facts.add_argument("--gpu", help="target GPU (default: the project's target_gpu, else the local GPU, else H100-SXM)")
     facts.add_argument("--json", action="store_true")
     facts.set_defaults(run=_facts)
 
