@@ -6,6 +6,9 @@ hint format, so labels, prompts, metrics and UI cannot drift apart.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -390,11 +393,33 @@ def write_pairs(path: Path, pairs: Iterable[LabelledPair]) -> int:
 
 
 # How a client finds and talks to the running forecaster service: its state file (url, pid,
-# version) and the per-user token it wants in the Authorization header, in the state folder
+# version, build) and the per-user token it wants in the Authorization header, in the state folder
 # (paths.state_home). The LSP reads them without loading the service.
 TOKEN_FILE = "token"
 STATE_FILE = "service.json"
 TOKEN_HEADER = "authorization"
+
+
+# The packages whose code a service runs (pyproject maps them under kernelcast.*).
+_SERVICE_PACKAGES = ("kernelcast", "kernelcast.server", "kernelcast.kernels_runtime", "kernelcast.models")
+
+
+@functools.cache
+def code_build() -> str:
+    """Which code this process runs: the version, where it is installed and when each of its
+    files last changed. A client joins only a service of its own build, so after an upgrade,
+    another install or an edit of an editable one, forecasts never come from the old code."""
+    from kernelcast import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    for package in _SERVICE_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            digest.update(str(folder).encode())
+            for file in sorted(Path(folder).rglob("*")):
+                if file.is_file() and "__pycache__" not in file.parts:
+                    digest.update(f"{file.relative_to(folder)}:{file.stat().st_mtime_ns}".encode())
+    return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
 def read_or_create_token(state_dir: Path) -> str:

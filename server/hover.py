@@ -8,6 +8,7 @@ from typing import Any
 from lsprotocol import types
 
 from kernelcast.analysis import FileAnalysis, KernelResult
+from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import roofline_floor_ms
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.server.state import KernelcastServer
@@ -119,7 +120,7 @@ def _facts_lines(result: KernelResult) -> list[str]:
     if result.facts is not None:
         lines = ["Compiler facts:", *result.facts.hover_lines()]
     elif result.facts_error:
-        lines = [f"Compiler facts unavailable: {result.facts_error.splitlines()[0]}"]
+        lines = [f"Compiler facts unavailable: {first_error_line(result.facts_error)}"]
     else:
         return []
     if result.reference_facts is not None:

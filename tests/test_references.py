@@ -11,7 +11,7 @@ import pytest
 
 from kernelcast.kernels_runtime.source.discovery import Discovery, discover
 from kernelcast.project_config import NO_CONFIG, load_project_config
-from kernelcast.references import NoReference, Reference, pragma_line, resolve_reference
+from kernelcast.references import OUTSIDE_HINT, NoReference, Reference, pragma_line, resolve_reference
 
 DATA = Path(__file__).parent / "data" / "discovery"
 BASE = "__global__ void add(float* x) { x[0] += 1; }\n__global__ void mul(float* x) { x[0] *= 2; }\n"
@@ -84,7 +84,9 @@ def test_pragma_outside_the_workspace_is_refused_unless_allowed(tmp_path: Path) 
     write(tmp_path / "outside" / "base.cu", BASE)
     path = write(tmp_path / "ws" / "k.cu", "// kernelcast: reference=../outside/base.cu::add\n" + CANDIDATE)
     refused = resolve(path, tmp_path / "ws")
-    assert refused == NoReference(f"no reference: pragma: ../outside/base.cu::add points outside the workspace ({tmp_path / 'ws'})")
+    assert refused == NoReference(
+        f"no reference: pragma: ../outside/base.cu::add points outside the workspace ({tmp_path / 'ws'}); {OUTSIDE_HINT}"
+    )
     allowed = resolve(path, tmp_path / "ws", allow_outside_workspace=True)
     assert isinstance(allowed, Reference) and allowed.name == "add"
     assert isinstance(resolve(path, None), NoReference)  # without a workspace, the file's folder is the limit
@@ -111,7 +113,8 @@ def test_config_rule_is_relative_to_the_config_and_carries_problem_sizes(tmp_pat
     write(tmp_path / "kernels" / "baseline.cu", BASE)
     write(
         tmp_path / "kernelcast.toml",
-        'problem = { N = 64, M = 8 }\n[[references]]\nfiles = "kernels/*_v2.cu"\nreference = "kernels/baseline.cu::add"\nproblem = { N = 1024 }\n',
+        'problem = { N = 64, M = 8 }\n[[references]]\nfiles = "kernels/*_v2.cu"\n'
+        'reference = "kernels/baseline.cu::add"\nproblem = { N = 1024 }\n',
     )
     path = write(tmp_path / "kernels" / "add_v2.cu", CANDIDATE)
     reference = resolve(path, tmp_path)
