@@ -30,8 +30,9 @@ from kernelcast.kernels_runtime.cuda_facts import (
     readable_compile_error,
     run_tool,
 )
+from kernelcast.paths import install_command
 
-NO_TRITON = "install triton for Triton facts (pip install 'kernelcast[triton]')"
+NO_TRITON = f"install triton for Triton facts ({install_command('triton')})"
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 POINTER_NAMES = frozenset(

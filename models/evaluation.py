@@ -29,6 +29,7 @@ import numpy as np
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import true_bins
 from kernelcast.models.service.llm_common import LLMBackendError
+from kernelcast.paths import install_command
 from kernelcast.wire import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, LabelledPair, _bin_bounds, read_pairs
 
 DIRECTION_MIN_LOG2 = 0.1
@@ -39,7 +40,7 @@ HALF_COVERAGE = 0.5
 # Bin centres in log2 S (outer bins one octave wide, as forecast.py interpolates them):
 # the values "expected s" averages over.
 BIN_CENTRES_LOG2 = np.array([sum(_bin_bounds(index)) / 2 for index in range(NUM_BINS)])
-PLOT_INSTALL_HINT = "pip install 'kernelcast[eval]'"
+PLOT_INSTALL_HINT = install_command("eval")
 
 
 # --- metric functions on arrays ---------------------------------------------------------
