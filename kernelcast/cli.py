@@ -435,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_flags(forecast)
     forecast.set_defaults(run=_forecast)
 
-    evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (FORECAST.md metrics)")
+    evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (metrics of docs/forecast.md)")
     evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/wire.py)")
     evaluation.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")

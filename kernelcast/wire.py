@@ -1,4 +1,4 @@
-"""The one definition of bins, forecasts and their wording (FORECAST.md).
+"""The one definition of bins, forecasts and their wording (docs/forecast.md).
 
 Every part of kernelcast imports this module instead of restating a bin edge or a
 hint format, so labels, prompts, metrics and UI cannot drift apart.
@@ -39,7 +39,7 @@ SAME_SPEED_LOG2 = 0.07
 
 
 def bin_of_speedup(speedup: float) -> int:
-    """1-based bin of a speedup S = t_ref / t_cand (FORECAST.md table)."""
+    """1-based bin of a speedup S = t_ref / t_cand (docs/forecast.md table)."""
     if not speedup > 0 or math.isinf(speedup):
         raise ValueError(f"speedup must be positive and finite, got {speedup!r}")
     s = math.log2(speedup)
@@ -133,7 +133,7 @@ class Forecast:
             provenance=dict(data.get("provenance") or {}),
         )
 
-    # --- wording (FORECAST.md "User-facing hint text") ---------------------------------
+    # --- wording (docs/forecast.md "What a forecast holds") ---------------------------------
 
     def ratio_words(self) -> str:
         """`1.4× slower`, `2.0× faster` or `about the same`."""
@@ -148,7 +148,7 @@ class Forecast:
         return f"{_short_number(lo)}–{_short_number(hi)}×"
 
     def message(self) -> str:
-        """One-line text for diagnostics: the FORECAST.md sentence."""
+        """One-line text for diagnostics: the docs/forecast.md sentence."""
         if self.defer:
             return f"uncertain: {self.interval_words()} · measure?"
         words = self.ratio_words()
@@ -234,7 +234,7 @@ LANGUAGES = ("cuda", "triton", "pytorch")
 
 @dataclass
 class ForecastRequest:
-    """What the server sends the forecaster (FORECAST.md "Inputs a forecaster receives")."""
+    """What the server sends the forecaster (docs/forecast.md "What a forecaster is given")."""
 
     reference: KernelSide
     candidate: KernelSide
@@ -299,7 +299,7 @@ class LabelledPair:
     speedup: float
     op: str = ""
     # Pairs that share a group have the same reference and problem: the unit of
-    # top-10% recovery (FORECAST.md).
+    # top-10% recovery (docs/forecast.md).
     group: str = ""
     ci95: tuple[float, float] | None = None
     source: str = ""
@@ -315,7 +315,7 @@ class LabelledPair:
 
     @property
     def language(self) -> str:
-        """The candidate's language: the split FORECAST.md reports by."""
+        """The candidate's language: the split docs/forecast.md reports by."""
         return self.request.candidate.language
 
     def to_json(self) -> dict[str, Any]:

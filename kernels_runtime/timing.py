@@ -1,4 +1,4 @@
-"""Correctness-checked timing of two GPU callables, by the method in MEASURE.md.
+"""Correctness-checked timing of two GPU callables, by the method of docs/measure.md.
 
 Read top to bottom: how outputs are compared, how one sample is taken, when sampling
 stops, and how two variants are interleaved into a speedup with a confidence interval.
@@ -19,7 +19,7 @@ import numpy as np
 
 # --- correctness -------------------------------------------------------------------------
 
-# atol = rtol per dtype (MEASURE.md); integers and booleans must match exactly.
+# atol = rtol per dtype (docs/measure.md); integers and booleans must match exactly.
 TOLERANCES = {"f32": 1e-4, "f64": 1e-4, "f16": 1e-2, "bf16": 1e-2}
 SEEDS = (11, 22, 33)
 
@@ -169,7 +169,7 @@ def time_batch(torch: Any, fn: Callable[[], Any], flush: Any, count: int) -> lis
     """`count` samples of one launch each, in ms, read with one synchronize.
 
     The flush before each start event also keeps the GPU busy while the host enqueues the
-    launch, so host launch gaps stay out of the sample (MEASURE.md).
+    launch, so host launch gaps stay out of the sample (docs/measure.md).
     """
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
     for start, end in events:
@@ -186,7 +186,7 @@ def time_batch(torch: Any, fn: Callable[[], Any], flush: Any, count: int) -> lis
 
 @dataclass(frozen=True)
 class StopRule:
-    """Per variant over the whole measurement (MEASURE.md); rounds share it equally."""
+    """Per variant over the whole measurement (docs/measure.md); rounds share it equally."""
 
     min_samples: int = 10
     min_kernel_ms: float = 100.0

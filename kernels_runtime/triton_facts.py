@@ -4,7 +4,7 @@ The user's module is never imported: the `@triton.jit` functions, triton/math im
 literal module constants are copied by `ast` into a fresh module that a child interpreter
 compiles with `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`.
 
-Registers and shared memory depend on the JIT's specialization (MEASURE.md): pointers and
+Registers and shared memory depend on the JIT's specialization (docs/measure.md): pointers and
 ints divisible by 16 get `tt.divisibility=16`, ints equal to 1 become constexprs. Without a
 launch spec the argument values are guessed (pointers 16-byte aligned fp32, sizes multiples
 of 16, the last stride of each `stride_<t>*` group equal to 1) and the notes say so.

@@ -3,7 +3,7 @@
     python -m workshop.training.train --pairs corpus_pairs.jsonl --cuda-l1 h100,a100,l40,h20,3090 \\
         --out models/weights/embedded.npz --report models/training/report
 
-Judging (FORECAST.md, issue 5): operations are split into folds (group split, never
+Judging (docs/forecast.md, issue 5): operations are split into folds (group split, never
 random pairs); each fold's pairs are forecast by a model that never saw its operations
 and, for GPUs outside --train-gpus, never saw that GPU either. The calibration of a
 fold's forecasts is fitted on the other folds' held-out forecasts (cross-fitted), so the
@@ -646,7 +646,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--held-out",
         type=Path,
-        help="the learners' held-out forecasts of an earlier run (its held_out.npz): judge and fit the spread from them; only learners it lacks are trained",
+        help="the learners' held-out forecasts of an earlier run (its held_out.npz): judge and fit the spread from them; "
+        "only learners it lacks are trained",
     )
     parser.add_argument("--device", default=Settings.device, help="torch device to train on (the shipped weights: cuda on an H100)")
     parser.add_argument("--feature-cache", type=Path, help="folder to keep featurized pairs in between runs")
@@ -659,7 +660,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--folds-only",
         action="store_true",
-        help="train the held-out folds (with --held-out: the learners it lacks) and write only the learners' forecasts to --report DIR/held_out.npz (judge them later with --held-out)",
+        help="train the held-out folds (with --held-out: the learners it lacks) and write only the learners' forecasts "
+        "to --report DIR/held_out.npz (judge them later with --held-out)",
     )
     args = parser.parse_args(argv)
     gpus = [gpu for gpu in args.cuda_l1.split(",") if gpu]
@@ -678,7 +680,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spread = None if args.no_spread or args.tree_weight == 0 else SPREAD_SETTINGS
     if args.out is not None and args.no_eval and spread is not None and args.held_out is None:
         parser.error(
-            "--no-eval --out: the spread trees learn from held-out forecasts; give --held-out FILE (a judging run's held_out.npz) or --no-spread"
+            "--no-eval --out: the spread trees learn from held-out forecasts; "
+            "give --held-out FILE (a judging run's held_out.npz) or --no-spread"
         )
     settings = replace(
         Settings(),
