@@ -335,7 +335,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.kernels_runtime.hardware import detect_local_gpus
     from kernelcast.models.service import backends
-    from kernelcast.wire import read_state
+    from kernelcast.wire import code_build, read_state
 
     report: dict[str, Any] = {"kernelcast": __version__, "python": sys.version.split()[0]}
     gpus = detect_local_gpus()
@@ -355,7 +355,11 @@ def _doctor(args: argparse.Namespace) -> int:
     }
     report["cache_dir"] = str(paths.cache_dir())
     state = read_state(_state_dir(args))
-    report["service"] = f"running at {state['url']} (pid {state['pid']})" if state else "not running (started on first need)"
+    if state is None:
+        report["service"] = "not running (started on first need)"
+    else:
+        other = "" if state.get("build") == code_build() else f"; another build ({state.get('build', 'unknown')}): editors replace it"
+        report["service"] = f"running at {state['url']} (pid {state['pid']}{other}); `kernelcast serve --stop` stops it"
     if args.json:
         print(json.dumps(report, indent=2))
     else:

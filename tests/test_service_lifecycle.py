@@ -4,6 +4,7 @@ client of other code does not join it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -63,7 +64,10 @@ def test_serve_stop_stops_the_running_service(tmp_path: Path) -> None:
     process = _serve(state_dir)
     try:
         _announced(process)
-        pid = read_state(state_dir)["pid"]
+        state = read_state(state_dir)
+        pid = state["pid"]
+        doctor = subprocess.run([KERNELCAST, "doctor", "--json", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=60)
+        assert json.loads(doctor.stdout)["service"] == f"running at {state['url']} (pid {pid}); `kernelcast serve --stop` stops it"
         stopped = subprocess.run([KERNELCAST, "serve", "--stop", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=30)
         assert stopped.returncode == 0 and f"stopped the service pid {pid}" in stopped.stdout
         assert process.wait(timeout=10) == 0 and read_state(state_dir) is None
