@@ -30,9 +30,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.stop:
         from kernelcast.server.service_client import stop_service
 
-        outcome = stop_service(_state_dir(args))
+        stopped, outcome = stop_service(_state_dir(args))
         print(f"kernelcast serve: {outcome}")
-        return 1 if "did not exit" in outcome else 0
+        return 0 if stopped else 1
     from kernelcast.models.service.api import serve
 
     try:

@@ -246,15 +246,16 @@ class ForecasterClient:
 STOP_WAIT_S = 10.0
 
 
-def stop_service(state_dir: Path) -> str:
-    """Stop the service whose state file is in `state_dir` and wait for it to exit; what happened, in words.
+def stop_service(state_dir: Path) -> tuple[bool, str]:
+    """Stop the service whose state file is in `state_dir` and wait for it to exit: whether none runs
+    now, and what happened, in words.
 
     It is asked over HTTP with the token (a pid alone could name another process by now);
     one that does not answer in time is sent SIGTERM.
     """
     state = read_state(state_dir)
     if state is None:
-        return f"no service running (no state file in {state_dir})"
+        return True, f"no service running (no state file in {state_dir})"
     pid, url = state.get("pid"), state["url"]
     headers = {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
     try:
@@ -265,13 +266,13 @@ def stop_service(state_dir: Path) -> str:
     except httpx.HTTPError:  # nothing there: a state file left by a killed service
         if read_state(state_dir) == state:
             (state_dir / STATE_FILE).unlink(missing_ok=True)
-        return f"no service running at {url} (removed its stale state file)"
+        return True, f"no service running at {url} (removed its stale state file)"
     deadline = time.monotonic() + STOP_WAIT_S
     while _process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     if _process_alive(pid):
-        return f"the service pid {pid} at {url} did not exit within {STOP_WAIT_S:g} s"
-    return f"stopped the service pid {pid} at {url}"
+        return False, f"the service pid {pid} at {url} did not exit within {STOP_WAIT_S:g} s"
+    return True, f"stopped the service pid {pid} at {url}"
 
 
 def _command_line(pid: int) -> bytes:
