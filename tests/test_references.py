@@ -224,3 +224,22 @@ def test_pragma_line() -> None:
     assert pragma_line("cuda", "base.cu::add") == "// kernelcast: reference=base.cu::add"
     assert pragma_line("triton", "my dir/base.py::k") == '# kernelcast: reference="my dir/base.py::k"'
     assert discover(pragma_line("pytorch", "my dir/base.py::k") + "\n", "x.py").pragmas.reference == "my dir/base.py::k"
+
+
+def test_reference_option_comes_first_and_is_measured_as_its_whole_file(tmp_path: Path) -> None:
+    """`--reference` beats the file's pragma, says where it came from, and a measurement gets the
+    reference's whole file (its macros and helpers), as for a pragma."""
+    from kernelcast.analysis import analyse_text, measurement_sides
+    from kernelcast.kernels_runtime.hardware import SPECS
+    from kernelcast.settings import Settings
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    workspace = tmp_path / "w"
+    shutil.copytree(examples, workspace)
+    path = workspace / "matmul_tiled.cu"
+    override = f"{workspace / 'matmul_naive.cu'}::sgemm"
+    analysis = analyse_text(path.as_uri(), None, path.read_text(), path, workspace, Settings(), SPECS["H100-SXM"], override)
+    (result,) = analysis.results
+    assert (result.reference.origin, result.reference.description) == ("--reference", f"--reference: {override}")
+    _, reference = measurement_sides(analysis, result)
+    assert reference == {"code": (workspace / "matmul_naive.cu").read_text(), "language": "cuda", "name": "sgemm"}
