@@ -110,7 +110,8 @@ def _floor_line(result: KernelResult, hardware: GpuSpec) -> str:
     assert result.launch is not None
     moved = sum(arg.nbytes for arg in result.launch.args if arg.is_array)
     floor_ms, _ = roofline_floor_ms(moved, 0.0, hardware)
-    line = f"Floor: ≥ {floor_ms:.3g} ms to move {moved / 1e6:.3g} MB at {hardware.peak_bandwidth_gbs / 1000:.2f} TB/s (memory; FLOPs not counted)"
+    rate = f"{hardware.peak_bandwidth_gbs / 1000:.2f} TB/s"
+    line = f"Floor: ≥ {floor_ms:.3g} ms to move {moved / 1e6:.3g} MB at {rate} (memory; FLOPs not counted)"
     if result.measurement is not None:
         line += f" · measured {result.measurement.t_candidate_ms / floor_ms:.1f}× the floor"
     return line

@@ -548,7 +548,7 @@ def _bind(items: dict[str, tuple[_Token, Any]], language: str, text: str) -> Lau
     unresolved += [(token.text, expr, token.column) for token, expr in keys]
     while unresolved:
         progress = []
-        for name, expr, column in unresolved:
+        for name, expr, _column in unresolved:
             try:
                 names[name] = _evaluate(expr, names)
                 progress.append(name)
