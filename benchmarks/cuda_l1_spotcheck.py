@@ -41,7 +41,7 @@ parent kills the process group after --pair-timeout-s). As KernelBench does it:
   `suspect_async` marks pairs where the event speedup is far above the wall one.
 
 Budget: a pair takes ~2-5 s, so the default 40 pairs fit ~3-4 minutes on the H100. To get
-there the stop rule is smaller than MEASURE.md's (≥10 samples and ≥60 ms of kernel time per
+there the stop rule is smaller than docs/measure.md's (≥10 samples and ≥60 ms of kernel time per
 side, rel. SEM ≤ 0.5%, at most 1.2 s of sampling per side instead of 100 ms / 2 s), and two
 child processes are kept starting (torch import + CUDA context, ~6 s) while a pair runs.
 `--deadline-s` (default 240) stops starting new pairs or builds; the JSON is rewritten
@@ -157,7 +157,7 @@ def harness() -> tuple[Any, Any]:
 
 
 def spotcheck_rule(timing: Any) -> Any:
-    """MEASURE.md's stop rule, shortened so a pair fits in a few seconds (see the docstring)."""
+    """docs/measure.md's stop rule, shortened so a pair fits in a few seconds (see the docstring)."""
     return timing.StopRule(min_samples=10, min_kernel_ms=60.0, max_rel_sem=0.005, max_wall_s=1.2)
 
 

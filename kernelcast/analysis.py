@@ -8,7 +8,6 @@ Runs in the server's per-file background task, so no LSP handler waits on it.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import re
@@ -24,7 +23,7 @@ from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
 from kernelcast.project_config import load_project_config
-from kernelcast.references import NoReference, Reference, resolve_reference
+from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
 from kernelcast.wire import Forecast, ForecastRequest, KernelSide, Measurement
 
@@ -125,14 +124,12 @@ def analyse_text(
 ) -> FileAnalysis:
     """The static part (no forecaster): kernels, pragmas, references. Safe to run in a thread.
 
-    `reference_override` (path[::kernel]) stands in for the file's pragma, for `--reference`.
+    `reference_override` (path[::kernel], an absolute path) comes before the file's pragma, for `--reference`.
     """
     # A client may send lone surrogates (JSON "\udcff"); no encoder downstream takes them.
     # One U+FFFD each keeps every position where it was.
     text = _LONE_SURROGATE.sub("\ufffd", text)
     discovery = discover(text, str(path))
-    if reference_override:
-        discovery = dataclasses.replace(discovery, pragmas=dataclasses.replace(discovery.pragmas, reference=reference_override))
     analysis = FileAnalysis(
         uri, version, text, path, discovery, problems=list(discovery.problems) + list(discovery.pragmas.problems), hardware=hardware
     )
@@ -157,7 +154,9 @@ def analyse_text(
             result.part_of = "ModelNew"
             analysis.results.append(result)
             continue
-        found = resolve_reference(kernel, discovery, path, workspace_root, config, settings.allow_references_outside_workspace)
+        found = resolve_reference(
+            kernel, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override
+        )
         if isinstance(found, NoReference):
             result.no_reference = found.reason
         else:
@@ -275,6 +274,8 @@ def _facts_for(
             for dim in launch.block:
                 threads *= dim
         options.update(threads=threads, smem=launch.smem, launch_options=launch.options)
+        if language == "triton":
+            options["signature"] = launch.triton_signature()
     # Comments and blank lines do not change a compile: key on the normalised text.
     key = "facts:" + facts_cache_key(normalise_code(source, language), language, hardware.arch, options)
     stored = cache.get(key)
@@ -290,6 +291,7 @@ def _facts_for(
         [name],
         threads_per_block=threads,
         dynamic_smem_bytes=launch.smem if launch is not None else 0,
+        signature=options.get("signature"),
         constexprs={k: v for k, v in launch_options.items() if k not in TRITON_LAUNCH_OPTIONS} or None,
         num_warps=launch_options.get("num_warps"),
         num_stages=launch_options.get("num_stages"),
@@ -308,7 +310,8 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
         if not is_current():
             return changed
         kernel = result.kernel
-        if kernel.language in FACT_LANGUAGES and result.facts is None:
+        # A KernelBench ModelNew is Python: its CUDA is compiled kernel by kernel (its own results).
+        if kernel.language in FACT_LANGUAGES and result.facts is None and kernel.container != "kernelbench":
             whole_file = analysis.text if kernel.language == "triton" or not embedded else None
             found = _facts_for(
                 _facts_source(kernel.code, whole_file),
@@ -345,7 +348,7 @@ def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:
     disk (its path was already checked to be allowed), else the kernel's own code."""
     if reference.path and Path(reference.path) == analysis.path:
         return analysis.text
-    if reference.origin in ("pragma", "config", "kernelbench") and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):
+    if reference.origin in FILE_ORIGINS and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):
         try:
             return Path(reference.path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -356,7 +359,7 @@ def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:
 def _reference_file(reference: Reference, analysis: FileAnalysis) -> str:
     """`_reference_source`, a file on disk read once per version of the text for facts and
     forecasts (the measure action reads it afresh: a reference saved since must be what runs)."""
-    if reference.path is None or reference.origin not in ("pragma", "config", "kernelbench"):
+    if reference.path is None or reference.origin not in FILE_ORIGINS:
         return _reference_source(reference, analysis)
     if reference.path in analysis.reference_files:
         return analysis.reference_files[reference.path]

@@ -27,16 +27,26 @@ def _lsp(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from kernelcast import paths
+    if args.stop:
+        from kernelcast.server.service_client import stop_service
+
+        stopped, outcome = stop_service(_state_dir(args))
+        print(f"kernelcast serve: {outcome}")
+        return 0 if stopped else 1
     from kernelcast.models.service.api import serve
 
-    state_dir = paths.private_dir(Path(args.state_dir)) if args.state_dir else paths.service_dir()
     try:
-        serve(state_dir, args.backend or ["embedded"], host=args.host, port=args.port, options=_backend_options(args))
+        serve(_state_dir(args), args.backend or ["embedded"], args.host, args.port, _backend_options(args), args.idle_timeout)
     except (ValueError, KeyError, OSError) as error:
         print(f"kernelcast serve: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    from kernelcast import paths
+
+    return paths.private_dir(Path(args.state_dir)) if args.state_dir else paths.service_dir()
 
 
 # `kernelcast serve` flag → option key read by the backends (models/backends.describe_backends).
@@ -109,11 +119,13 @@ def _forecast(args: argparse.Namespace) -> int:
             forecast = forecaster.forecast(build_request(analysis, result, problem, args.threshold))
             row.update(reference=result.reference.description, message=forecast.message(), forecast=forecast.to_json())
         rows.append(row)
+    # A script must see that a kernel went without a forecast because its reference did not resolve.
+    exit_code = 0 if rows and not any("no_reference" in row for row in rows) else 1
     if args.json:
         print(
             json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": rows, "problems": analysis.problems}, indent=2)
         )
-        return 0 if rows else 1
+        return exit_code
     for problem in analysis.problems:
         print(f"note: {problem}")
     for row in rows:
@@ -123,19 +135,21 @@ def _forecast(args: argparse.Namespace) -> int:
             print(f"    reference: {row['reference']} · GPU: {analysis.hardware.name}")
     if not rows:
         print(f"{analysis.path.name}: no kernels forecast")
-    return 0 if rows else 1
+    return exit_code
 
 
 def _analyse_file(args: argparse.Namespace) -> Any:
     """The same analysis the editor makes of a file, or an exit code after saying why not."""
     from kernelcast.analysis import analyse_text
     from kernelcast.kernels_runtime.hardware import resolve_target
-    from kernelcast.kernels_runtime.source.discovery import discover_bytes
+    from kernelcast.kernels_runtime.source.discovery import source_text
+    from kernelcast.project_config import target_gpu_for
     from kernelcast.settings import Settings
 
     path = Path(args.file).resolve()
+    root = _workspace_root(path)
     try:
-        hardware = resolve_target(args.gpu)
+        hardware = resolve_target(target_gpu_for(path, root, args.gpu))
         data = path.read_bytes()
     except KeyError as error:
         print(f"kernelcast {args.command}: {error.args[0]}", file=sys.stderr)
@@ -143,14 +157,13 @@ def _analyse_file(args: argparse.Namespace) -> Any:
     except OSError as error:
         print(f"kernelcast {args.command}: cannot read {args.file}: {error.strerror}", file=sys.stderr)
         return 2
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        for problem in discover_bytes(data, str(path)).problems:
-            print(f"kernelcast {args.command}: {path.name}: {problem}", file=sys.stderr)
+    text, refused = source_text(data)
+    if text is None:
+        print(f"kernelcast {args.command}: {path.name}: {refused}", file=sys.stderr)
         return 1
-    settings = Settings(allow_references_outside_workspace=True)
-    analysis = analyse_text(path.as_uri(), None, text, path, _workspace_root(path), settings, hardware, getattr(args, "reference", None))
+    override = _absolute_reference(getattr(args, "reference", None))
+    settings = Settings(allow_references_outside_workspace=getattr(args, "allow_references_outside_workspace", False))
+    analysis = analyse_text(path.as_uri(), None, text, path, root, settings, hardware, override)
     if analysis.disabled_reason:
         print(f"{path.name}: {analysis.disabled_reason}")
         return 1
@@ -164,6 +177,14 @@ def _analyse_file(args: argparse.Namespace) -> Any:
     return analysis
 
 
+def _absolute_reference(spec: str | None) -> str | None:
+    """`--reference path[::kernel]` with its path read from the current folder, as a shell user means it."""
+    if not spec:
+        return None
+    path_text, separator, kernel = spec.partition("::")
+    return f"{Path(path_text).resolve() if path_text else ''}{separator}{kernel}"
+
+
 def _facts(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.analysis import fill_facts
@@ -173,6 +194,7 @@ def _facts(args: argparse.Namespace) -> int:
     if isinstance(analysis, int):
         return analysis
     fill_facts(analysis, ResultCache(paths.cache_dir()), True, lambda: True)
+    exit_code = 1 if not analysis.results or any(r.facts_error for r in analysis.results) else 0
     if args.json:
         payload = {
             r.kernel.name: {
@@ -183,17 +205,26 @@ def _facts(args: argparse.Namespace) -> int:
             for r in analysis.results
         }
         print(json.dumps({"file": str(analysis.path), "gpu": analysis.hardware.key, "kernels": payload}, indent=2))
-        return 0
+        return exit_code
+    if not analysis.results:
+        print(f"{analysis.path.name}: no kernels found")
     for result in analysis.results:
         print(f"{analysis.path.name}:{result.kernel.signature.start_line + 1}: {result.kernel.name}")
-        if result.facts is not None:
-            for line in result.facts.hover_lines():
+        if result.kernel.container == "kernelbench":
+            inside = [r.kernel.name for r in analysis.results if r.part_of == result.kernel.name]
+            print(
+                f"    compiled as its CUDA kernels: {', '.join(inside)}"
+                if inside
+                else "    no compilable kernel: no CUDA in load_inline strings"
+            )
+        elif result.facts is not None:
+            for line in result.facts.hover_lines(markdown=False):
                 print(f"    {line}")
             for problem in result.facts.hint_problems():
                 print(f"    hint: {problem}")
         else:
             print(f"    no facts: {result.facts_error or 'not a CUDA or Triton kernel'}")
-    return 0
+    return exit_code
 
 
 def _tolerance_argument(text: str) -> str | float:
@@ -264,6 +295,7 @@ def _forecast_batch(args: argparse.Namespace, forecaster: Any) -> int:
             sink.write(json.dumps(output) + "\n")
     if failures:
         print(f"kernelcast forecast: {failures} line(s) could not be forecast; see 'error' in {args.out}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -318,7 +350,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.kernels_runtime.hardware import detect_local_gpus
     from kernelcast.models.service import backends
-    from kernelcast.wire import read_state
+    from kernelcast.wire import code_build, read_state
 
     report: dict[str, Any] = {"kernelcast": __version__, "python": sys.version.split()[0]}
     gpus = detect_local_gpus()
@@ -327,13 +359,22 @@ def _doctor(args: argparse.Namespace) -> int:
     report["nvcc"] = _first_line([nvcc, "--version"], last=True) if nvcc else "not found"
     for module in ("torch", "triton", "cupy", "cuda.core", "pynvml"):
         report[module] = "installed" if _module_exists(module) else "not installed"
+    wanted = args.backend or backends.known_backends()
+    unknown = sorted(set(wanted) - set(backends.known_backends()))
+    if unknown:
+        print(f"kernelcast doctor: unknown backend {', '.join(unknown)}; known: {', '.join(backends.known_backends())}", file=sys.stderr)
+        return 2
     report["backends"] = {
         entry["name"]: ("ok: " if entry["available"] else "unavailable: ") + entry["detail"]
-        for entry in backends.describe_backends(_backend_options(args))
+        for entry in backends.describe_backends(_backend_options(args), wanted)
     }
     report["cache_dir"] = str(paths.cache_dir())
-    state = read_state(paths.service_dir())
-    report["service"] = f"running at {state['url']} (pid {state['pid']})" if state else "not running (started on first need)"
+    state = read_state(_state_dir(args))
+    if state is None:
+        report["service"] = "not running (started on first need)"
+    else:
+        other = "" if state.get("build") == code_build() else f"; another build ({state.get('build', 'unknown')}): editors replace it"
+        report["service"] = f"running at {state['url']} (pid {state['pid']}{other}); `kernelcast serve --stop` stops it"
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -364,12 +405,18 @@ def _first_line(command: list[str], last: bool = False) -> str:
     return (output[-1] if last else output[0]) if output else ""
 
 
+ALLOW_OUTSIDE_HELP = (
+    "read a reference outside the workspace (the git top, else the file's folder), as the editor's allowReferencesOutsideWorkspace"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernelcast", description="Performance forecasts for GPU kernels.")
     parser.add_argument("--version", action="version", version=f"kernelcast {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     lsp = commands.add_parser("lsp", help="run the language server on stdio")
+    lsp.add_argument("--stdio", action="store_true", help="stdio is the only transport; accepted because LSP clients add it")
     lsp.set_defaults(run=_lsp)
 
     serve = commands.add_parser("serve", help="run the forecaster service on loopback")
@@ -377,16 +424,29 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0, help="port (default: any free port, written to the state file)")
     serve.add_argument("--backend", action="append", help="backend to serve; repeat for several (default: embedded)")
     serve.add_argument("--state-dir", help="where the token and state file live (default: per-user cache)")
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=30.0,
+        metavar="MINUTES",
+        help="exit after this many minutes without requests; 0: never (default 30; the editor starts a new one when needed)",
+    )
+    serve.add_argument("--stop", action="store_true", help="stop the running service (of --state-dir) and exit")
     _add_backend_flags(serve)
     serve.set_defaults(run=_serve)
 
     forecast = commands.add_parser("forecast", help="forecast the kernels of a file against their references")
     forecast.add_argument("file", nargs="?", help=".cu, .cuh or .py file")
     forecast.add_argument("--kernel", help="only this kernel")
-    forecast.add_argument("--reference", help="reference as path[::kernel] (overrides pragma and config)")
-    forecast.add_argument("--gpu", help="target GPU (H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200)")
+    forecast.add_argument("--reference", help="reference as path[::kernel], the path from the current folder (overrides pragma and config)")
+    forecast.add_argument(
+        "--gpu",
+        help="target GPU: H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200 "
+        "(default: the project's target_gpu, else the local GPU, else H100-SXM)",
+    )
     forecast.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     forecast.add_argument("--threshold", type=float, default=0.8, help="confidence below which to defer (default 0.8)")
+    forecast.add_argument("--allow-references-outside-workspace", action="store_true", help=ALLOW_OUTSIDE_HELP)
     forecast.add_argument("--json", action="store_true", help="print JSON")
     forecast.add_argument("--no-facts", action="store_true", help="skip compiling for registers/occupancy (faster)")
     forecast.add_argument("--batch", help="JSONL of pairs to forecast")
@@ -394,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_flags(forecast)
     forecast.set_defaults(run=_forecast)
 
-    evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (FORECAST.md metrics)")
+    evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (metrics of docs/forecast.md)")
     evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/wire.py)")
     evaluation.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
@@ -404,15 +464,17 @@ def build_parser() -> argparse.ArgumentParser:
     facts = commands.add_parser("facts", help="compiler facts (registers, shared memory, spills, occupancy, SASS mix) of a file's kernels")
     facts.add_argument("file")
     facts.add_argument("--kernel", help="only this kernel")
-    facts.add_argument("--gpu", help="target GPU (default: the local GPU, else H100-SXM)")
+    facts.add_argument("--gpu", help="target GPU (default: the project's target_gpu, else the local GPU, else H100-SXM)")
+    facts.add_argument("--allow-references-outside-workspace", action="store_true", help=ALLOW_OUTSIDE_HELP)
     facts.add_argument("--json", action="store_true")
     facts.set_defaults(run=_facts)
 
     measure = commands.add_parser("measure", help="check and time a file's kernels against their references on the local GPU")
     measure.add_argument("file")
     measure.add_argument("--kernel", help="only this kernel")
-    measure.add_argument("--reference", help="reference as path[::kernel] (overrides pragma and config)")
+    measure.add_argument("--reference", help="reference as path[::kernel], the path from the current folder (overrides pragma and config)")
     measure.add_argument("--gpu", help=argparse.SUPPRESS)
+    measure.add_argument("--allow-references-outside-workspace", action="store_true", help=ALLOW_OUTSIDE_HELP)
     measure.add_argument("--json", action="store_true")
     measure.add_argument(
         "--tolerance",
@@ -430,8 +492,10 @@ def build_parser() -> argparse.ArgumentParser:
     reset_learning = commands.add_parser("reset-learning", help="forget what forecasts learnt from your measurements")
     reset_learning.set_defaults(run=_reset_learning)
 
-    doctor = commands.add_parser("doctor", help="report what kernelcast can use on this machine")
+    doctor = commands.add_parser("doctor", help="report what kernelcast can use on this machine (takes the flags of serve)")
     doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--backend", action="append", help="report only these backends (as serve's --backend)")
+    doctor.add_argument("--state-dir", help="the service's folder, as serve's --state-dir (default: per-user cache)")
     _add_backend_flags(doctor)
     doctor.set_defaults(run=_doctor)
 

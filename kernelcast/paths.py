@@ -42,3 +42,12 @@ def cache_dir(configured: str | None = None) -> Path:
 def cache_path(configured: str | None = None) -> Path:
     """Where the cache lives, not yet created: the server's cache creates it or says why it cannot."""
     return Path(configured).expanduser() if configured else state_home() / "cache"
+
+
+def install_command(extra: str) -> str:
+    """The pip line that adds an extra (`gpu`, `triton`, `llama`…). kernelcast is not on PyPI
+    yet, so it names this checkout when kernelcast runs from one (an editable install)."""
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file():
+        return f"pip install -e '{checkout}[{extra}]'"
+    return f"pip install -e '/path/to/kernelcast[{extra}]' (from a clone of the kernelcast repository)"

@@ -87,6 +87,13 @@ def load_project_config(file_path: Path, workspace_root: Path | None) -> Project
     return NO_CONFIG
 
 
+def target_gpu_for(file_path: Path, workspace_root: Path | None, explicit: str | None) -> str | None:
+    """The GPU to forecast for, by name: an explicit choice (`--gpu`, the `targetGpu` setting)
+    beats the project's `target_gpu`; None leaves it to the local GPU, else H100-SXM
+    (kernels_runtime.hardware.resolve_target). The CLI and the editor both ask here."""
+    return explicit or load_project_config(file_path, workspace_root).target_gpu
+
+
 def _cached_config(path: Path) -> ProjectConfig | None:
     try:
         status = path.stat()
@@ -137,6 +144,13 @@ def _config_from_table(path: Path, text: str, table: Any) -> ProjectConfig:
     if not isinstance(table, dict):
         report("[tool.kernelcast] must be a table", "kernelcast")
         return ProjectConfig(path.parent, None, {}, (), tuple(problems), path)
+    if path.name == CONFIG_FILE and isinstance(table.get("tool"), dict) and "kernelcast" in table["tool"]:
+        report(
+            f"{CONFIG_FILE} takes its settings at the top level: drop the `[tool.kernelcast]` header "
+            "(and write `[[references]]` for `[[tool.kernelcast.references]]`), or move the table into pyproject.toml",
+            "tool",
+        )
+        table = {**table["tool"]["kernelcast"], **{key: value for key, value in table.items() if key != "tool"}}
     for key in sorted(set(table) - _TOP_KEYS):
         report(f"unknown setting {key!r}; known: {', '.join(sorted(_TOP_KEYS))}", key)
     target_gpu = _target_gpu(table.get("target_gpu"), report)

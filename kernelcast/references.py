@@ -27,6 +27,11 @@ GIT_TIMEOUT_S = 2.0
 _NOT_A_REPO_TTL_S = 5.0  # `git init` in an open workspace is noticed after this long
 _PRAGMA_HINT = "and has no `kernelcast: reference=` pragma"
 _CACHE_SIZE = 64
+OVERRIDE_ORIGIN = "--reference"
+# Origins whose reference is a file on disk (git-head's is a blob of HEAD).
+FILE_ORIGINS = (OVERRIDE_ORIGIN, "pragma", "config", "kernelbench")
+# The editor and the CLI refuse the same paths with the same words, naming both ways to allow them.
+OUTSIDE_HINT = "allow with the setting allowReferencesOutsideWorkspace or the CLI's --allow-references-outside-workspace"
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class Reference:
     code: str
     language: str
     name: str | None
-    origin: str  # pragma | config | kernelbench | git-head
+    origin: str  # --reference | pragma | config | kernelbench | git-head
     description: str  # short text for the hover
     path: str | None  # the file it came from
     problem: dict[str, int] | None  # problem sizes from a config rule
@@ -52,10 +57,14 @@ def resolve_reference(
     workspace_root: Path | None,
     config: ProjectConfig,
     allow_outside_workspace: bool = False,
+    override: str | None = None,
 ) -> Reference | NoReference:
-    """The reference for `kernel` of the file at `file_path` (whose current text gave `discovery`)."""
+    """The reference for `kernel` of the file at `file_path` (whose current text gave `discovery`);
+    `override` (the CLI's `--reference`, path[::kernel] with an absolute path) comes before all."""
     file_path = Path(file_path).resolve()
     boundary = None if allow_outside_workspace else Path(workspace_root or file_path.parent).resolve()
+    if override:
+        return _from_spec(override, file_path.parent, OVERRIDE_ORIGIN, kernel, discovery, file_path, boundary, None)
     if discovery.pragmas.reference:
         return _from_spec(discovery.pragmas.reference, file_path.parent, "pragma", kernel, discovery, file_path, boundary, None)
     rule = config.rule_for(file_path)
@@ -92,7 +101,7 @@ def _from_spec(
     where = f"{origin}: {_shortened(spec)}"
     target = (base / path_text).resolve() if path_text else file_path  # `::other`: a kernel of this file
     if boundary is not None and not target.is_relative_to(boundary):
-        return NoReference(f"no reference: {where} points outside the workspace ({boundary})")
+        return NoReference(f"no reference: {where} points outside the workspace ({boundary}); {OUTSIDE_HINT}")
     found = discovery if target == file_path else _read_discovery(target)
     if isinstance(found, str):
         return NoReference(f"no reference: {where}: {found}")
@@ -173,7 +182,7 @@ def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path
     if beside == file_path or not beside.is_file():
         return None
     if boundary is not None and not beside.resolve().is_relative_to(boundary):
-        return NoReference(f"no reference: {beside.name} beside this file points outside the workspace ({boundary})")
+        return NoReference(f"no reference: {beside.name} beside this file points outside the workspace ({boundary}); {OUTSIDE_HINT}")
     found = _read_discovery(beside)
     if isinstance(found, str) or found.reference_model is None:
         return NoReference(f"no reference: {beside.name} beside this file has no KernelBench `Model` class with `get_inputs`")

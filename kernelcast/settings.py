@@ -29,7 +29,7 @@ class Settings:
     forecaster_url: str = ""  # empty: start or join the local service
     forecaster_backend: str = "embedded"
     forecaster_timeout_ms: int = 10_000  # a forecast slower than this shows "forecaster unavailable"
-    target_gpu: str = ""  # empty: the local GPU, else H100-SXM
+    target_gpu: str = ""  # empty: the project's target_gpu, else the local GPU, else H100-SXM
     debounce_ms: int = 400
     measure_kernel_timeout_ms: int = 10_000  # one launch longer than this is a hang: worker killed
     measure_tolerance: str | float = "auto"  # parse_tolerance's words, or one atol = rtol for every float output

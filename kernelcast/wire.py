@@ -1,4 +1,4 @@
-"""The one definition of bins, forecasts and their wording (FORECAST.md).
+"""The one definition of bins, forecasts and their wording (docs/forecast.md).
 
 Every part of kernelcast imports this module instead of restating a bin edge or a
 hint format, so labels, prompts, metrics and UI cannot drift apart.
@@ -6,6 +6,9 @@ hint format, so labels, prompts, metrics and UI cannot drift apart.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -36,7 +39,7 @@ SAME_SPEED_LOG2 = 0.07
 
 
 def bin_of_speedup(speedup: float) -> int:
-    """1-based bin of a speedup S = t_ref / t_cand (FORECAST.md table)."""
+    """1-based bin of a speedup S = t_ref / t_cand (docs/forecast.md table)."""
     if not speedup > 0 or math.isinf(speedup):
         raise ValueError(f"speedup must be positive and finite, got {speedup!r}")
     s = math.log2(speedup)
@@ -130,7 +133,7 @@ class Forecast:
             provenance=dict(data.get("provenance") or {}),
         )
 
-    # --- wording (FORECAST.md "User-facing hint text") ---------------------------------
+    # --- wording (docs/forecast.md "What a forecast holds") ---------------------------------
 
     def ratio_words(self) -> str:
         """`1.4× slower`, `2.0× faster` or `about the same`."""
@@ -145,7 +148,7 @@ class Forecast:
         return f"{_short_number(lo)}–{_short_number(hi)}×"
 
     def message(self) -> str:
-        """One-line text for diagnostics: the FORECAST.md sentence."""
+        """One-line text for diagnostics: the docs/forecast.md sentence."""
         if self.defer:
             return f"uncertain: {self.interval_words()} · measure?"
         words = self.ratio_words()
@@ -231,7 +234,7 @@ LANGUAGES = ("cuda", "triton", "pytorch")
 
 @dataclass
 class ForecastRequest:
-    """What the server sends the forecaster (FORECAST.md "Inputs a forecaster receives")."""
+    """What the server sends the forecaster (docs/forecast.md "What a forecaster is given")."""
 
     reference: KernelSide
     candidate: KernelSide
@@ -296,7 +299,7 @@ class LabelledPair:
     speedup: float
     op: str = ""
     # Pairs that share a group have the same reference and problem: the unit of
-    # top-10% recovery (FORECAST.md).
+    # top-10% recovery (docs/forecast.md).
     group: str = ""
     ci95: tuple[float, float] | None = None
     source: str = ""
@@ -312,7 +315,7 @@ class LabelledPair:
 
     @property
     def language(self) -> str:
-        """The candidate's language: the split FORECAST.md reports by."""
+        """The candidate's language: the split docs/forecast.md reports by."""
         return self.request.candidate.language
 
     def to_json(self) -> dict[str, Any]:
@@ -390,11 +393,33 @@ def write_pairs(path: Path, pairs: Iterable[LabelledPair]) -> int:
 
 
 # How a client finds and talks to the running forecaster service: its state file (url, pid,
-# version) and the per-user token it wants in the Authorization header, in the state folder
+# version, build) and the per-user token it wants in the Authorization header, in the state folder
 # (paths.state_home). The LSP reads them without loading the service.
 TOKEN_FILE = "token"
 STATE_FILE = "service.json"
 TOKEN_HEADER = "authorization"
+
+
+# The packages whose code a service runs (pyproject maps them under kernelcast.*).
+_SERVICE_PACKAGES = ("kernelcast", "kernelcast.server", "kernelcast.kernels_runtime", "kernelcast.models")
+
+
+@functools.cache
+def code_build() -> str:
+    """Which code this process runs: the version, where it is installed and when each of its
+    files last changed. A client joins only a service of its own build, so after an upgrade,
+    another install or an edit of an editable one, forecasts never come from the old code."""
+    from kernelcast import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    for package in _SERVICE_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            digest.update(str(folder).encode())
+            for file in sorted(Path(folder).rglob("*")):
+                if file.is_file() and "__pycache__" not in file.parts:
+                    digest.update(f"{file.relative_to(folder)}:{file.stat().st_mtime_ns}".encode())
+    return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
 def read_or_create_token(state_dir: Path) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast import paths
+from kernelcast.paths import install_command
 
 COPY_BYTES = 2 * 2**30  # large enough to leave every cache behind
 MATMUL_SIZE = 8192
@@ -51,7 +52,7 @@ def calibrate(gpu_index: int = 0) -> dict[str, Any]:
     try:
         import torch
     except ImportError as error:
-        raise RuntimeError("calibrate-hw needs torch with CUDA: pip install 'kernelcast[gpu]'") from error
+        raise RuntimeError(f"calibrate-hw needs torch with CUDA: {install_command('gpu')}") from error
     if not torch.cuda.is_available():
         raise RuntimeError("calibrate-hw needs a CUDA GPU; none is visible to torch")
     device = torch.device("cuda", gpu_index)

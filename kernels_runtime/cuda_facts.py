@@ -366,7 +366,7 @@ def compile_cuda(code: str, arch: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> 
         return CompileReport(compiler="none", error=NO_CUDA_COMPILER)
     report = attempts[-1]
     if len(attempts) > 1 and report.error is None:
-        report.notes.append(f"NVRTC rejected the file, used {report.compiler}: {_first_error_line(attempts[0].error)}")
+        report.notes.append(f"NVRTC rejected the file, used {report.compiler}: {first_error_line(attempts[0].error)}")
     report.notes[:0] = notes
     if arch.endswith("a"):
         report.notes.append(f"compiled for {arch} (arch-specific PTX in source)")
@@ -415,12 +415,14 @@ def _timed_compile(argv: list[str], workdir: str, timeout_s: float, compiler: st
 def readable_compile_error(log: str) -> str:
     """The first lines that say what is wrong, with temp paths shortened to the file name."""
     lines = [re.sub(r"\S*/kernelcast-[\w-]+/", "", line) for line in log.strip().splitlines()]
+    # From the first error line: the line above it is often the caret of a warning before it.
     errors = [i for i, line in enumerate(lines) if re.search(r"\berror\b", line, re.IGNORECASE)]
-    first = max(errors[0] - 1, 0) if errors else 0
+    first = errors[0] if errors else 0
     return "\n".join(lines[first : first + ERROR_LINES]) or "compiler failed without a message"
 
 
-def _first_error_line(error: str | None) -> str:
+def first_error_line(error: str | None) -> str:
+    """The line of a compile log that says what is wrong, for one-line messages (hover, notes)."""
     lines = [line for line in (error or "").splitlines() if "error" in line.lower()]
     return (lines or [error or ""])[0].strip()[:120]
 

@@ -77,9 +77,10 @@ class KernelFacts:
     def shared_total_bytes(self) -> int:
         return (self.shared_static_bytes or 0) + (self.shared_dynamic_bytes or 0)
 
-    def hover_lines(self) -> list[str]:
-        """Short markdown lines for the LSP hover, most decisive first."""
-        lines = [f"**{self.name}** on {self.arch} · {self.compiler} · {self.compile_ms:.0f} ms"]
+    def hover_lines(self, markdown: bool = True) -> list[str]:
+        """Short lines for the LSP hover (markdown) or a terminal (plain), most decisive first."""
+        name = f"**{self.name}**" if markdown else self.name
+        lines = [f"{name} on {self.arch} · {self.compiler} · {self.compile_ms:.0f} ms"]
         resources = []
         if self.registers is not None:
             resources.append(f"{self.registers} registers/thread")
@@ -170,9 +171,13 @@ def toolchain() -> dict[str, Any]:
     }
 
 
+# Raised when the way facts are read from a compile changes, so facts cached before are made again.
+FACTS_VERSION = 2
+
+
 def cache_key(code: str, language: str, arch: str, options: dict[str, Any]) -> str:
-    """sha256 of everything that changes the compile, the toolchain included; also the server's disk-cache key."""
-    blob = json.dumps([code, language, arch, options, toolchain()], sort_keys=True, default=str)
+    """sha256 of everything that changes the compile, the toolchain and FACTS_VERSION included; also the server's disk-cache key."""
+    blob = json.dumps([FACTS_VERSION, code, language, arch, options, toolchain()], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

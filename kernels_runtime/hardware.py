@@ -1,7 +1,7 @@
 """GPUs kernelcast knows: the datasheet table, and detection of the local GPU.
 
 Tensor-core peaks cannot be derived from device properties, so named targets come
-from a table (MEASURE.md); a detected GPU is matched to its row and keeps its own
+from a table (docs/measure.md); a detected GPU is matched to its row and keeps its own
 measured clocks and counts in the fingerprint.
 """
 
@@ -66,7 +66,7 @@ def _hopper(key: str, name: str, sms: int, bw: float, fp32: float, tf32: float, 
     return GpuSpec(key, name, (9, 0), sms, bw, fp32, tf32, bf16, fp8, 50, 2048, 32, 228, 227)
 
 
-# Dense datasheet peaks (TFLOP/s), bandwidth in GB/s; MEASURE.md "Hardware".
+# Dense datasheet peaks (TFLOP/s), bandwidth in GB/s; docs/measure.md "Target GPUs".
 SPECS: dict[str, GpuSpec] = {
     spec.key: spec
     for spec in (
@@ -166,7 +166,7 @@ def detect_local_gpus() -> list[LocalGpu]:
                 "source": "detected",
             }
             if bus_width:
-                # Peak HBM = 2 · memory clock · bus width / 8 (MEASURE.md).
+                # Peak HBM = 2 · memory clock · bus width / 8 (docs/measure.md).
                 overrides["peak_bandwidth_gbs"] = round(2 * mem_clock * 1e6 * bus_width / 8 / 1e9)
             gpus.append(LocalGpu(index, name, replace(base, **overrides)))
     except Exception:  # a half-working driver must not break the editor

@@ -2,7 +2,7 @@
 
 Occupancy needs no GPU: it follows from the per-SM limits in the GpuSpec table and the
 kernel's registers, shared memory and block size, so the editor can show it for any target.
-Formulas: MEASURE.md "Occupancy".
+Formulas: docs/measure.md "Occupancy".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Correctness-checked timing of two GPU callables, by the method in MEASURE.md.
+"""Correctness-checked timing of two GPU callables, by the method of docs/measure.md.
 
 Read top to bottom: how outputs are compared, how one sample is taken, when sampling
 stops, and how two variants are interleaved into a speedup with a confidence interval.
@@ -22,7 +22,7 @@ from kernelcast.settings import parse_tolerance
 
 # --- correctness -------------------------------------------------------------------------
 
-# atol = rtol per dtype for .cu and Triton kernels (MEASURE.md); integers and booleans must match exactly.
+# atol = rtol per dtype for .cu and Triton kernels (docs/measure.md); integers and booleans must match exactly.
 TOLERANCES = {"f32": 1e-4, "f64": 1e-4, "f16": 1e-2, "bf16": 1e-2}
 # KernelBench files are judged by KernelBench's own rule. Its evaluation (src/eval.py,
 # run_and_check_correctness) accepts torch.allclose(atol=1e-02, rtol=1e-02) whatever the dtype,
@@ -326,7 +326,7 @@ def time_batch(torch: Any, fn: Callable[[], Any], flush: Any, count: int) -> lis
     """`count` samples of one launch each, in ms, read with one synchronize.
 
     The flush before each start event also keeps the GPU busy while the host enqueues the
-    launch, so host launch gaps stay out of the sample (MEASURE.md).
+    launch, so host launch gaps stay out of the sample (docs/measure.md).
     """
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
     for start, end in events:
@@ -343,7 +343,7 @@ def time_batch(torch: Any, fn: Callable[[], Any], flush: Any, count: int) -> lis
 
 @dataclass(frozen=True)
 class StopRule:
-    """Per variant over the whole measurement (MEASURE.md); rounds share it equally."""
+    """Per variant over the whole measurement (docs/measure.md); rounds share it equally."""
 
     min_samples: int = 10
     min_kernel_ms: float = 100.0

@@ -4,7 +4,7 @@ The user's module is never imported: the `@triton.jit` functions, triton/math im
 literal module constants are copied by `ast` into a fresh module that a child interpreter
 compiles with `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`.
 
-Registers and shared memory depend on the JIT's specialization (MEASURE.md): pointers and
+Registers and shared memory depend on the JIT's specialization (docs/measure.md): pointers and
 ints divisible by 16 get `tt.divisibility=16`, ints equal to 1 become constexprs. Without a
 launch spec the argument values are guessed (pointers 16-byte aligned fp32, sizes multiples
 of 16, the last stride of each `stride_<t>*` group equal to 1) and the notes say so.
@@ -30,8 +30,9 @@ from kernelcast.kernels_runtime.cuda_facts import (
     readable_compile_error,
     run_tool,
 )
+from kernelcast.paths import install_command
 
-NO_TRITON = "install triton for Triton facts (pip install 'kernelcast[triton]')"
+NO_TRITON = f"install triton for Triton facts ({install_command('triton')})"
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 POINTER_NAMES = frozenset(
@@ -238,6 +239,26 @@ def _innermost_strides(params: list[str]) -> set[str]:
     return {last for key, last in groups.items() if counts[key] > 1}
 
 
+def _by_parameter_names(kernel: TritonKernel, signature: dict[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """A launch spec's args= keyed by the kernel's parameter names. Arguments are passed by
+    position, so args= that name other words but match the runtime parameters in number are
+    taken in order; either way a note names the mismatch."""
+    signature = dict(signature or {})
+    strangers = [name for name in signature if name not in kernel.params]
+    if not strangers:
+        return signature, []
+    runtime = [param for param in kernel.params if param not in kernel.constexpr_params]
+    if len(signature) == len(runtime):
+        renamed = [f"{name}→{param}" for name, param in zip(signature, runtime) if name != param]
+        note = f"{kernel.name}: launch spec args= names differ from the parameters, taken in order ({', '.join(renamed)})"
+        return dict(zip(runtime, signature.values())), [note]
+    note = (
+        f"{kernel.name}: launch spec args= names {', '.join(strangers)}, not parameters of the kernel "
+        f"({', '.join(runtime)}), and gives {len(signature)} arguments for {len(runtime)}; args= must use the parameter names"
+    )
+    return {name: value for name, value in signature.items() if name in kernel.params}, [note]
+
+
 def specialize(
     kernel: TritonKernel, signature: dict[str, Any] | None, constexprs: dict[str, Any] | None
 ) -> tuple[dict[str, str], dict[str, Any], list[int], list[str]]:
@@ -246,11 +267,12 @@ def specialize(
     `signature` maps a parameter to a Triton type ("*fp16", "i32") or to a sample value
     (an int or float as it would be passed at launch). Returns notes for every guess.
     """
-    signature, constexprs = dict(signature or {}), dict(constexprs or {})
+    constexprs = dict(constexprs or {})
     types: dict[str, str] = {}
     values: dict[str, Any] = {}
     divisible: list[int] = []
     guessed: list[str] = []
+    signature, notes = _by_parameter_names(kernel, signature)
     unit_strides = {p for p in _innermost_strides(kernel.params) if p not in signature and p not in constexprs}
     for index, param in enumerate(kernel.params):
         if param in kernel.constexpr_params:
@@ -286,9 +308,9 @@ def specialize(
             # Guessed ints are taken as sizes that are multiples of 16; pointers as 16-byte aligned.
             if types[param].startswith("*") or (types[param][0] in "iu" and param not in signature):
                 divisible.append(index)
-    notes = []
     if guessed:
-        notes.append(f"{kernel.name}: no launch spec, assumed {', '.join(guessed)} (ints multiples of 16)")
+        why = "not in the launch spec's args=" if signature else "no launch spec"
+        notes.append(f"{kernel.name}: {why}, assumed {', '.join(guessed)} (ints multiples of 16)")
     if unit_strides:
         notes.append(f"{kernel.name}: assumed contiguous tensors ({', '.join(sorted(unit_strides))} = 1)")
     return types, values, divisible, notes

@@ -1,4 +1,4 @@
-"""`kernelcast eval`: every FORECAST.md metric of a forecaster on pairs with measured speedups.
+"""`kernelcast eval`: every metric of docs/forecast.md for a forecaster on pairs with measured speedups.
 
 The metric functions take plain arrays (probabilities (N, 8), true speedups S), so
 training code scores a model with exactly the numbers `kernelcast eval` reports.
@@ -8,7 +8,7 @@ predicted faster iff P(S ≥ 1) ≥ 0.5; confidence = P(predicted direction); de
 confidence < threshold. Two sets of pairs are used, each for a reason:
 
 - direction accuracy and selective prediction (coverage, risk, AURC, accuracy at 50%
-  coverage, non-deferred accuracy) use the pairs with |log2 S| ≥ 0.1, as FORECAST.md
+  coverage, non-deferred accuracy) use the pairs with |log2 S| ≥ 0.1, as docs/forecast.md
   defines direction accuracy: a near-tie is neither a right nor a wrong direction.
 - direction ECE uses every pair, with "right" meaning the true S ≥ 1 side: confidence
   claims P(S ≥ 1) (or its complement), and dropping the near-ties, where a calibrated
@@ -29,6 +29,7 @@ import numpy as np
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import true_bins
 from kernelcast.models.service.llm_common import LLMBackendError
+from kernelcast.paths import install_command
 from kernelcast.wire import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, LabelledPair, _bin_bounds, read_pairs
 
 DIRECTION_MIN_LOG2 = 0.1
@@ -39,7 +40,7 @@ HALF_COVERAGE = 0.5
 # Bin centres in log2 S (outer bins one octave wide, as forecast.py interpolates them):
 # the values "expected s" averages over.
 BIN_CENTRES_LOG2 = np.array([sum(_bin_bounds(index)) / 2 for index in range(NUM_BINS)])
-PLOT_INSTALL_HINT = "pip install 'kernelcast[eval]'"
+PLOT_INSTALL_HINT = install_command("eval")
 
 
 # --- metric functions on arrays ---------------------------------------------------------
@@ -178,7 +179,7 @@ def _mean(values: np.ndarray) -> float | None:
 def metrics(
     probabilities: Any, speedups: Any, groups: Sequence[str] | None = None, threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
 ) -> dict[str, Any]:
-    """Every FORECAST.md metric of one set of pairs; a metric with no pairs to judge is None."""
+    """Every docs/forecast.md metric of one set of pairs; a metric with no pairs to judge is None."""
     p = normalised(probabilities)
     s = np.asarray(speedups, dtype=float)
     if len(s) != len(p):
@@ -233,7 +234,7 @@ def evaluate(
     groups: Sequence[str] | None = None,
     threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
 ) -> dict[str, Any]:
-    """Metrics overall and split by candidate language and by pair kind (FORECAST.md)."""
+    """Metrics overall and split by candidate language and by pair kind (docs/forecast.md)."""
     p = np.asarray(probabilities, dtype=float)
     s = np.asarray(speedups, dtype=float)
     result: dict[str, Any] = {"overall": metrics(p, s, groups, threshold)}
@@ -333,7 +334,7 @@ def report_markdown(report: dict[str, Any], plots: list[str], plot_note: str) ->
         "AURC of the risk–coverage curve; direction accuracy of the most confident half (acc@50%); "
         f"accuracy and coverage of forecasts not deferred at the default threshold {overall['threshold']:.2f}; "
         f"mean top-10% recovery over {overall['top10_groups']} groups (min {_number(overall['top10_recovery_min'])}). "
-        'Definitions: FORECAST.md "Metrics".',
+        'Definitions: docs/forecast.md "Metrics".',
         "",
     ]
     if report["failed"]:

@@ -39,7 +39,7 @@ async def analyse_and_forecast(ls: KernelcastServer, uri: str) -> None:
     path = ls.path_of(uri)
     root = ls.workspace_root()
     settings = ls.settings
-    hardware, hardware_problem = await asyncio.to_thread(ls.hardware)
+    hardware, hardware_problem = await asyncio.to_thread(ls.hardware, path)
 
     def is_current() -> bool:
         live = ls.document(uri)

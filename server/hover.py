@@ -8,6 +8,7 @@ from typing import Any
 from lsprotocol import types
 
 from kernelcast.analysis import FileAnalysis, KernelResult
+from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import roofline_floor_ms
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.server.state import KernelcastServer
@@ -109,8 +110,8 @@ def _floor_line(result: KernelResult, hardware: GpuSpec) -> str:
     assert result.launch is not None
     moved = sum(arg.nbytes for arg in result.launch.args if arg.is_array)
     floor_ms, _ = roofline_floor_ms(moved, 0.0, hardware)
-    bandwidth_tbs = hardware.peak_bandwidth_gbs / 1000
-    line = f"Floor: ≥ {floor_ms:.3g} ms to move {moved / 1e6:.3g} MB at {bandwidth_tbs:.2f} TB/s (memory; FLOPs not counted)"
+    rate = f"{hardware.peak_bandwidth_gbs / 1000:.2f} TB/s"
+    line = f"Floor: ≥ {floor_ms:.3g} ms to move {moved / 1e6:.3g} MB at {rate} (memory; FLOPs not counted)"
     if result.measurement is not None:
         line += f" · measured {result.measurement.t_candidate_ms / floor_ms:.1f}× the floor"
     return line
@@ -120,7 +121,7 @@ def _facts_lines(result: KernelResult) -> list[str]:
     if result.facts is not None:
         lines = ["Compiler facts:", *result.facts.hover_lines()]
     elif result.facts_error:
-        lines = [f"Compiler facts unavailable: {result.facts_error.splitlines()[0]}"]
+        lines = [f"Compiler facts unavailable: {first_error_line(result.facts_error)}"]
     else:
         return []
     if result.reference_facts is not None:

@@ -1,5 +1,6 @@
-"""How the LSP reaches the forecaster: join the user's running service, start one
-if there is none, restart it if it died, and never make the editor wait long.
+"""How the LSP reaches the forecaster: join the user's running service when it runs the
+same build of kernelcast, else start one (replacing a service of another build), restart it
+if it died, and never make the editor wait long.
 
 httpx is imported where it is used: with what it pulls in (about 145 modules) it would
 be a third of what `kernelcast lsp` loads before its first forecast.
@@ -11,6 +12,7 @@ import asyncio
 import fcntl
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelcast.wire import Forecast, ForecastRequest, read_or_create_token, read_state
+from kernelcast.wire import STATE_FILE, Forecast, ForecastRequest, code_build, read_or_create_token, read_state
 
 if TYPE_CHECKING:
     import httpx
@@ -108,7 +110,7 @@ class ForecasterClient:
                 self._url = self.configured_url
                 return self._url
             state = read_state(self.state_dir)
-            if state and await self._healthy(state["url"]):
+            if state and state.get("build") == code_build() and await self._healthy(state["url"]):
                 self._url = state["url"]
                 return self._url
             if self._start_failure is not None and time.monotonic() < self._start_failure[0]:
@@ -132,11 +134,15 @@ class ForecasterClient:
         with open(lock_path, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = read_state(self.state_dir)
+            alive = state is not None and _process_alive(state.get("pid"))
+            if alive and state.get("build") != code_build():
+                logger.info("replacing forecaster service pid %s of build %s", state.get("pid"), state.get("build"))
+                stop_service(self.state_dir)
             # Busy (three editors on two cores) is not dead: a service that takes its connections but
             # misses a health check gets the start timeout to answer, so no second one starts beside it.
-            if state and _process_alive(state.get("pid")) and _responds(state["url"], self._headers, START_TIMEOUT_S):
+            elif alive and _responds(state["url"], self._headers, START_TIMEOUT_S):
                 return state["url"]
-            (self.state_dir / "service.json").unlink(missing_ok=True)
+            (self.state_dir / STATE_FILE).unlink(missing_ok=True)
             log = open(self.state_dir / "service.log", "ab")
             process = subprocess.Popen(
                 [sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(self.state_dir)],
@@ -254,14 +260,58 @@ class ForecasterClient:
         raise ForecasterUnavailable("forecaster unavailable")
 
 
+STOP_WAIT_S = 10.0
+
+
+def stop_service(state_dir: Path) -> tuple[bool, str]:
+    """Stop the service whose state file is in `state_dir` and wait for it to exit: whether none runs
+    now, and what happened, in words.
+
+    It is asked over HTTP with the token (a pid alone could name another process by now);
+    one that does not answer in time is sent SIGTERM.
+    """
+    state = read_state(state_dir)
+    if state is None:
+        return True, f"no service running (no state file in {state_dir})"
+    pid, url = state.get("pid"), state["url"]
+    headers = {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
+    try:
+        httpx.post(f"{url}/v1/shutdown", headers=headers, timeout=START_TIMEOUT_S).raise_for_status()
+    except httpx.TimeoutException:  # hung: end it, if that pid is still a kernelcast service
+        if _process_alive(pid) and b"kernelcast" in _command_line(pid):
+            os.kill(pid, signal.SIGTERM)
+    except httpx.HTTPError:  # nothing there: a state file left by a killed service
+        if read_state(state_dir) == state:
+            (state_dir / STATE_FILE).unlink(missing_ok=True)
+        return True, f"no service running at {url} (removed its stale state file)"
+    deadline = time.monotonic() + STOP_WAIT_S
+    while _process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _process_alive(pid):
+        return False, f"the service pid {pid} at {url} did not exit within {STOP_WAIT_S:g} s"
+    return True, f"stopped the service pid {pid} at {url}"
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _process_alive(pid: Any) -> bool:
+    """True while `pid` runs; an exited child its parent has not reaped yet (a zombie) is not running."""
     if not isinstance(pid, int):
         return False
     try:
         os.kill(pid, 0)
     except OSError:
         return False
-    return True
+    try:
+        status = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True  # no /proc to ask: take the signal's word
+    return status[status.rfind(b")") + 2 : status.rfind(b")") + 3] != b"Z"
 
 
 def _responds(url: str, headers: dict[str, str], patience_s: float = 0.0) -> bool:

@@ -17,7 +17,8 @@ from pygls.workspace.position_codec import PositionCodec
 from kernelcast import __version__, paths
 from kernelcast.analysis import FileAnalysis
 from kernelcast.cache import ResultCache
-from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS, GpuSpec, resolve_target
+from kernelcast.kernels_runtime.hardware import GpuSpec, resolve_target
+from kernelcast.project_config import target_gpu_for
 from kernelcast.server.scheduler import FileScheduler
 from kernelcast.server.service_client import ForecasterClient
 from kernelcast.settings import Settings, SettingsState, parse_settings
@@ -87,15 +88,22 @@ class KernelcastServer(LanguageServer):
             )
         return self._client
 
-    def hardware(self) -> tuple[GpuSpec, str | None]:
-        """The target GPU for forecasts and, if the setting was bad, why it was ignored."""
-        target = self.settings.target_gpu
-        if target not in self._hardware:
+    def hardware(self, path: Path) -> tuple[GpuSpec, str | None]:
+        """The GPU forecasts for `path` are for (project_config.target_gpu_for) and, if the
+        setting was bad, why it was ignored."""
+        problem = None
+        explicit = self.settings.target_gpu or None
+        if explicit is not None and explicit not in self._hardware:
             try:
-                self._hardware[target] = resolve_target(target or None)
+                self._hardware[explicit] = resolve_target(explicit)
             except KeyError as error:
-                return SPECS[DEFAULT_TARGET], f"setting kernelcast.targetGpu ignored: {error.args[0]}"
-        return self._hardware[target], None
+                problem = f"setting kernelcast.targetGpu ignored: {error.args[0]}"
+                explicit = None
+        target = target_gpu_for(path, self.workspace_root(), explicit)
+        key = target or ""
+        if key not in self._hardware:
+            self._hardware[key] = resolve_target(target)
+        return self._hardware[key], problem
 
     # --- documents -----------------------------------------------------------------------
 

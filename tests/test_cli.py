@@ -72,7 +72,7 @@ def test_batch_forecast(tmp_path: Path) -> None:
     )
     out = tmp_path / "out.jsonl"
     completed = _run(tmp_path, "forecast", "--batch", str(pairs), "--out", str(out))
-    assert completed.returncode == 0
+    assert completed.returncode == 1, "lines that failed make the exit code non-zero"
     assert "2 line(s) could not be forecast" in completed.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["id"] for line in lines] == ["a", "b", 3, "d"]

@@ -17,8 +17,10 @@ from kernelcast.kernels_runtime.cuda_facts import (
     ToolTimeout,
     base_name,
     device_source,
+    first_error_line,
     global_kernels,
     parse_ptxas_report,
+    readable_compile_error,
     run_tool,
 )
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, cache_key, compile_facts, roofline_floor_ms
@@ -276,3 +278,16 @@ def test_roofline_floor_picks_the_slower_side():
     # Without tensor cores the same matmul is held to the fp32 CUDA-core rate ×2 for packed bf16.
     assert roofline_floor_ms(0, 2 * 8192**3, H100, dtype="bf16")[0] == pytest.approx(2 * 8192**3 / 134e12 * 1e3)
     assert roofline_floor_ms(0, 1e12, SPECS["A100"], tensor_cores=True, dtype="fp8")[0] == pytest.approx(1e3 / 312)
+
+
+def test_compile_error_starts_at_its_first_error_line_for_the_hover():
+    """A warning's caret above the error once became the hover's `Compiler facts unavailable: | ^`."""
+    log = (
+        '/tmp/kernelcast-ab12/kernel.cu(2): warning #177-D: variable "unused" was declared but never referenced\n'
+        "      int unused;\n          ^\n\n"
+        '/tmp/kernelcast-ab12/kernel.cu(3): error: identifier "undeclared_name" is undefined\n'
+        '    x[0] = undeclared_name;\n           ^\n\n1 error detected in the compilation of "kernel.cu".\n'
+    )
+    readable = readable_compile_error(log)
+    assert readable.splitlines()[0] == 'kernel.cu(3): error: identifier "undeclared_name" is undefined'
+    assert first_error_line(readable) == first_error_line(log.replace("/tmp/kernelcast-ab12/", "")) == readable.splitlines()[0]

@@ -14,7 +14,7 @@ import pytest
 from lsp_support import isolated_env
 from test_llm_llama_cpp import require_llama_and_model
 
-from kernelcast.models.evaluation import evaluate, metrics, risk_coverage, top_recovery
+from kernelcast.models.evaluation import PLOT_INSTALL_HINT, evaluate, metrics, risk_coverage, top_recovery
 from kernelcast.wire import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
@@ -193,8 +193,8 @@ def test_eval_embedded_writes_metrics_predictions_report_and_plots(tmp_path: Pat
     markdown = (report / "report.md").read_text()
     assert "| overall | 18 |" in markdown and "over the 12 pairs with |log2 S| ≥ 0.1" in markdown
     if importlib.util.find_spec("matplotlib") is None:
-        assert "pip install 'kernelcast[eval]'" in markdown
-        pytest.skip("matplotlib is not installed: the plots were not made (pip install 'kernelcast[eval]')")
+        assert PLOT_INSTALL_HINT in markdown
+        pytest.skip(f"matplotlib is not installed: the plots were not made ({PLOT_INSTALL_HINT})")
     for name in PLOTS:
         assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({name})" in markdown
 
@@ -203,7 +203,8 @@ def test_eval_without_matplotlib_still_writes_metrics_and_says_how_to_get_plots(
     report = tmp_path / "report"
     completed = _eval(tmp_path, str(PAIRS), "--report", str(report), block_matplotlib=True)
     assert completed.returncode == 0, completed.stderr
-    assert "No plots: matplotlib is not installed (pip install 'kernelcast[eval]' adds it)." in completed.stdout
+    assert f"No plots: matplotlib is not installed ({PLOT_INSTALL_HINT} adds it)." in completed.stdout
+    assert PLOT_INSTALL_HINT == f"pip install -e '{Path(__file__).resolve().parents[1]}[eval]'", "from this checkout: not on PyPI yet"
     assert (report / "metrics.json").is_file() and (report / "predictions.jsonl").is_file()
     assert not any((report / name).exists() for name in PLOTS)
 

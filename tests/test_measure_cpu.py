@@ -77,7 +77,7 @@ def test_shape_mismatch_is_reported() -> None:
 
 def test_a_vs_a_interval_contains_one() -> None:
     rng = np.random.default_rng(0)
-    # Five rounds of two identical variants with ~1% round-to-round drift (MEASURE.md).
+    # Five rounds of two identical variants with ~1% round-to-round drift (docs/measure.md).
     ratios = list(np.exp(rng.normal(0.0, 0.01, size=5)))
     speedup, low, high = timing.ratio_interval(ratios)
     assert low < 1.0 < high

@@ -1,4 +1,4 @@
-"""Occupancy against values worked out by hand from MEASURE.md's formulas and the per-arch limits.
+"""Occupancy against values worked out by hand from docs/measure.md's formulas and the per-arch limits.
 
 Each case states its arithmetic, so a reader can check it without the calculator.
 """

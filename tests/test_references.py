@@ -11,7 +11,7 @@ import pytest
 
 from kernelcast.kernels_runtime.source.discovery import Discovery, discover
 from kernelcast.project_config import NO_CONFIG, load_project_config
-from kernelcast.references import NoReference, Reference, pragma_line, resolve_reference
+from kernelcast.references import OUTSIDE_HINT, NoReference, Reference, pragma_line, resolve_reference
 
 DATA = Path(__file__).parent / "data" / "discovery"
 BASE = "__global__ void add(float* x) { x[0] += 1; }\n__global__ void mul(float* x) { x[0] *= 2; }\n"
@@ -84,7 +84,9 @@ def test_pragma_outside_the_workspace_is_refused_unless_allowed(tmp_path: Path) 
     write(tmp_path / "outside" / "base.cu", BASE)
     path = write(tmp_path / "ws" / "k.cu", "// kernelcast: reference=../outside/base.cu::add\n" + CANDIDATE)
     refused = resolve(path, tmp_path / "ws")
-    assert refused == NoReference(f"no reference: pragma: ../outside/base.cu::add points outside the workspace ({tmp_path / 'ws'})")
+    assert refused == NoReference(
+        f"no reference: pragma: ../outside/base.cu::add points outside the workspace ({tmp_path / 'ws'}); {OUTSIDE_HINT}"
+    )
     allowed = resolve(path, tmp_path / "ws", allow_outside_workspace=True)
     assert isinstance(allowed, Reference) and allowed.name == "add"
     assert isinstance(resolve(path, None), NoReference)  # without a workspace, the file's folder is the limit
@@ -222,3 +224,22 @@ def test_pragma_line() -> None:
     assert pragma_line("cuda", "base.cu::add") == "// kernelcast: reference=base.cu::add"
     assert pragma_line("triton", "my dir/base.py::k") == '# kernelcast: reference="my dir/base.py::k"'
     assert discover(pragma_line("pytorch", "my dir/base.py::k") + "\n", "x.py").pragmas.reference == "my dir/base.py::k"
+
+
+def test_reference_option_comes_first_and_is_measured_as_its_whole_file(tmp_path: Path) -> None:
+    """`--reference` beats the file's pragma, says where it came from, and a measurement gets the
+    reference's whole file (its macros and helpers), as for a pragma."""
+    from kernelcast.analysis import analyse_text, measurement_sides
+    from kernelcast.kernels_runtime.hardware import SPECS
+    from kernelcast.settings import Settings
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    workspace = tmp_path / "w"
+    shutil.copytree(examples, workspace)
+    path = workspace / "matmul_tiled.cu"
+    override = f"{workspace / 'matmul_naive.cu'}::sgemm"
+    analysis = analyse_text(path.as_uri(), None, path.read_text(), path, workspace, Settings(), SPECS["H100-SXM"], override)
+    (result,) = analysis.results
+    assert (result.reference.origin, result.reference.description) == ("--reference", f"--reference: {override}")
+    _, reference = measurement_sides(analysis, result)
+    assert reference == {"code": (workspace / "matmul_naive.cu").read_text(), "language": "cuda", "name": "sgemm"}

@@ -23,7 +23,7 @@ from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.server.forecasts import fill_forecasts
 from kernelcast.server.service_client import ForecasterClient, ForecasterUnavailable
 from kernelcast.settings import Settings
-from kernelcast.wire import ForecastRequest, KernelSide, read_or_create_token, read_state
+from kernelcast.wire import ForecastRequest, KernelSide, code_build, read_or_create_token, read_state
 
 NAIVE = "__global__ void k(float* x, int n) { int i = threadIdx.x; x[i * n] += 1.0f; }"
 VECTOR = "__global__ void k(float4* x, int n) { int i = threadIdx.x; float4 v = x[i]; v.x += 1.0f; x[i] = v; }"
@@ -205,7 +205,8 @@ def test_a_busy_service_that_misses_health_checks_is_waited_for_not_replaced(tmp
             connection.close()
             return
 
-    (state_dir / "service.json").write_text(json.dumps({"url": f"http://127.0.0.1:{port}", "pid": os.getpid()}))
+    state = {"url": f"http://127.0.0.1:{port}", "pid": os.getpid(), "build": code_build()}  # a service of this build
+    (state_dir / "service.json").write_text(json.dumps(state))
     thread = threading.Thread(target=busy_service, daemon=True)
     thread.start()
     client = ForecasterClient(state_dir)

@@ -90,18 +90,22 @@ def discover(text: str, path: str) -> Discovery:
         return _refused(f"kernelcast could not scan this file ({type(error).__name__}: {error})")
 
 
-def discover_bytes(data: bytes, path: str) -> Discovery:
-    """`discover` for raw file contents: refuses big, binary and non-UTF-8 files first."""
+def source_text(data: bytes) -> tuple[str, None] | tuple[None, str]:
+    """A file's bytes as an editor shows them, or why not: big and binary files are refused;
+    bytes that are not UTF-8 (Latin-1 in a comment) become U+FFFD, as VS Code shows them, so the
+    CLI reads every file the editor opens and both see the same text."""
     if len(data) > MAX_FILE_BYTES:
-        return _refused(_too_big(len(data)))
+        return None, _too_big(len(data))
     if b"\x00" in data:
-        return _refused("binary file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return _refused(f"not valid UTF-8 at byte {error.start}")
+        return None, "binary file"
     # Editors hide a byte order mark, so positions must be counted without it.
-    return discover(text.removeprefix("\ufeff"), path)
+    return data.decode("utf-8", errors="replace").removeprefix("\ufeff"), None
+
+
+def discover_bytes(data: bytes, path: str) -> Discovery:
+    """`discover` for raw file contents (`source_text`)."""
+    text, problem = source_text(data)
+    return _refused(problem) if text is None else discover(text, path)
 
 
 def normalise_code(code: str, language: str) -> str:

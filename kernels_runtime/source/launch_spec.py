@@ -45,6 +45,17 @@ from typing import Any
 PRAGMA_MARKER = "kernelcast:"
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "u8": 1, "i8": 1, "bool": 1}
 FLOAT_DTYPES = ("f32", "f16", "bf16", "f64")
+_TRITON_TYPES = {
+    "f32": "fp32",
+    "f16": "fp16",
+    "bf16": "bf16",
+    "f64": "fp64",
+    "i32": "i32",
+    "i64": "i64",
+    "u8": "u8",
+    "i8": "i8",
+    "bool": "i1",
+}
 INITS = ("randn", "rand", "randint")
 DEFAULT_RANDINT = (0, 100)
 # CUDA's limits on launch dimensions (all GPUs since compute capability 3.0).
@@ -363,6 +374,13 @@ class LaunchSpec:
                 f"(largest: {largest.name}, {largest.nbytes / 2**30:.1f} GiB); lower the sizes"
             )
 
+    def triton_signature(self) -> dict[str, str | int | float]:
+        """The arguments as Triton's JIT specialises on them: arrays as pointer types, scalars by their values."""
+        return {
+            arg.name: f"*{_TRITON_TYPES[arg.dtype]}" if arg.is_array else arg.value if arg.value is not None else _TRITON_TYPES[arg.dtype]
+            for arg in self.args
+        }
+
     def signature(self) -> list[tuple[str, str, tuple[int, ...] | None, bool]]:
         """What two sides must agree on to be compared: names, dtypes, shapes, outputs."""
         return [(arg.name, arg.dtype, arg.shape, arg.is_output) for arg in self.args]
@@ -530,7 +548,7 @@ def _bind(items: dict[str, tuple[_Token, Any]], language: str, text: str) -> Lau
     unresolved += [(token.text, expr, token.column) for token, expr in keys]
     while unresolved:
         progress = []
-        for name, expr, column in unresolved:
+        for name, expr, _column in unresolved:
             try:
                 names[name] = _evaluate(expr, names)
                 progress.append(name)

@@ -1,6 +1,6 @@
 """The embedded forecaster: each side's log time from its work, corrected by a learned residual.
 
-FORECAST.md's direction: log2 t̂ = α·(roofline floor of the side) + r(side, context), where
+docs/forecast.md "Backends": log2 t̂ = α·(roofline floor of the side) + r(side, context), where
 r is a small MLP ensemble trained on measured pairs (models/training) and the floor comes
 from models/embedded/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
 construction: swap the sides and s flips. Boosted trees on the pair (models/embedded/boosted.py),

@@ -2,11 +2,13 @@
 
 Binds loopback only and answers only requests that carry the per-user token, so
 another user on the machine can neither read forecasts nor make it run backends.
-A state file (url, pid) lets LSP servers find a running instance instead of
-starting their own. POST /v1/forecast answers with the request's `backend` (default: the
-service's), so the LSP can show the embedded forecast while an LLM works; POST /v1/forecasts
-answers many requests in one call (a file's kernels), predicted as one batch by a backend that
-batches. POST /v1/learn takes the user's measured pairs (local learning).
+A state file (url, pid, version, build) lets LSP servers of the same build find a running
+instance instead of starting their own. It exits after an idle time without requests
+(`--idle-timeout`, 30 minutes by default) or when POST /v1/shutdown asks (`kernelcast serve --stop`).
+POST /v1/forecast answers with the request's `backend` (default: the service's), so the LSP
+can show the embedded forecast while an LLM works; POST /v1/forecasts answers many requests in
+one call (a file's kernels), predicted as one batch by a backend that batches. POST /v1/learn
+takes the user's measured pairs (local learning).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ipaddress
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,10 +27,33 @@ from kernelcast import __version__
 from kernelcast.models.prediction import predicts_batches
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.llm_common import LLMBackendError
-from kernelcast.wire import STATE_FILE, TOKEN_HEADER, ForecastRequest, read_or_create_token, read_state, write_state
+from kernelcast.wire import STATE_FILE, TOKEN_FILE, TOKEN_HEADER, ForecastRequest, code_build, read_or_create_token, read_state, write_state
 
 # Requests in one POST /v1/forecasts; the LSP sends at most 64 (server/forecasts.py).
 MAX_BATCH = 256
+DEFAULT_IDLE_TIMEOUT_MIN = 30.0
+
+
+class Activity:
+    """When the last request ended and how many are in flight: the idle exit waits for both."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._last = time.monotonic()
+
+    def begin(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._last = time.monotonic()
+
+    def idle_s(self) -> float:
+        with self._lock:
+            return 0.0 if self._in_flight else time.monotonic() - self._last
 
 
 def _require_loopback(host: str) -> None:
@@ -39,8 +65,9 @@ def _require_loopback(host: str) -> None:
         raise ValueError(f"the forecaster serves loopback only; {host!r} is not a loopback address")
 
 
-def build_app(forecaster: Forecaster, token: str) -> Any:
-    """The ASGI app; starlette is imported here so the LSP never pays for it."""
+def build_app(forecaster: Forecaster, token: str, activity: Activity | None = None, stop: Callable[[], None] | None = None) -> Any:
+    """The ASGI app; starlette is imported here so the LSP never pays for it. Requests with
+    the token count as `activity`; POST /v1/shutdown calls `stop`."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.middleware import Middleware
@@ -50,6 +77,7 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
 
     started = time.time()
     expected = f"Bearer {token}"
+    activity = activity or Activity()
 
     class TokenMiddleware:
         def __init__(self, app: Any) -> None:
@@ -63,10 +91,24 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
                     response = JSONResponse({"error": "missing or wrong token"}, status_code=401)
                     await response(scope, receive, send)
                     return
+                activity.begin()
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    activity.end()
+                return
             await self.app(scope, receive, send)
 
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "pid": os.getpid(), "version": __version__, "uptime_s": round(time.time() - started, 1)})
+        return JSONResponse(
+            {"ok": True, "pid": os.getpid(), "version": __version__, "build": code_build(), "uptime_s": round(time.time() - started, 1)}
+        )
+
+    async def shutdown(request: Request) -> JSONResponse:
+        if stop is None:
+            return JSONResponse({"error": "this service cannot be stopped over HTTP"}, status_code=501)
+        stop()
+        return JSONResponse({"stopping": True, "pid": os.getpid()})
 
     def describe(probe: bool) -> list[dict[str, Any]]:
         listing = []
@@ -153,16 +195,27 @@ def build_app(forecaster: Forecaster, token: str) -> Any:
             Route("/v1/forecast", forecast, methods=["POST"]),
             Route("/v1/forecasts", forecasts, methods=["POST"]),
             Route("/v1/learn", learn, methods=["POST"]),
+            Route("/v1/shutdown", shutdown, methods=["POST"]),
         ],
         middleware=[Middleware(TokenMiddleware)],
     )
 
 
-def serve(state_dir: Path, backend_names: list[str], host: str = "127.0.0.1", port: int = 0, options: dict[str, Any] | None = None) -> None:
-    """Run until stopped; writes the state file once the socket is bound."""
+def serve(
+    state_dir: Path,
+    backend_names: list[str],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    options: dict[str, Any] | None = None,
+    idle_timeout_min: float = DEFAULT_IDLE_TIMEOUT_MIN,
+) -> None:
+    """Run until stopped or idle for `idle_timeout_min` (0: never); writes the state file once
+    the socket is bound and says on stdout where it listens and where its token is."""
     import uvicorn
 
     _require_loopback(host)
+    if idle_timeout_min < 0:
+        raise ValueError(f"--idle-timeout must be 0 (never) or more minutes, got {idle_timeout_min:g}")
     token = read_or_create_token(state_dir)
     forecaster = Forecaster(backend_names, options=options)
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name it, and without
@@ -176,15 +229,41 @@ def serve(state_dir: Path, backend_names: list[str], host: str = "127.0.0.1", po
         "url": f"http://{url_host}:{bound_port}",
         "pid": os.getpid(),
         "version": __version__,
+        "build": code_build(),
         "backends": backend_names,
         "started": time.time(),
     }
-    config = uvicorn.Config(build_app(forecaster, token), log_level="warning", access_log=False, lifespan="off")
+    activity = Activity()
+    server: Any = None
+
+    def stop() -> None:
+        server.should_exit = True
+
+    config = uvicorn.Config(build_app(forecaster, token, activity, stop), log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
+    if idle_timeout_min:
+        threading.Thread(target=_exit_when_idle, args=(activity, idle_timeout_min * 60, stop), daemon=True).start()
     write_state(state_dir, state)
+    idle_words = f"exits after {idle_timeout_min:g} min without requests" if idle_timeout_min else "runs until stopped"
+    print(
+        f"kernelcast serve: listening on {state['url']} (backends: {', '.join(backend_names)}; pid {os.getpid()})\n"
+        f"  requests need the header 'Authorization: Bearer <token>'; the token is in {state_dir / TOKEN_FILE}\n"
+        f"  {idle_words}; `kernelcast serve --stop` stops it",
+        flush=True,
+    )
     try:
         server.run(sockets=[listener])
     finally:
         current = read_state(state_dir)
         if current and current.get("pid") == os.getpid():
             (state_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def _exit_when_idle(activity: Activity, idle_timeout_s: float, stop: Callable[[], None]) -> None:
+    """Stop the server once no request came for `idle_timeout_s`; the next editor starts a new one."""
+    while True:
+        idle_s = activity.idle_s()
+        if idle_s >= idle_timeout_s:
+            stop()
+            return
+        time.sleep(min(idle_timeout_s - idle_s, 5.0) + 0.01)

@@ -53,10 +53,10 @@ def _lazy_factory(module: str) -> BackendFactory:
     return factory
 
 
-def describe_backends(options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Every known backend, built with `options`, and whether it can forecast (for `kernelcast doctor`)."""
+def describe_backends(options: dict[str, Any] | None = None, names: list[str] | None = None) -> list[dict[str, Any]]:
+    """The backends `names` (default: every known one), built with `options`, and whether each can forecast (for `kernelcast doctor`)."""
     described = []
-    for name in known_backends():
+    for name in names or known_backends():
         try:
             status = create(name, options).status()
             described.append({"name": name, "available": status.available, "detail": status.detail})

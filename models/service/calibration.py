@@ -1,4 +1,4 @@
-"""One calibration layer for every backend (FORECAST.md), per backend × GPU class.
+"""One calibration layer for every backend (docs/forecast.md), per backend × GPU class.
 
 A backend's raw 8-bin distribution passes through, in order:
 1. a local bias, when the user's own measurements say forecasts on this GPU run high or

@@ -1,7 +1,7 @@
 """What the LLM backends share: answer-token lookup, reading bin probabilities, JSON fallback.
 
 A distribution is read from the 8 answer-token probabilities at one position
-(FORECAST.md: verbalised confidences from small models are useless). Only where a
+(docs/forecast.md: verbalised confidences from small models are useless). Only where a
 backend cannot expose them is a JSON distribution parsed instead, and how far it
 was from a distribution is kept as a diagnostic, never silently fixed.
 """

@@ -15,11 +15,12 @@ from typing import Any
 
 from kernelcast.models import prediction
 from kernelcast.models.service.llm_common import LLMBackendError, label_token_ids, predict_from_last_logits, shared_prefix_length
+from kernelcast.paths import install_command
 from kernelcast.wire import ForecastRequest
 
 DEFAULT_CONTEXT_TOKENS = 8192
 PORTABLE_BUILD = "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
-INSTALL_HINT = f"pip install 'kernelcast[llama]' (llama-cpp-python builds from source; portable build: {PORTABLE_BUILD})"
+INSTALL_HINT = f"{install_command('llama')} (llama-cpp-python builds from source; portable build: {PORTABLE_BUILD})"
 
 
 def refuse_an_amx_build(system_info: str) -> None:

@@ -15,9 +15,10 @@ from typing import Any
 
 from kernelcast.models import prediction
 from kernelcast.models.service.llm_common import LLMBackendError, label_token_ids, predict_from_last_logits, shared_prefix_length
+from kernelcast.paths import install_command
 from kernelcast.wire import ForecastRequest
 
-INSTALL_HINT = "pip install 'kernelcast[hf]'"
+INSTALL_HINT = install_command("hf")
 
 
 class TransformersBackend:

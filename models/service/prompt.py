@@ -1,4 +1,4 @@
-"""The one prompt every LLM forecaster backend sends (FORECAST.md).
+"""The one prompt every LLM forecaster backend sends (docs/forecast.md).
 
 Sections run from what changes least to what changes most: system (bins, factors) →
 hardware and problem sizes → reference → candidate → question. An edit in the
@@ -22,7 +22,7 @@ from kernelcast.wire import BIN_WORDS, LOG2_EDGES, NUM_BINS, ForecastRequest, Ke
 DIGIT_LABELS: tuple[str, ...] = tuple(str(index) for index in range(1, NUM_BINS + 1))
 LETTER_LABELS: tuple[str, ...] = tuple(chr(ord("A") + index) for index in range(NUM_BINS))
 
-# FORECAST.md "Inputs a forecaster receives": what a good forecast reasons about.
+# docs/forecast.md "What a forecaster is given": what a good forecast reasons about.
 FACTORS: tuple[str, ...] = (
     "FLOPs and total work",
     "memory coalescing and reuse",
@@ -57,7 +57,7 @@ def _speedup_edge(log2_edge: float) -> str:
 
 
 def bins_table(labels: tuple[str, ...] = DIGIT_LABELS) -> str:
-    """The FORECAST.md bin table as text, built from the shared edges and words."""
+    """The bin table of docs/forecast.md as text, built from the shared edges and words."""
     rows = ["| bin | S range | meaning |", "|---|---|---|"]
     for index in range(NUM_BINS):
         if index == 0:

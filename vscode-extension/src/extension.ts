@@ -16,6 +16,7 @@ import {
 import { DOCUMENT_SELECTOR, wantsServer } from './activation';
 import {
   checkKernelcast,
+  checkoutProblem,
   describeLaunchProblem,
   Interpreter,
   LaunchProblem,
@@ -330,9 +331,25 @@ class KernelcastExtension {
   }
 
   private async installKernelcast(interpreter: Interpreter): Promise<void> {
+    // Until kernelcast is published, pip installs it from the user's clone of the repository.
+    const picked = await vscode.window.showOpenDialog({
+      canSelectFiles: false,
+      canSelectFolders: true,
+      canSelectMany: false,
+      openLabel: 'Install kernelcast from this folder',
+      title: 'kernelcast is not on PyPI yet: choose your clone of the kernelcast repository',
+    });
+    if (!picked?.length) {
+      return;
+    }
+    const problem = checkoutProblem(picked[0].fsPath);
+    if (problem) {
+      void vscode.window.showErrorMessage(`kernelcast: ${problem}.`);
+      return;
+    }
     const terminal = vscode.window.createTerminal({ name: 'kernelcast: install' });
     terminal.show();
-    terminal.sendText(pipInstallCommandLine(interpreter.command, process.platform));
+    terminal.sendText(pipInstallCommandLine(interpreter.command, picked[0].fsPath, process.platform));
     const choice = await vscode.window.showInformationMessage(
       'kernelcast: restart the server once pip has finished.',
       'Restart server',

@@ -2,7 +2,9 @@
 // The user's own interpreter matters: measuring needs their torch/triton/CUDA.
 
 import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as path from 'node:path';
 
 export type InterpreterSource = 'setting' | 'python-extension' | 'default';
 
@@ -146,8 +148,20 @@ export function describeLaunchProblem(
   };
 }
 
-/** The terminal line that installs kernelcast into exactly this interpreter. */
-export function pipInstallCommandLine(python: string, platform: NodeJS.Platform): string {
-  const quoted = platform === 'win32' ? `& "${python}"` : `'${python.replace(/'/g, `'\\''`)}'`;
-  return `${quoted} -m pip install kernelcast`;
+/** The terminal line that installs kernelcast into exactly this interpreter, from a checkout
+ * (kernelcast is not on PyPI yet): an editable install, so `git pull` updates it. */
+export function pipInstallCommandLine(python: string, checkout: string, platform: NodeJS.Platform): string {
+  const quote = (text: string) => (platform === 'win32' ? `"${text}"` : `'${text.replace(/'/g, `'\\''`)}'`);
+  return `${platform === 'win32' ? '& ' : ''}${quote(python)} -m pip install -e ${quote(checkout)}`;
+}
+
+/** Why `folder` is not a kernelcast checkout (its pyproject.toml names the project), or undefined when it is. */
+export function checkoutProblem(folder: string): string | undefined {
+  let pyproject: string;
+  try {
+    pyproject = fs.readFileSync(path.join(folder, 'pyproject.toml'), 'utf8');
+  } catch {
+    return `${folder} has no pyproject.toml: choose the folder of your kernelcast clone`;
+  }
+  return /^name\s*=\s*["']kernelcast["']/m.test(pyproject) ? undefined : `${folder} is not a kernelcast checkout (its pyproject.toml names another project)`;
 }

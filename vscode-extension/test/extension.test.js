@@ -52,10 +52,12 @@ test('a Triton file in an interpreter without kernelcast offers to install it th
   const python = fakePython('bare-python', { importOk: false });
   state.settings.set('kernelcast.python', python);
   state.answers.error = 'Install kernelcast';
+  const checkout = path.resolve(__dirname, '..', '..');
+  state.answers.openDialog = [vscode.Uri.file(checkout)];
   extension.activate({ subscriptions: [] });
   events.openDocument.fire(document('python', 'import triton\n', '/work/softmax.py'));
   const terminal = await until(() => recorded.terminals[0], 'the install terminal');
-  assert.deepEqual(terminal.sent, [`'${python}' -m pip install kernelcast`]);
+  assert.deepEqual(terminal.sent, [`'${python}' -m pip install -e '${checkout}'`]);
   assert.deepEqual(recorded.messages[0].actions, ['Install kernelcast', 'Select interpreter']);
   assert.deepEqual(serverMessages(), [], 'the server was never launched');
 });

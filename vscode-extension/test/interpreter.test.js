@@ -5,6 +5,7 @@ const os = require('node:os');
 const path = require('node:path');
 const {
   checkKernelcast,
+  checkoutProblem,
   describeLaunchProblem,
   expandPath,
   pipInstallCommandLine,
@@ -110,8 +111,23 @@ test('launch problems name the interpreter and offer the right actions', () => {
   assert.deepEqual(missingPython.actions, ['Select interpreter', 'Show output']);
 });
 
-test('pip installs into exactly that interpreter, quoted for the shell', () => {
-  assert.equal(pipInstallCommandLine('/home/me/my envs/python', 'linux'), "'/home/me/my envs/python' -m pip install kernelcast");
-  assert.equal(pipInstallCommandLine("/o'brien/python", 'darwin'), `'/o'\\''brien/python' -m pip install kernelcast`);
-  assert.equal(pipInstallCommandLine('C:\\Python312\\python.exe', 'win32'), '& "C:\\Python312\\python.exe" -m pip install kernelcast');
+test('pip installs from the checkout into exactly that interpreter, quoted for the shell', () => {
+  assert.equal(
+    pipInstallCommandLine('/home/me/my envs/python', '/src/kernel cast', 'linux'),
+    "'/home/me/my envs/python' -m pip install -e '/src/kernel cast'",
+  );
+  assert.equal(pipInstallCommandLine("/o'brien/python", '/src/kc', 'darwin'), `'/o'\\''brien/python' -m pip install -e '/src/kc'`);
+  assert.equal(
+    pipInstallCommandLine('C:\\Python312\\python.exe', 'C:\\src\\kernelcast', 'win32'),
+    '& "C:\\Python312\\python.exe" -m pip install -e "C:\\src\\kernelcast"',
+  );
+});
+
+test('only a folder whose pyproject.toml names kernelcast is taken for a checkout', () => {
+  const repository = path.resolve(__dirname, '..', '..');
+  assert.equal(checkoutProblem(repository), undefined);
+  assert.match(checkoutProblem(__dirname), /has no pyproject.toml: choose the folder of your kernelcast clone/);
+  const other = fs.mkdtempSync(path.join(os.tmpdir(), 'not-kernelcast-'));
+  fs.writeFileSync(path.join(other, 'pyproject.toml'), '[project]\nname = "other"\n');
+  assert.match(checkoutProblem(other), /is not a kernelcast checkout/);
 });

@@ -294,7 +294,7 @@ def _numpy(torch: Any, tensor: Any) -> Any:
 def round_samples(torch: Any, run: Callable[[], None], flush: Any, first: bool) -> list[float]:
     """One round of one kernel: a short warm-up, then samples until stable or 0.05 s.
 
-    Shorter than MEASURE.md's per-variant rule (≥100 ms of kernel time): the GPU stays busy
+    Shorter than docs/measure.md's per-side rule (≥100 ms of kernel time): the GPU stays busy
     through the whole sweep, so clocks are up, and three rounds spread over a group's
     minutes give a CI that includes drift, which pooled samples would not.
     """

@@ -3,7 +3,7 @@
     python -m workshop.training.train --pairs corpus_pairs.jsonl --cuda-l1 h100,a100,l40,h20,3090 \\
         --out models/weights/embedded.npz --report models/training/report
 
-Judging (FORECAST.md, issue 5): operations are split into folds (group split, never
+Judging (docs/forecast.md, issue 5): operations are split into folds (group split, never
 random pairs); each fold's pairs are forecast by a model that never saw its operations
 and, for GPUs outside --train-gpus, never saw that GPU either. The calibration of a
 fold's forecasts is fitted on the other folds' held-out forecasts (cross-fitted), so the

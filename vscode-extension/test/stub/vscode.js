@@ -74,7 +74,7 @@ const recorded = {
 /** Test-controlled state: settings by full key, open documents, folders, answers to prompts. */
 const state = {
   settings: new Map(),
-  answers: { error: undefined, information: undefined, inputBox: undefined, quickPick: undefined },
+  answers: { error: undefined, information: undefined, inputBox: undefined, quickPick: undefined, openDialog: undefined },
 };
 
 const events = {
@@ -149,6 +149,7 @@ const window = permissive({
   showWarningMessage: message('warning'),
   showInformationMessage: message('information'),
   showInputBox: async () => state.answers.inputBox,
+  showOpenDialog: async () => state.answers.openDialog,
   showQuickPick: async (items) => (await items).find((item) => item.label === state.answers.quickPick),
   createTerminal(options) {
     const terminal = { options, sent: [], show() {}, sendText: (text) => terminal.sent.push(text), dispose() {} };

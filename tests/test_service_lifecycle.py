@@ -1,0 +1,110 @@
+"""The service's life as real processes: it says where it is, stops when asked or idle, and a
+client of other code does not join it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from lsp_support import stop_service
+
+import kernelcast
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.server.service_client import ForecasterClient
+from kernelcast.wire import ForecastRequest, KernelSide, code_build, read_or_create_token, read_state
+
+KERNELCAST = str(Path(sys.executable).with_name("kernelcast"))
+
+
+def _serve(state_dir: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [KERNELCAST, "serve", "--state-dir", str(state_dir), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _announced(process: subprocess.Popen[str]) -> str:
+    """The three lines serve prints once it listens."""
+    return "".join(process.stdout.readline() for _ in range(3))
+
+
+def _health(state_dir: Path) -> dict:
+    state = read_state(state_dir)
+    assert state is not None
+    headers = {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
+    return httpx.get(f"{state['url']}/v1/health", headers=headers, timeout=10).json()
+
+
+def test_serve_says_where_it_listens_and_exits_when_idle(tmp_path: Path) -> None:
+    state_dir = tmp_path / "service"
+    process = _serve(state_dir, "--idle-timeout", "0.05")  # 3 s
+    try:
+        words = _announced(process)
+        state = read_state(state_dir)
+        assert f"listening on {state['url']}" in words
+        assert f"'Authorization: Bearer <token>'; the token is in {state_dir / 'token'}" in words
+        assert "exits after 0.05 min without requests" in words and "kernelcast serve --stop" in words
+        health = _health(state_dir)
+        assert (health["version"], health["build"], state["build"]) == (kernelcast.__version__, code_build(), code_build())
+        asked = time.monotonic()
+        assert process.wait(timeout=30) == 0
+        assert 3 <= time.monotonic() - asked < 20, "exits after the idle time, counted from the last request"
+        assert read_state(state_dir) is None
+    finally:
+        process.kill()
+
+
+def test_serve_stop_stops_the_running_service(tmp_path: Path) -> None:
+    state_dir = tmp_path / "service"
+    process = _serve(state_dir)
+    try:
+        _announced(process)
+        state = read_state(state_dir)
+        pid = state["pid"]
+        doctor = subprocess.run([KERNELCAST, "doctor", "--json", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=60)
+        assert json.loads(doctor.stdout)["service"] == f"running at {state['url']} (pid {pid}); `kernelcast serve --stop` stops it"
+        stopped = subprocess.run([KERNELCAST, "serve", "--stop", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=30)
+        assert stopped.returncode == 0 and f"stopped the service pid {pid}" in stopped.stdout
+        assert process.wait(timeout=10) == 0 and read_state(state_dir) is None
+        again = subprocess.run([KERNELCAST, "serve", "--stop", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=30)
+        assert again.returncode == 0 and "no service running" in again.stdout
+    finally:
+        process.kill()
+
+
+def test_a_client_of_other_code_replaces_the_service_instead_of_joining_it(tmp_path: Path) -> None:
+    """A service started before the code changed (an upgrade, an edit of an editable install)."""
+    state_dir = tmp_path / "service"
+    old = _serve(state_dir)
+    package_file = Path(kernelcast.__file__)
+    before = package_file.stat()
+    try:
+        _announced(old)
+        old_build = read_state(state_dir)["build"]
+        os.utime(package_file, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # the code changed since
+        code_build.cache_clear()
+        assert code_build() != old_build
+
+        async def forecast() -> None:
+            client = ForecasterClient(state_dir)
+            try:
+                hardware = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
+                code = "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }"
+                await client.forecast(ForecastRequest(KernelSide(code, "cuda"), KernelSide(code, "cuda"), hardware))
+            finally:
+                await client.close()
+
+        asyncio.run(forecast())
+        assert old.wait(timeout=15) == 0, "the old service was stopped"
+        state = read_state(state_dir)
+        assert state["pid"] != old.pid and state["build"] == code_build() == _health(state_dir)["build"]
+    finally:
+        os.utime(package_file, ns=(before.st_atime_ns, before.st_mtime_ns))
+        code_build.cache_clear()
+        old.kill()
+        stop_service(tmp_path)
