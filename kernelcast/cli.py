@@ -228,7 +228,7 @@ def _facts(args: argparse.Namespace) -> int:
 
 
 def _tolerance_argument(text: str) -> str | float:
-    from kernelcast.settings import parse_tolerance
+    from kernelcast.wire import parse_tolerance
 
     try:
         return parse_tolerance(text)

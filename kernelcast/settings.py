@@ -11,7 +11,7 @@ import fnmatch
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from kernelcast.wire import DEFAULT_CONFIDENCE_THRESHOLD
+from kernelcast.wire import DEFAULT_CONFIDENCE_THRESHOLD, parse_tolerance
 
 SECTION = "kernelcast"
 
@@ -63,24 +63,6 @@ _KEYS: dict[str, str] = {
 
 
 _MILLISECONDS = {"debounce_ms": (0, 60_000), "measure_kernel_timeout_ms": (100, 600_000), "forecaster_timeout_ms": (1_000, 600_000)}
-
-
-TOLERANCE_RULES = ("auto", "strict", "kernelbench")
-
-
-def parse_tolerance(value: Any) -> str | float:
-    """How close measured outputs must be: auto (KernelBench's rule for KernelBench files, the strict
-    per-dtype table for .cu and Triton kernels), strict, kernelbench, or a number in (0, 1] used
-    as atol = rtol for every float output. ValueError in words otherwise."""
-    if isinstance(value, str) and value.strip().lower() in TOLERANCE_RULES:
-        return value.strip().lower()
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if isinstance(value, bool) or not 0.0 < number <= 1.0:
-        raise ValueError(f"expected auto, strict, kernelbench or a number in (0, 1] (used as atol = rtol), got {value!r}")
-    return number
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -279,6 +279,26 @@ class ForecastRequest:
         )
 
 
+# How close a candidate's outputs must be to the reference's: a setting of the editor and a
+# flag of the CLI, applied by the GPU worker (kernels_runtime/timing.py).
+TOLERANCE_RULES = ("auto", "strict", "kernelbench")
+
+
+def parse_tolerance(value: Any) -> str | float:
+    """How close measured outputs must be: auto (KernelBench's rule for KernelBench files, the strict
+    per-dtype table for .cu and Triton kernels), strict, kernelbench, or a number in (0, 1] used
+    as atol = rtol for every float output. ValueError in words otherwise."""
+    if isinstance(value, str) and value.strip().lower() in TOLERANCE_RULES:
+        return value.strip().lower()
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not 0.0 < number <= 1.0:
+        raise ValueError(f"expected auto, strict, kernelbench or a number in (0, 1] (used as atol = rtol), got {value!r}")
+    return number
+
+
 # Labelled pairs: a forecast request plus the speedup that was measured for it. One line of a
 # pairs file (JSONL) is one `LabelledPair`; the workshop writes them, `kernelcast eval` and
 # training read them.

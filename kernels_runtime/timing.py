@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.settings import parse_tolerance
+from kernelcast.wire import parse_tolerance
 
 # --- correctness -------------------------------------------------------------------------
 
