@@ -258,6 +258,12 @@ def _eval(args: argparse.Namespace) -> int:
     return run(Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None)
 
 
+def _rank(args: argparse.Namespace) -> int:
+    from kernelcast.rank.command import run
+
+    return run(args)
+
+
 def _workspace_root(path: Path) -> Path | None:
     """The git top of the file's folder, else its folder: where references may point."""
     try:
@@ -385,6 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
     _add_backend_flags(evaluation)
     evaluation.set_defaults(run=_eval)
+
+    rank = commands.add_parser("rank", help="find the fastest of many variants, measuring only what forecasts cannot settle")
+    from kernelcast.rank.command import add_arguments as add_rank_arguments
+
+    add_rank_arguments(rank)
+    rank.set_defaults(run=_rank)
 
     facts = commands.add_parser("facts", help="compiler facts (registers, shared memory, spills, occupancy, SASS mix) of a file's kernels")
     facts.add_argument("file")
