@@ -2,7 +2,7 @@
 
 out = x + y over N floats. The reference is one float per thread in 256-thread blocks; the
 variants cross block size, elements per thread (1, 2 or 4, as scalar loads or as one float2 /
-float4 load) and grid-stride or one-pass loops; one hostile variant writes far past its
+float4 load) and grid-stride or one-pass loops; one hostile variant also stores 64 GB past its
 output, which the GPU reports as an illegal address.
 
     python benchmarks/rank_variants.py OUT_DIR [--n N]   → OUT_DIR/reference.cu, OUT_DIR/variants/*.cu
@@ -48,13 +48,9 @@ _GRID_STRIDE = {
         " reinterpret_cast<float4*>(out)[j] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }"
     ),
 }
-HOSTILE = """// Hostile: writes a gigabyte past its output, which the GPU reports as an illegal address.
-// kernelcast: launch grid=(cdiv(N, 256)) block=(256) {args}
-__global__ void vadd(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out, int N) {{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i + (1 << 28)] = x[i] + y[i];
-}}
-"""
+# The float4 variant plus one stray store 64 GB past the output: it looks as fast as the best
+# to the forecaster, so the policy measures it early, and the GPU reports an illegal address.
+HOSTILE_STORE = "if (i == 0) out[(size_t)1 << 34] = 0.0f;"
 
 
 def _kernel(grid: str, block: int, body: str, args: str, stride: bool) -> str:
@@ -78,7 +74,7 @@ def variants(n: int = N_DEFAULT) -> dict[str, str]:
         for name, body in _GRID_STRIDE.items():
             for waves in (1, 4):  # one or four blocks per SM on 132 SMs
                 found[f"{name}_gridstride{waves}_b{block}"] = _kernel(str(132 * waves), block, body, args, True)
-    found["hostile_illegal_address"] = HOSTILE.format(args=args)
+    found["hostile_illegal_address"] = _kernel("cdiv(N, 4096)", 1024, _BODIES["float4"][1] + " " + HOSTILE_STORE, args, False)
     return found
 
 

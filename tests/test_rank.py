@@ -270,7 +270,7 @@ def test_without_a_gpu_rank_says_so_and_keeps_the_forecasts(tmp_path: Path) -> N
 @pytest.mark.gpu
 def test_rank_on_the_gpu_finds_a_best_and_reports_the_hostile_variant(tmp_path: Path) -> None:
     folder, reference = _sweep(tmp_path, 4)
-    (folder / "hostile.cu").write_text(rank_variants.HOSTILE.format(args=rank_variants.ARGS.format(n=1 << 20)))
+    (folder / "hostile.cu").write_text(rank_variants.variants(1 << 20)["hostile_illegal_address"])
     report_dir = tmp_path / "report"
     everything = ("--budget", "5", "--settle", "1e-9")
     completed = _rank(

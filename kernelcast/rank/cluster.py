@@ -146,7 +146,8 @@ def start_local_cluster(devices: list[str]) -> Any:
             "options": {
                 "nthreads": 1,
                 "resources": {GPU_RESOURCE: 1},
-                "env": {"CUDA_VISIBLE_DEVICES": device},
+                # Dask's own GPU monitoring (dashboard only) fails a worker whose device NVML cannot map.
+                "env": {"CUDA_VISIBLE_DEVICES": device, "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"},
                 "name": f"gpu{device}",
                 "silence_logs": logging.ERROR,
             },
