@@ -138,6 +138,7 @@ def visible_gpus() -> list[str]:
 
 def start_local_cluster(devices: list[str]) -> Any:
     """A local Dask cluster of one single-threaded worker process per device, each seeing only its GPU."""
+    import dask.config
     from distributed import Nanny, Scheduler, SpecCluster
 
     workers = {
@@ -146,8 +147,7 @@ def start_local_cluster(devices: list[str]) -> Any:
             "options": {
                 "nthreads": 1,
                 "resources": {GPU_RESOURCE: 1},
-                # Dask's own GPU monitoring (dashboard only) fails a worker whose device NVML cannot map.
-                "env": {"CUDA_VISIBLE_DEVICES": device, "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"},
+                "env": {"CUDA_VISIBLE_DEVICES": device},
                 "name": f"gpu{device}",
                 "silence_logs": logging.ERROR,
             },
@@ -155,7 +155,10 @@ def start_local_cluster(devices: list[str]) -> Any:
         for device in devices
     }
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+    # Each Nanny hands the configuration of its creation to its worker. Dask's own GPU monitoring
+    # (for its dashboard) would fail a worker whose device NVML cannot map; kernelcast needs none of it.
+    with dask.config.set({"distributed.diagnostics.nvml": False}):
+        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
 
 
 def connect(address: str, devices: list[str] | None = None, job_function: JobFunction = measure_job) -> DaskMeasurer:
