@@ -196,8 +196,12 @@ def _sweep(tmp_path: Path, count: int) -> tuple[Path, Path]:
 def test_rank_forecasts_and_ranks_a_folder(tmp_path: Path) -> None:
     folder, reference = _sweep(tmp_path, 6)
     (folder / "same_as_reference.cu").write_text(reference.read_text())
-    completed = _rank(tmp_path, str(folder), "--reference", str(reference), "--forecast-only", "--no-facts", "--json")
+    plots = tmp_path / "plots"
+    completed = _rank(
+        tmp_path, str(folder), "--reference", str(reference), "--forecast-only", "--no-facts", "--json", "--report", str(plots)
+    )
     assert completed.returncode == 0, completed.stderr
+    assert sorted(p.name for p in plots.iterdir()) == ["best_vs_measurements.png", "forecast_vs_measured.png"]
     report = json.loads(completed.stdout)
     assert report["ranked"] == 6 and report["measurements"] == 0 and report["best"] is None
     assert report["skipped"] == [{"variant": "same_as_reference.cu", "why": "same code and launch as the reference"}]
@@ -241,6 +245,8 @@ def test_rank_errors_are_clear(tmp_path: Path) -> None:
         ((str(folder), "--reference", str(reference), "--budget", "0"), "--budget 0: the budget counts measurements"),
         ((str(folder), "--reference", str(reference), "--gpu", "Z80"), "Z80"),
         ((), "give VARIANTS"),
+        (("--replay", str(DATA / "pairs_small.jsonl")), "no group in "),
+        (("--replay", str(tmp_path / "none.jsonl")), "cannot read "),
     ]
     for args, expected in cases:
         completed = _rank(tmp_path, *args)

@@ -41,13 +41,14 @@ def where_this_runs() -> str:
 def measure_job(job: dict[str, Any]) -> dict[str, Any]:
     """Check and time one variant against its reference on this process's GPU (the first visible one)."""
     from kernelcast.kernels_runtime.measure import Timeouts, measure_pair
+    from kernelcast.wire import Measurement
 
     started = time.perf_counter()
     outcome = measure_pair(job["candidate"], job["reference"], gpu_index=0, timeouts=Timeouts(kernel_s=job["kernel_timeout_s"]))
     return {
         "index": job["index"],
         "outcome": outcome.to_json(),
-        "measured": not hasattr(outcome, "kind"),
+        "measured": isinstance(outcome, Measurement),
         "seconds": time.perf_counter() - started,
         "where": where_this_runs(),
     }

@@ -8,7 +8,15 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the run imports these; --help does not
+    from kernelcast.kernels_runtime.hardware import GpuSpec
+    from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.rank.cluster import DaskMeasurer, LocalMeasurer
+    from kernelcast.rank.report import Progress
+    from kernelcast.rank.variants import Variant
+    from kernelcast.wire import Measurement
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         reasons = Counter(v.skipped for v in skipped)
         listed = "; ".join(f"{why} ({count} variant{'s' if count > 1 else ''})" for why, count in reasons.most_common(3))
         return _fail(f"no variants to rank in {args.variants}: {listed}")
-    measurer: Any = None
+    measurer: LocalMeasurer | DaskMeasurer | None = None
     if not args.forecast_only:
         try:
             measurer = cluster.connect(args.cluster) if args.cluster else cluster.LocalMeasurer()
@@ -85,13 +93,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _rank(
     args: argparse.Namespace,
-    ranked: list,
-    skipped: list,
+    ranked: list[Variant],
+    skipped: list[Variant],
     reference: str | None,
-    hardware: Any,
-    forecaster: Any,
-    measurer: Any,
-    progress: Any,
+    hardware: GpuSpec,
+    forecaster: Forecaster,
+    measurer: LocalMeasurer | DaskMeasurer | None,
+    progress: Progress,
 ) -> int:
     from kernelcast.analysis import measured_on
     from kernelcast.rank import report, variants
@@ -104,7 +112,7 @@ def _rank(
     progress.step(len(ranked), len(ranked), "forecast")
     learning_failed: list[str] = []
 
-    def learn(variant: Any, measurement: Any) -> None:
+    def learn(variant: Variant, measurement: Measurement) -> None:
         if args.no_learn or learning_failed or not measured_on(measurement, hardware):
             return
         try:
