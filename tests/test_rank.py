@@ -221,13 +221,23 @@ def test_rank_forecasts_and_ranks_a_folder(tmp_path: Path) -> None:
 
 def test_rank_reads_a_jsonl_of_variants(tmp_path: Path) -> None:
     lines = [{"name": name, "code": code, "language": "cuda"} for name, code in list(rank_variants.variants(1 << 20).items())[:3]]
+    # One gives its launch apart from its code.
+    pragma, _, code = lines[0]["code"].partition("\n")
+    lines[0].update(code=code, launch=pragma.removeprefix("// kernelcast: launch "))
     source = tmp_path / "variants.jsonl"
     source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     reference = tmp_path / "reference.cu"
     reference.write_text(rank_variants.REFERENCE.format(args=rank_variants.ARGS.format(n=1 << 20)))
     completed = _rank(tmp_path, str(source), "--reference", str(reference), "--forecast-only", "--no-facts", "--json")
     assert completed.returncode == 0, completed.stderr
-    assert sorted(row["variant"] for row in json.loads(completed.stdout)["variants"]) == sorted(line["name"] for line in lines)
+    ranked = json.loads(completed.stdout)["variants"]
+    assert sorted(row["variant"] for row in ranked) == sorted(line["name"] for line in lines)
+    # With its launch it is forecast as the same kernel in a file with the pragma would be.
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / f"{lines[0]['name']}.cu").write_text(f"// kernelcast: launch {lines[0]['launch']}\n{code}")
+    as_file = _rank(tmp_path, str(tmp_path / "folder"), "--reference", str(reference), "--forecast-only", "--no-facts", "--json")
+    by_name = {row["variant"]: row["forecast"]["speedup"] for row in ranked}
+    assert json.loads(as_file.stdout)["variants"][0]["forecast"]["speedup"] == pytest.approx(by_name[lines[0]["name"]])
     source.write_text('{"name": "a", "code": "x", "language": "fortran"}\n')
     broken = _rank(tmp_path, str(source), "--reference", str(reference), "--forecast-only")
     assert broken.returncode == 2 and "variants.jsonl:1: language must be one of cuda, triton, kernelbench" in broken.stderr

@@ -75,8 +75,10 @@ def read_variants(spec: str) -> list[Variant]:
 
 
 def _jsonl_variants(path: Path) -> list[Variant]:
-    """Lines {"name", "code", "language": cuda | triton | kernelbench, "problem"?}; the code
-    carries its launch pragma as a file would. A bad line stops the run, naming its number."""
+    """Lines {"name", "code", "language": cuda | triton | kernelbench, "launch"?, "problem"?}.
+    The code carries its launch pragma as a file would, or "launch" holds the pragma's text
+    (grid=… block=… args=…), put above the code (with kernel=NAME it names its kernel). A bad
+    line stops the run, naming its number."""
     variants: list[Variant] = []
     names: set[str] = set()
     with open(path, encoding="utf-8") as stream:
@@ -95,12 +97,20 @@ def _jsonl_variants(path: Path) -> list[Variant]:
             problem = entry.get("problem")
             if problem is not None and not isinstance(problem, dict):
                 raise RankError(f'{path}:{number}: "problem" must be an object of sizes, e.g. {{"N": 4096}}')
+            launch = entry.get("launch")
+            if launch is not None and not isinstance(launch, str):
+                raise RankError(
+                    f'{path}:{number}: "launch" is the text of a launch pragma, e.g. "grid=(cdiv(N, 256)) block=(256) args=(...)"'
+                )
+            code = (
+                entry["code"] if launch is None else f"{'//' if language == 'cuda' else '#'} kernelcast: launch {launch}\n{entry['code']}"
+            )
             name = str(entry.get("name") or f"line{number}")
             if name in names:
                 raise RankError(f"{path}:{number}: a second variant named {name!r}")
             names.add(name)
             safe = re.sub(r"[^\w.-]", "_", name)
-            variants.append(Variant(name, path.parent.resolve() / f"{safe}{_JSONL_SUFFIX[language]}", entry["code"], problem))
+            variants.append(Variant(name, path.parent.resolve() / f"{safe}{_JSONL_SUFFIX[language]}", code, problem))
     if not variants:
         raise RankError(f"no variants: {path} has no lines")
     return variants
