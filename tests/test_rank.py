@@ -17,7 +17,7 @@ from lsp_support import isolated_env
 
 from benchmarks import rank_variants
 from kernelcast.kernels_runtime.hardware import lookup
-from kernelcast.rank import cluster, policy, replay, variants
+from kernelcast.rank import cluster, policy, replay, report, variants
 from kernelcast.rank.search import Budget, search
 from kernelcast.wire import normal_bin_probabilities
 
@@ -110,6 +110,14 @@ def recorded_gpu(job: dict) -> dict:
     }
 
 
+def wrong_when_fastest(job: dict) -> dict:
+    """The recorded GPU, except that the variant recorded fastest computes a wrong answer."""
+    result = recorded_gpu(job)
+    if job["name"].startswith("speedup_2.2"):
+        result.update(measured=False, outcome={"kind": "wrong", "message": "out differs from the reference at 17 of 1048576 elements"})
+    return result
+
+
 def dies_on_first_try(job: dict) -> dict:
     """Kills its whole Dask worker process the first time it runs; the retry says where it ran."""
     from distributed import get_worker
@@ -131,21 +139,40 @@ def two_worker_cluster():
     measurer.close()
 
 
-@pytest.mark.slow
-def test_local_cluster_plans_rounds_over_both_workers(tmp_path: Path, two_worker_cluster: cluster.DaskMeasurer) -> None:
-    speedups = [0.5, 0.8, 1.1, 1.25, 1.3, 1.6, 2.2, 0.9, 1.05, 1.7]
+SPEEDUPS = [0.5, 0.8, 1.1, 1.25, 1.3, 1.6, 2.2, 0.9, 1.05, 1.7]
+
+
+def _forecast_recorded_sweep(tmp_path: Path) -> list[variants.Variant]:
+    """Ten real variants, forecast, named after the speedup the recorded GPU gives them."""
     reference = tmp_path / "reference.cu"
     reference.write_text(rank_variants.REFERENCE.format(args=rank_variants.ARGS.format(n=1 << 20)))
     sweep = rank_variants.variants(1 << 20)
     folder = tmp_path / "variants"
     folder.mkdir()
-    for speedup, code in zip(speedups, list(sweep.values())[: len(speedups)]):
+    for speedup, code in zip(SPEEDUPS, list(sweep.values())[: len(SPEEDUPS)]):
         (folder / f"speedup_{speedup}.cu").write_text(code)
     found = variants.read_variants(str(folder))
     variants.analyse(found, variants.reference_option(str(reference)), lookup("H100-SXM"), None)
     from kernelcast.models.service.calibrated import Forecaster
 
     variants.forecast_all(found, Forecaster(["embedded"]), 0.8)
+    return found
+
+
+def test_search_spends_gpu_seconds_and_drops_a_wrong_variant(tmp_path: Path) -> None:
+    found = _forecast_recorded_sweep(tmp_path)
+    state = search(found, cluster.LocalMeasurer(wrong_when_fastest), Budget(gpu_seconds=100), lambda s, r: None, lambda v, m: None, 1e-9)
+    assert state.stopped == "every variant measured" and len(state.outcomes) == 10 and state.gpu_seconds == pytest.approx(5.0)
+    assert state.best is not None and state.best[1].speedup == 1.7  # 2.2 was wrong: out, said so
+    rows = {row["variant"]: row for row in report.rows(state)}
+    assert rows["speedup_2.2.cu"]["status"] == "wrong" and "differs" in rows["speedup_2.2.cu"]["why"]
+    capped = search(found, cluster.LocalMeasurer(recorded_gpu), Budget(gpu_seconds=1.2), lambda s, r: None, lambda v, m: None, 1e-9)
+    assert len(capped.outcomes) == 3 and capped.stopped == "budget of 1.2 GPU-seconds spent"
+
+
+@pytest.mark.slow
+def test_local_cluster_plans_rounds_over_both_workers(tmp_path: Path, two_worker_cluster: cluster.DaskMeasurer) -> None:
+    found = _forecast_recorded_sweep(tmp_path)
     assert two_worker_cluster.width == 2
     learned: list[str] = []
     rounds: list[list[int]] = []

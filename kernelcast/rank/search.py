@@ -81,7 +81,9 @@ def search(
 
     while not state.stopped:
         spent = len(state.outcomes)
-        if budget.measurements is not None and spent >= budget.measurements:
+        if spent == len(variants):
+            state.stopped = "every variant measured"
+        elif budget.measurements is not None and spent >= budget.measurements:
             state.stopped = f"budget of {budget.measurements} measurements spent"
         elif budget.gpu_seconds is not None and state.gpu_seconds >= budget.gpu_seconds:
             state.stopped = f"budget of {budget.gpu_seconds:g} GPU-seconds spent"
@@ -90,9 +92,6 @@ def search(
         else:
             room = budget.measurements - spent if budget.measurements is not None else measurer.width
             picks = policy.pick_next(probabilities, measured, excluded, max(1, min(measurer.width, room)))
-            if not picks:
-                state.stopped = "every variant measured"
-                break
             measurer.run([variants[i].measurement_job(i, kernel_timeout_s) for i in picks], take)
     state.chances = policy.open_chances(probabilities, measured, excluded)
     return state
