@@ -112,6 +112,12 @@ def measurement_key(kernel: DiscoveredKernel, reference: Reference, problem: dic
     )
 
 
+def measured_on(outcome: Measurement, hardware: GpuSpec) -> bool:
+    """Whether the GPU that measured is the one forecasts are for (the measurement names it as
+    its spec key's first part), so its labelled pair may correct that GPU class's forecasts."""
+    return outcome.gpu == hardware.key.split("-")[0]
+
+
 def analyse_text(
     uri: str,
     version: int | None,

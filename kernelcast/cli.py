@@ -144,10 +144,11 @@ def _analyse_file(args: argparse.Namespace) -> Any:
     from kernelcast.kernels_runtime.hardware import resolve_target
     from kernelcast.kernels_runtime.source.discovery import source_text
     from kernelcast.project_config import target_gpu_for
+    from kernelcast.references import workspace_root
     from kernelcast.settings import Settings
 
     path = Path(args.file).resolve()
-    root = _workspace_root(path)
+    root = workspace_root(path)
     try:
         hardware = resolve_target(target_gpu_for(path, root, args.gpu))
         data = path.read_bytes()
@@ -305,13 +306,10 @@ def _eval(args: argparse.Namespace) -> int:
     return run(Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None)
 
 
-def _workspace_root(path: Path) -> Path | None:
-    """The git top of the file's folder, else its folder: where references may point."""
-    try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return path.parent
-    return Path(top.stdout.strip()) if top.returncode == 0 else path.parent
+def _rank(args: argparse.Namespace) -> int:
+    from kernelcast.rank.command import run
+
+    return run(args)
 
 
 def _calibrate_hw(args: argparse.Namespace) -> int:
@@ -460,6 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
     _add_backend_flags(evaluation)
     evaluation.set_defaults(run=_eval)
+
+    rank = commands.add_parser("rank", help="find the fastest of many variants, measuring only what forecasts cannot settle")
+    from kernelcast.rank.command import add_arguments as add_rank_arguments
+
+    add_rank_arguments(rank)
+    rank.set_defaults(run=_rank)
 
     facts = commands.add_parser("facts", help="compiler facts (registers, shared memory, spills, occupancy, SASS mix) of a file's kernels")
     facts.add_argument("file")

@@ -289,3 +289,13 @@ def _remember(cache: dict[Any, Any], key: object, value: object) -> None:
     if len(cache) >= _CACHE_SIZE:
         cache.pop(next(iter(cache)))
     cache[key] = value
+
+
+def workspace_root(path: Path) -> Path | None:
+    """The command line's workspace for a file, as an editor's is its opened folder: the git top of
+    the file's folder, else its folder. References may point only inside it unless allowed."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path.parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return path.parent
+    return Path(top.stdout.strip()) if top.returncode == 0 else path.parent

@@ -11,8 +11,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from kernelcast.analysis import KernelResult, build_request, measurement_key, measurement_sides, problem_sizes
-from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.analysis import KernelResult, build_request, measured_on, measurement_key, measurement_sides, problem_sizes
 from kernelcast.server.code_actions import set_reference_edit
 from kernelcast.server.file_task import publish_again
 from kernelcast.server.service_client import ForecasterUnavailable
@@ -93,7 +92,7 @@ async def measure(ls: KernelcastServer, arguments: list[Any]) -> dict[str, Any]:
     publish_again(ls, analysis)
     ls.show_message(f"{result.kernel.name}: {outcome.message()}")
     assert analysis.hardware is not None
-    if _measured_on(outcome, analysis.hardware):
+    if measured_on(outcome, analysis.hardware):
         _learn_in_background(ls, build_request(analysis, result, problem, ls.settings.confidence_threshold), outcome.speedup)
     else:
         logger.info("not learning from %s: measured on %s, forecasts are for %s", result.kernel.name, outcome.gpu, analysis.hardware.key)
@@ -117,12 +116,6 @@ def store_measurement(
         f"measured-pair:{at:.6f}:{uuid.uuid4().hex[:8]}",
         {"candidate": candidate, "reference": reference, "problem": problem, "measurement": outcome.to_json(), "at": at},
     )
-
-
-def _measured_on(outcome: Measurement, hardware: GpuSpec) -> bool:
-    """Whether the GPU that measured is the one forecasts are for (the measurement names it as
-    its spec key's first part), so its labelled pair may correct that GPU class's forecasts."""
-    return outcome.gpu == hardware.key.split("-")[0]
 
 
 def _learn_in_background(ls: KernelcastServer, request: ForecastRequest, speedup: float) -> None:

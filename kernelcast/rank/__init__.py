@@ -1,0 +1,1 @@
+"""`kernelcast rank`: forecast many variants of one kernel, measure only what the forecasts cannot settle."""

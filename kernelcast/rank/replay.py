@@ -1,0 +1,179 @@
+"""Judge the measuring policy on measurements already made: `kernelcast rank --replay PAIRS.jsonl`.
+
+Every group of labelled pairs (one reference and problem, many candidates) with enough
+measured candidates is searched again with each pair's recorded speedup standing in for
+the GPU: the policy, forecast order alone and random order each measure 10, 20 and 30% of
+the group, and the best found is compared with the group's true best.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernelcast.rank import policy
+from kernelcast.wire import LabelledPair
+
+FRACTIONS = (0.1, 0.2, 0.3)
+# "Found the best": within 5% of the true best's speedup.
+WITHIN = 0.95
+MIN_GROUP = 10
+RANDOM_SEEDS = 20
+RANDOM_SEED = 32
+STRATEGIES = ("policy", "forecast order", "random order")
+_GROUP_FIELD = re.compile(r'"group":\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class Group:
+    name: str
+    source: str
+    pairs: list[LabelledPair]
+    probabilities: np.ndarray = field(default_factory=lambda: np.zeros((0, 8)))
+
+    @property
+    def log2_speedups(self) -> np.ndarray:
+        return np.log2([pair.speedup for pair in self.pairs])
+
+    @property
+    def kinds(self) -> str:
+        return "+".join(sorted({pair.kind for pair in self.pairs}))
+
+
+def read_groups(path: Path, min_size: int = MIN_GROUP, max_groups: int | None = None) -> list[Group]:
+    """Groups with at least `min_size` pairs, in the file's order; a file may be large, so the
+    first pass reads only each line's group name and the second parses the pairs kept."""
+    sizes: Counter[str] = Counter()
+    with open(path, encoding="utf-8") as stream:
+        for line in stream:
+            found = _GROUP_FIELD.search(line)
+            if found:
+                sizes[json.loads(f'"{found.group(1)}"')] += 1
+    wanted = [name for name, size in sizes.items() if size >= min_size][:max_groups]
+    keep = set(wanted)
+    pairs: dict[str, list[LabelledPair]] = defaultdict(list)
+    with open(path, encoding="utf-8") as stream:
+        for number, line in enumerate(stream, start=1):
+            found = _GROUP_FIELD.search(line)
+            if not found or json.loads(f'"{found.group(1)}"') not in keep:
+                continue
+            try:
+                pair = LabelledPair.from_json(json.loads(line))
+            except (ValueError, json.JSONDecodeError) as error:
+                raise ValueError(f"{path}:{number}: {error}") from None
+            pairs[pair.group].append(pair)
+    return [Group(name, pairs[name][0].source or "unnamed source", pairs[name]) for name in wanted if len(pairs[name]) >= min_size]
+
+
+def forecast_groups(groups: Sequence[Group], forecaster: Any, progress: Callable[[int, int], None], chunk: int = 512) -> None:
+    """Fill each group's forecast distributions through the forecaster's batch path."""
+    requests = [pair.request for group in groups for pair in group.pairs]
+    rows: list[list[float]] = []
+    for start in range(0, len(requests), chunk):
+        rows.extend(forecast.probabilities for forecast in forecaster.forecast_many(requests[start : start + chunk]))
+        progress(len(rows), len(requests))
+    offset = 0
+    for group in groups:
+        group.probabilities = policy.as_matrix(rows[offset : offset + len(group.pairs)])
+        offset += len(group.pairs)
+
+
+def policy_order(probabilities: np.ndarray, log2_speedups: np.ndarray, budget: int) -> tuple[list[int], int | None]:
+    """The policy's measuring order with recorded results, one at a time, and after how many
+    measurements it would have stopped on its own (None: not within the budget)."""
+    measured: dict[int, float] = {}
+    settled_at = None
+    while len(measured) < budget:
+        if settled_at is None and policy.settled(probabilities, measured, set()):
+            settled_at = len(measured)
+        (index,) = policy.pick_next(probabilities, measured, set(), 1)
+        measured[index] = float(log2_speedups[index])
+    if settled_at is None and policy.settled(probabilities, measured, set()):
+        settled_at = len(measured)
+    return list(measured), settled_at
+
+
+def forecast_order(probabilities: np.ndarray) -> list[int]:
+    means = policy.forecast_means(probabilities)
+    return sorted(range(len(means)), key=lambda i: (-means[i], i))
+
+
+def budget_of(size: int, fraction: float) -> int:
+    return max(1, math.ceil(fraction * size - 1e-9))
+
+
+def replay(groups: Sequence[Group], seeds: int = RANDOM_SEEDS) -> dict[str, Any]:
+    """Per source (and per group kind within it): for each strategy and fraction, the share of
+    groups whose best found is within 5% of the true best and the mean best found / true best."""
+    per_group: list[dict[str, Any]] = []
+    for group in groups:
+        speedups = np.array([pair.speedup for pair in group.pairs])
+        true_best = float(speedups.max())
+        size = len(speedups)
+        chosen, settled_at = policy_order(group.probabilities, group.log2_speedups, size)
+        orders = {"policy": chosen, "forecast order": forecast_order(group.probabilities)}
+        generator = np.random.default_rng([RANDOM_SEED, len(per_group)])
+        random_orders = [list(generator.permutation(size)) for _ in range(seeds)]
+        row: dict[str, Any] = {"group": group.name, "source": group.source, "kinds": group.kinds, "size": size}
+        for fraction in FRACTIONS:
+            budget = budget_of(size, fraction)
+            for name, order in orders.items():
+                found = float(speedups[order[:budget]].max())
+                row[(name, fraction)] = (found >= WITHIN * true_best, found / true_best)
+            founds = [float(speedups[order[:budget]].max()) for order in random_orders]
+            row[("random order", fraction)] = (
+                float(np.mean([f >= WITHIN * true_best for f in founds])),
+                float(np.mean(founds)) / true_best,
+            )
+        if settled_at is not None:
+            row["settled"] = (settled_at / size, float(speedups[chosen[:settled_at]].max()) >= WITHIN * true_best)
+        per_group.append(row)
+    return summarise(per_group)
+
+
+def summarise(per_group: list[dict[str, Any]]) -> dict[str, Any]:
+    splits: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in per_group:
+        splits[row["source"]].append(row)
+        splits[f"{row['source']} · {row['kinds']} groups"].append(row)
+    table = []
+    for split, rows in splits.items():
+        entry: dict[str, Any] = {"split": split, "groups": len(rows), "variants": int(sum(r["size"] for r in rows))}
+        for name in STRATEGIES:
+            for fraction in FRACTIONS:
+                hits = [r[(name, fraction)][0] for r in rows]
+                ratios = [r[(name, fraction)][1] for r in rows]
+                entry[f"{name} @{round(100 * fraction)}%"] = {
+                    "within_5pct": round(float(np.mean(hits)), 4),
+                    "mean_found_over_best": round(float(np.mean(ratios)), 4),
+                }
+        stops = [r["settled"] for r in rows if "settled" in r]
+        entry["self_stop"] = {
+            "groups_stopped": len(stops),
+            "median_fraction_measured": round(float(np.median([s[0] for s in stops])), 4) if stops else None,
+            "within_5pct": round(float(np.mean([s[1] for s in stops])), 4) if stops else None,
+        }
+        table.append(entry)
+    return {"within": WITHIN, "fractions": list(FRACTIONS), "splits": table}
+
+
+def table_lines(summary: dict[str, Any]) -> list[str]:
+    """The replay as a Markdown table: % of groups within 5% of the true best (mean best found / true best)."""
+    header = "| split | groups | variants | " + " | ".join(f"{n} @{round(100 * f)}%" for n in STRATEGIES for f in FRACTIONS) + " |"
+    lines = [header, "|" + "---|" * (3 + len(STRATEGIES) * len(FRACTIONS))]
+    for entry in summary["splits"]:
+        cells = [entry["split"], str(entry["groups"]), str(entry["variants"])]
+        for name in STRATEGIES:
+            for fraction in FRACTIONS:
+                cell = entry[f"{name} @{round(100 * fraction)}%"]
+                cells.append(f"{100 * cell['within_5pct']:.0f}% ({cell['mean_found_over_best']:.3f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines

@@ -1,0 +1,343 @@
+"""`kernelcast rank`: the policy, the replay on recorded pairs, a real local Dask cluster, the CLI's errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lsp_support import isolated_env
+
+from benchmarks import rank_variants
+from kernelcast.kernels_runtime.hardware import lookup
+from kernelcast.rank import cluster, policy, replay, report, variants
+from kernelcast.rank.search import Budget, search
+from kernelcast.wire import normal_bin_probabilities
+
+DATA = Path(__file__).parent / "data"
+KERNELCAST = Path(sys.executable).with_name("kernelcast")
+
+
+def _rank(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user runs it."""
+    return subprocess.run(
+        [str(KERNELCAST), "rank", *args], capture_output=True, text=True, timeout=timeout, env=isolated_env(tmp_path / "home")
+    )
+
+
+# --- the policy ---------------------------------------------------------------------------------
+
+
+def test_policy_measures_the_best_forecast_first_then_what_may_still_beat_the_best() -> None:
+    probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 1.5, 0.9, -1.0)])
+    assert policy.pick_next(probabilities, {}, set(), 2) == [1, 2]
+    # Variant 1 measured as forecast: variant 2 (0.6 octaves below) keeps a chance, 3 (2.5 below) has none.
+    chances = policy.open_chances(probabilities, {1: 1.5}, set())
+    assert chances[2] > 0.05 > chances[3]
+    assert policy.pick_next(probabilities, {1: 1.5}, set(), 1) == [2]
+    assert not policy.settled(probabilities, {1: 1.5}, set())
+    # Variant 2 measured well under its forecast: the run's common miss pulls 0 and 3 down with it.
+    assert policy.settled(probabilities, {1: 1.5, 2: 0.2}, set())
+    # Excluded (wrong) variants are never picked.
+    assert 0 not in policy.pick_next(probabilities, {1: 1.5}, {0}, 3)
+
+
+def test_policy_shifts_open_variants_by_the_common_miss() -> None:
+    probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 0.2, 0.1)])
+    means = policy.forecast_means(probabilities)
+    # Both measured variants beat their forecasts by a full octave: the third is expected to as well.
+    measured = {0: means[0] + 1.0, 1: means[1] + 1.0}
+    chance = policy.open_chances(probabilities, measured, set())[2]
+    unshifted = 0.5 * math.erfc((measured[1] - means[2]) / math.sqrt(2 * policy.forecast_variances(probabilities)[2]))
+    assert chance > unshifted
+
+
+# --- the replay on recorded measurements ---------------------------------------------------------
+
+
+def test_replay_on_recorded_pairs(tmp_path: Path) -> None:
+    groups = replay.read_groups(DATA / "pairs_rank_groups.jsonl")
+    assert sorted(len(g.pairs) for g in groups) == [10, 10, 11]
+    assert replay.read_groups(DATA / "pairs_small.jsonl") == []  # its groups are smaller than 10
+
+    completed = _rank(tmp_path, "--replay", str(DATA / "pairs_rank_groups.jsonl"), "--json")
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads(completed.stdout)
+    overall = summary["splits"][0]
+    assert (overall["groups"], overall["variants"]) == (3, 31)
+
+    # Forecast order, recomputed here from the same forecasts: the replay's number must match.
+    from kernelcast.models.service.calibrated import Forecaster
+
+    replay.forecast_groups(groups, Forecaster(["embedded"]), lambda done, total: None)
+    found = []
+    for group in groups:
+        speedups = np.array([pair.speedup for pair in group.pairs])
+        means = policy.forecast_means(group.probabilities)
+        top = np.argsort(-means, kind="stable")[: replay.budget_of(len(speedups), 0.2)]
+        found.append(speedups[top].max() / speedups.max())
+    assert overall["forecast order @20%"]["mean_found_over_best"] == pytest.approx(np.mean(found), abs=1e-4)
+    for name in replay.STRATEGIES:
+        ratios = [overall[f"{name} @{round(100 * f)}%"]["mean_found_over_best"] for f in replay.FRACTIONS]
+        assert all(0 < r <= 1 for r in ratios) and ratios == sorted(ratios)  # more measured never finds less
+
+    table = _rank(tmp_path, "--replay", str(DATA / "pairs_rank_groups.jsonl"))
+    assert "| kernelcast-h100-corpus | 3 | 31 |" in table.stdout
+
+
+# --- a real local Dask cluster -----------------------------------------------------------------
+
+
+def recorded_gpu(job: dict) -> dict:
+    """Measures nothing: the speedup a variant's name records (speedup_<S>), as measured on this worker."""
+    from kernelcast.rank.cluster import where_this_runs
+
+    speedup = float(job["name"].split("_")[1].removesuffix(".cu"))
+    measurement = {"speedup": speedup, "ci95": [speedup * 0.99, speedup * 1.01], "gpu": "H100", "t_reference_ms": 1.0}
+    return {
+        "index": job["index"],
+        "outcome": {**measurement, "t_candidate_ms": 1.0 / speedup, "details": {}},
+        "measured": True,
+        "seconds": 0.5,
+        "where": where_this_runs(),
+    }
+
+
+def wrong_when_fastest(job: dict) -> dict:
+    """The recorded GPU, except that the variant recorded fastest computes a wrong answer."""
+    result = recorded_gpu(job)
+    if job["name"].startswith("speedup_2.2"):
+        result.update(measured=False, outcome={"kind": "wrong", "message": "out differs from the reference at 17 of 1048576 elements"})
+    return result
+
+
+def dies_on_first_try(job: dict) -> dict:
+    """Kills its whole Dask worker process the first time it runs; the retry says where it ran."""
+    from distributed import get_worker
+
+    marker = Path(job["marker"])
+    if not marker.exists():
+        marker.write_text(get_worker().address)
+        os._exit(1)
+    return {"index": job["index"], "outcome": {}, "measured": True, "seconds": 0.0, "where": get_worker().address}
+
+
+@pytest.fixture(scope="module")
+def two_worker_cluster():
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers need not import the tests
+    measurer = cluster.connect("auto", devices=["0", "1"], job_function=recorded_gpu)
+    yield measurer
+    measurer.close()
+
+
+SPEEDUPS = [0.5, 0.8, 1.1, 1.25, 1.3, 1.6, 2.2, 0.9, 1.05, 1.7]
+
+
+def _forecast_recorded_sweep(tmp_path: Path) -> list[variants.Variant]:
+    """Ten real variants, forecast, named after the speedup the recorded GPU gives them."""
+    reference = tmp_path / "reference.cu"
+    reference.write_text(rank_variants.REFERENCE.format(args=rank_variants.ARGS.format(n=1 << 20)))
+    sweep = rank_variants.variants(1 << 20)
+    folder = tmp_path / "variants"
+    folder.mkdir()
+    for speedup, code in zip(SPEEDUPS, list(sweep.values())[: len(SPEEDUPS)]):
+        (folder / f"speedup_{speedup}.cu").write_text(code)
+    found = variants.read_variants(str(folder))
+    variants.analyse(found, variants.reference_option(str(reference)), lookup("H100-SXM"), None, allow_outside_workspace=True)
+    from kernelcast.models.service.calibrated import Forecaster
+
+    variants.forecast_all(found, Forecaster(["embedded"]), 0.8)
+    return found
+
+
+def test_search_spends_gpu_seconds_and_drops_a_wrong_variant(tmp_path: Path) -> None:
+    found = _forecast_recorded_sweep(tmp_path)
+    state = search(found, cluster.LocalMeasurer(wrong_when_fastest), Budget(gpu_seconds=100), lambda s, r: None, lambda v, m: None, 1e-9)
+    assert state.stopped == "every variant measured" and len(state.outcomes) == 10 and state.gpu_seconds == pytest.approx(5.0)
+    assert state.best is not None and state.best[1].speedup == 1.7  # 2.2 was wrong: out, said so
+    rows = {row["variant"]: row for row in report.rows(state)}
+    assert rows["speedup_2.2.cu"]["status"] == "wrong" and "differs" in rows["speedup_2.2.cu"]["why"]
+    capped = search(found, cluster.LocalMeasurer(recorded_gpu), Budget(gpu_seconds=1.2), lambda s, r: None, lambda v, m: None, 1e-9)
+    assert len(capped.outcomes) == 3 and capped.stopped == "budget of 1.2 GPU-seconds spent"
+
+
+@pytest.mark.slow
+def test_local_cluster_plans_rounds_over_both_workers(tmp_path: Path, two_worker_cluster: cluster.DaskMeasurer) -> None:
+    found = _forecast_recorded_sweep(tmp_path)
+    assert two_worker_cluster.width == 2
+    learned: list[str] = []
+    rounds: list[list[int]] = []
+    state = search(
+        found,
+        two_worker_cluster,
+        Budget(measurements=8),
+        lambda state, result: rounds.append(result["index"]),
+        lambda v, m: learned.append(v.name),
+    )
+    probabilities = policy.as_matrix([v.forecast.probabilities for v in found])
+    assert sorted(rounds[:2]) == sorted(policy.pick_next(probabilities, {}, set(), 2))  # the first round: the two best forecasts
+    assert 2 <= len(state.outcomes) <= 8 and learned == [found[i].name for i in rounds]
+    assert state.stopped.startswith(("budget of 8", "settled"))
+    measured = {found[i].name: float(found[i].name.split("_")[1][:-3]) for i in state.outcomes}
+    assert state.best is not None and state.best[1].speedup == max(measured.values())
+    assert {where.split(" GPU ")[1] for where in state.per_gpu} == {"0", "1"}  # both workers measured
+    assert state.gpu_seconds == pytest.approx(0.5 * len(state.outcomes))
+
+
+@pytest.mark.slow
+def test_a_job_whose_worker_dies_is_retried_on_another(tmp_path: Path, two_worker_cluster: cluster.DaskMeasurer) -> None:
+    measurer = cluster.DaskMeasurer(two_worker_cluster.client, job_function=dies_on_first_try)
+    marker = tmp_path / "first-try"
+    results: list[dict] = []
+    started = time.monotonic()
+    measurer.run([{"index": 0, "marker": str(marker)}], results.append)
+    assert marker.exists(), "the first try did not run"
+    (result,) = results
+    assert result["measured"] and result["where"] != marker.read_text()
+    assert time.monotonic() - started < 120
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def _sweep(tmp_path: Path, count: int, project: bool = True) -> tuple[Path, Path]:
+    """A folder of `count` real variants of the vector add and their reference, in a git project
+    (the workspace the reference may lie in) unless not `project`."""
+    if project:
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    reference = tmp_path / "reference.cu"
+    reference.write_text(rank_variants.REFERENCE.format(args=rank_variants.ARGS.format(n=1 << 20)))
+    folder = tmp_path / "variants"
+    folder.mkdir()
+    for name, code in list(rank_variants.variants(1 << 20).items())[:count]:
+        (folder / f"{name}.cu").write_text(code)
+    return folder, reference
+
+
+def test_rank_forecasts_and_ranks_a_folder(tmp_path: Path) -> None:
+    folder, reference = _sweep(tmp_path, 6)
+    (folder / "same_as_reference.cu").write_text(reference.read_text())
+    plots = tmp_path / "plots"
+    completed = _rank(
+        tmp_path, str(folder), "--reference", str(reference), "--forecast-only", "--no-facts", "--json", "--report", str(plots)
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert sorted(p.name for p in plots.iterdir()) == ["best_vs_measurements.png", "forecast_vs_measured.png"]
+    report = json.loads(completed.stdout)
+    assert report["ranked"] == 6 and report["measurements"] == 0 and report["best"] is None
+    assert report["skipped"] == [{"variant": "same_as_reference.cu", "why": "same code and launch as the reference"}]
+    forecasts = [row["forecast"]["speedup"] for row in report["variants"]]
+    assert forecasts == sorted(forecasts, reverse=True)
+    # The same number `kernelcast forecast` gives for one of them.
+    row = report["variants"][0]
+    single = subprocess.run(
+        [str(KERNELCAST), "forecast", str(folder / row["variant"]), "--reference", str(reference), "--no-facts", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=isolated_env(tmp_path / "home"),
+    )
+    assert json.loads(single.stdout)["kernels"][0]["forecast"]["speedup"] == pytest.approx(row["forecast"]["speedup"])
+
+
+def test_a_reference_outside_the_variants_workspace_needs_the_flag_forecast_needs(tmp_path: Path) -> None:
+    folder, reference = _sweep(tmp_path, 2, project=False)
+    refused = _rank(tmp_path, str(folder), "--reference", str(reference), "--forecast-only", "--no-facts")
+    assert refused.returncode != 0
+    assert "points outside the workspace" in refused.stdout + refused.stderr
+    allowed = _rank(
+        tmp_path, str(folder), "--reference", str(reference), "--forecast-only", "--no-facts", "--allow-references-outside-workspace"
+    )
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
+def test_rank_reads_a_jsonl_of_variants(tmp_path: Path) -> None:
+    lines = [{"name": name, "code": code, "language": "cuda"} for name, code in list(rank_variants.variants(1 << 20).items())[:3]]
+    # One gives its launch apart from its code.
+    pragma, _, code = lines[0]["code"].partition("\n")
+    lines[0].update(code=code, launch=pragma.removeprefix("// kernelcast: launch "))
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # the project the reference lies in
+    source = tmp_path / "variants.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    reference = tmp_path / "reference.cu"
+    reference.write_text(rank_variants.REFERENCE.format(args=rank_variants.ARGS.format(n=1 << 20)))
+    completed = _rank(tmp_path, str(source), "--reference", str(reference), "--forecast-only", "--no-facts", "--json")
+    assert completed.returncode == 0, completed.stderr
+    ranked = json.loads(completed.stdout)["variants"]
+    assert sorted(row["variant"] for row in ranked) == sorted(line["name"] for line in lines)
+    # With its launch it is forecast as the same kernel in a file with the pragma would be.
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / f"{lines[0]['name']}.cu").write_text(f"// kernelcast: launch {lines[0]['launch']}\n{code}")
+    as_file = _rank(tmp_path, str(tmp_path / "folder"), "--reference", str(reference), "--forecast-only", "--no-facts", "--json")
+    by_name = {row["variant"]: row["forecast"]["speedup"] for row in ranked}
+    assert json.loads(as_file.stdout)["variants"][0]["forecast"]["speedup"] == pytest.approx(by_name[lines[0]["name"]])
+    source.write_text('{"name": "a", "code": "x", "language": "fortran"}\n')
+    broken = _rank(tmp_path, str(source), "--reference", str(reference), "--forecast-only")
+    assert broken.returncode == 2 and "variants.jsonl:1: language must be one of cuda, triton, kernelbench" in broken.stderr
+
+
+def test_rank_errors_are_clear(tmp_path: Path) -> None:
+    folder, reference = _sweep(tmp_path, 2)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        ((str(empty), "--reference", str(reference)), "no variants: "),
+        ((str(tmp_path / "nowhere"), "--reference", str(reference)), "no such file, folder or glob"),
+        ((str(folder), "--reference", str(tmp_path / "missing.cu")), "--reference "),
+        ((str(folder), "--reference", f"{reference}::nosuchkernel"), "no variants to rank"),
+        ((str(folder), "--reference", str(reference), "--budget", "0"), "--budget 0: the budget counts measurements"),
+        ((str(folder), "--reference", str(reference), "--gpu", "Z80"), "Z80"),
+        ((), "give VARIANTS"),
+        (("--replay", str(DATA / "pairs_small.jsonl")), "no group in "),
+        (("--replay", str(tmp_path / "none.jsonl")), "cannot read "),
+    ]
+    for args, expected in cases:
+        completed = _rank(tmp_path, *args)
+        assert completed.returncode == 2 and expected in completed.stderr, (args, completed.stderr)
+        assert "Traceback" not in completed.stderr
+
+
+def test_an_unreachable_cluster_fails_fast(tmp_path: Path) -> None:
+    folder, reference = _sweep(tmp_path, 2)
+    started = time.monotonic()
+    completed = _rank(tmp_path, str(folder), "--reference", str(reference), "--no-facts", "--cluster", "tcp://127.0.0.1:9", timeout=60)
+    assert completed.returncode == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 5 s" in completed.stderr
+    assert time.monotonic() - started < 30
+    wrong = _rank(tmp_path, str(folder), "--reference", str(reference), "--no-facts", "--cluster", "localhost:8786")
+    assert wrong.returncode == 2 and "expected auto or a scheduler address such as tcp://host:8786" in wrong.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
+def test_without_a_gpu_rank_says_so_and_keeps_the_forecasts(tmp_path: Path) -> None:
+    folder, reference = _sweep(tmp_path, 3)
+    completed = _rank(tmp_path, str(folder), "--reference", str(reference), "--no-facts")
+    assert completed.returncode == 1
+    assert "measuring stopped: no NVIDIA GPU here" in completed.stdout and "0 of 3 variants measured" in completed.stdout
+
+
+@pytest.mark.gpu
+def test_rank_on_the_gpu_finds_a_best_and_reports_the_hostile_variant(tmp_path: Path) -> None:
+    folder, reference = _sweep(tmp_path, 4)
+    (folder / "hostile.cu").write_text(rank_variants.variants(1 << 20)["hostile_illegal_address"])
+    report_dir = tmp_path / "report"
+    everything = ("--budget", "5", "--settle", "1e-9")
+    completed = _rank(
+        tmp_path, str(folder), "--reference", str(reference), *everything, "--no-learn", "--json", "--report", str(report_dir)
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["best"] is not None and report["measurements"] == 5
+    rows = {row["variant"]: row for row in report["variants"]}
+    assert rows["hostile.cu"]["status"] == "runtime" and "illegal" in rows["hostile.cu"]["why"].lower()
+    assert sum(row["status"] == "measured" for row in rows.values()) == 4
+    assert (report_dir / "forecast_vs_measured.png").stat().st_size > 0 and (report_dir / "best_vs_measurements.png").stat().st_size > 0
