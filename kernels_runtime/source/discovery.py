@@ -20,6 +20,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source.cuda_text import trim_end
+
 MAX_FILE_BYTES = 2 * 1024 * 1024
 CUDA_SUFFIXES = frozenset({".cu", ".cuh"})
 PYTHON_SUFFIXES = frozenset({".py"})
@@ -110,7 +113,7 @@ def normalise_code(code: str, language: str) -> str:
     Spaces survive only where dropping them would glue two words or two operators
     into another token; string literals are kept verbatim.
     """
-    pattern = _C_TRIVIA if language == "cuda" else _PY_TRIVIA
+    pattern = cuda_text.TRIVIA if language == "cuda" else _PY_TRIVIA
     pieces: list[str] = []
     last = 0
     for match in pattern.finditer(code):
@@ -209,27 +212,6 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _NOT_LINE_BREAK = re.compile(r"[^\r\n]")
 
 
-def _trim_end(text: str, end: int, floor: int) -> int:
-    """Move `end` back over whitespace, not below `floor`."""
-    while end > floor and text[end - 1].isspace():
-        end -= 1
-    return end
-
-
-def _match_close(masked: str, open_at: int, limit: int) -> int | None:
-    """Offset after the bracket closing the one at `open_at`, counting (no recursion); None if unclosed."""
-    opener = masked[open_at]
-    depth = 0
-    for match in _BRACKETS[opener].finditer(masked, open_at, limit):
-        depth += 1 if match.group() == opener else -1
-        if depth == 0:
-            return match.end()
-    return None
-
-
-_BRACKETS = {"(": re.compile(r"[()]"), "{": re.compile(r"[{}]")}
-
-
 def _squeeze(code: str) -> str:
     def keep_or_drop(match: re.Match[str]) -> str:
         before = code[match.start() - 1] if match.start() else ""
@@ -250,135 +232,12 @@ def _is_word(char: str) -> bool:
 
 # --- CUDA ----------------------------------------------------------------------------
 
-_C_TRIVIA = re.compile(
-    r"""
-    (?P<comment>//[^\r\n]*|/\*[\s\S]*?(?:\*/|\Z))
-    |(?P<string>(?<!\w)(?:u8|[uUL])?R"(?P<delim>[^()\\\s]{0,16})\([\s\S]*?(?:\)(?P=delim)"|\Z)
-        |"(?:[^"\\\r\n]+|\\[\s\S])*"?
-        |(?<![0-9])'(?:[^'\\\r\n]+|\\[\s\S])*'?)
-    |(?P<directive>^[ \t]*\#(?:[^\r\n\\/]+|\\[\s\S]|/(?![/*]))*)
-    """,
-    re.MULTILINE | re.VERBOSE,
-)
-_GLOBAL = re.compile(r"(?<!\w)__global__(?!\w)")
-_HEAD_TOKEN = re.compile(r"(?P<word>[^\W\d]\w*)|(?P<open>\()|(?P<attribute>\[\[)|(?P<stop>[;{}])")
-# Words followed by a parenthesised argument that are part of a signature, not its name.
-_SIGNATURE_CALLS = frozenset(
-    {"__launch_bounds__", "__cluster_dims__", "__maxnreg__", "__attribute__", "__declspec", "alignas", "__align__", "decltype"}
-)
-_BODY_OR_END = re.compile(r"[;{}]")
-
-
-@dataclass(frozen=True)
-class _CudaKernel:
-    """A `__global__` definition as offsets into the scanned text."""
-
-    name: str
-    start: int
-    signature_end: int
-    end: int
-    unfinished: str | None  # what is missing: "parameter list" | "body" | None
-
-
-def _mask_c(text: str) -> str:
-    """The text with comments, literals and preprocessor lines blanked, offsets kept."""
-    pieces: list[str] = []
-    last = 0
-    for match in _C_TRIVIA.finditer(text):
-        pieces.append(text[last : match.start()])
-        pieces.append(_NOT_LINE_BREAK.sub(" ", match.group()))
-        last = match.end()
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
-def _scan_cuda(text: str) -> list[_CudaKernel]:
-    """`__global__` definitions, each scanned only up to the next `__global__` (linear time).
-
-    A body that does not close before the next kernel (or the end) is half-typed: it
-    is cut just before the next kernel's declaration so that kernel stays visible.
-    """
-    masked = _mask_c(text)
-    keywords = [match.start() for match in _GLOBAL.finditer(masked)]
-    kernels: list[_CudaKernel] = []
-    floor = 0
-    for index, keyword in enumerate(keywords):
-        limit = keywords[index + 1] if index + 1 < len(keywords) else len(masked)
-        if keyword < floor:
-            continue
-        kernel = _scan_one_kernel(masked, keyword, floor, limit)
-        if kernel is None:
-            floor = keyword + len("__global__")  # keeps every backward look short: linear time
-            continue
-        if kernel.unfinished and limit < len(masked):
-            next_start = _declaration_start(masked, limit, kernel.signature_end)
-            kernel = _CudaKernel(
-                kernel.name, kernel.start, kernel.signature_end, _trim_end(masked, next_start, kernel.signature_end), kernel.unfinished
-            )
-        kernels.append(kernel)
-        floor = kernel.end
-    return kernels
-
-
-def _declaration_start(masked: str, keyword: int, floor: int) -> int:
-    """Start of the declaration holding `keyword`: after the last `;`, `{` or `}` before it."""
-    boundary = max(masked.rfind(";", floor, keyword), masked.rfind("{", floor, keyword), masked.rfind("}", floor, keyword))
-    start = boundary + 1 if boundary >= 0 else floor
-    while masked[start].isspace():
-        start += 1
-    return start
-
-
-def _scan_one_kernel(masked: str, keyword: int, floor: int, limit: int) -> _CudaKernel | None:
-    start = _declaration_start(masked, keyword, floor)
-    name, params_open = _kernel_name(masked, keyword + len("__global__"), limit)
-    if name is None:
-        return None  # not a function (a macro, a typo): nothing to forecast
-    params_close = _match_close(masked, params_open, limit)
-    if params_close is None:
-        name_line_end = masked.find("\n", params_open, limit)
-        signature_end = _trim_end(masked, name_line_end if name_line_end >= 0 else limit, params_open)
-        return _CudaKernel(name, start, signature_end, _trim_end(masked, limit, signature_end), "parameter list")
-    after = _BODY_OR_END.search(masked, params_close, limit)
-    if after is not None and after.group() == ";":
-        return None  # a declaration
-    if after is None or after.group() == "}":
-        return _CudaKernel(name, start, params_close, _trim_end(masked, limit, params_close), "body")
-    body_close = _match_close(masked, after.start(), limit)
-    if body_close is None:
-        return _CudaKernel(name, start, params_close, _trim_end(masked, limit, params_close), "body")
-    return _CudaKernel(name, start, params_close, body_close, None)
-
-
-def _kernel_name(masked: str, position: int, limit: int) -> tuple[str | None, int]:
-    """The function name after `__global__` and the offset of its `(`, skipping attributes."""
-    last_word: str | None = None
-    while True:
-        token = _HEAD_TOKEN.search(masked, position, limit)
-        if token is None or token.lastgroup == "stop":
-            return None, position
-        if token.lastgroup == "word":
-            last_word = token.group()
-            position = token.end()
-        elif token.lastgroup == "attribute":
-            close = masked.find("]]", token.end(), limit)
-            if close < 0:
-                return None, position
-            position = close + 2
-        elif last_word in _SIGNATURE_CALLS:
-            close = _match_close(masked, token.start(), limit)
-            if close is None:
-                return None, position
-            position, last_word = close, None
-        else:
-            return last_word, token.start()
-
 
 def _discover_cuda_file(text: str) -> tuple[list[DiscoveredKernel], list[str]]:
     lines = _LineIndex(text)
     kernels: list[DiscoveredKernel] = []
     problems: list[str] = []
-    for found in _scan_cuda(text):
+    for found in cuda_text.kernels(text):
         kernels.append(
             DiscoveredKernel(
                 found.name,
@@ -394,7 +253,7 @@ def _discover_cuda_file(text: str) -> tuple[list[DiscoveredKernel], list[str]]:
     return kernels, problems
 
 
-def _unfinished_problem(kernel: _CudaKernel, line: int) -> str:
+def _unfinished_problem(kernel: cuda_text.Function, line: int) -> str:
     return f"kernel `{kernel.name}` at line {line + 1} has an unfinished {kernel.unfinished}; its range is a guess"
 
 
@@ -602,8 +461,8 @@ def _python_header_end(masked: str, keyword: int, limit: int) -> int:
         elif char == ":" and depth == 0:
             return token.end()
         elif char in "\r\n" and depth == 0 and masked[token.start() - 1] != "\\":
-            return _trim_end(masked, token.start(), keyword)
-    return _trim_end(masked, limit, keyword)
+            return trim_end(masked, token.start(), keyword)
+    return trim_end(masked, limit, keyword)
 
 
 def _triton_aliases(imports: Iterable[tuple[str, str | None, str | None]]) -> dict[str, str]:
@@ -784,7 +643,7 @@ def _outline_from_scan(source: _PythonSource) -> _Outline:
         decorating = masked.startswith("@", position) or (decorating and not _DEFINITION_LINE.match(masked, position))
         if not (starts and joins):
             starts.append(position)
-    ends = [_trim_end(masked, following, start) for start, following in zip(starts, [*starts[1:], len(masked)])]
+    ends = [trim_end(masked, following, start) for start, following in zip(starts, [*starts[1:], len(masked)])]
     statements = [_classify(masked, start, end) for start, end in zip(starts, ends)]
     aliases = _triton_aliases(_scanned_imports(masked))
     triton = [
@@ -902,7 +761,7 @@ def _embedded_kernels(embedded: list[tuple[_StringMap, str]], lines: _LineIndex,
     kernels: list[DiscoveredKernel] = []
     for mapped, container in embedded:
         value = mapped.value
-        for found in _scan_cuda(value):
+        for found in cuda_text.kernels(value):
             start, signature_end = mapped.source_range(found.start, found.signature_end)
             end = mapped.source_range(found.start, found.end)[1]
             kernels.append(
