@@ -16,12 +16,13 @@ import re
 import unicodedata
 import warnings
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from kernelcast.kernels_runtime.source import cuda_text
 from kernelcast.kernels_runtime.source.cuda_text import trim_end
+from kernelcast.kernels_runtime.source.triton_text import dotted, imports_of, is_triton_jit, is_triton_kernel, triton_aliases
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 CUDA_SUFFIXES = frozenset({".cu", ".cuh"})
@@ -465,25 +466,6 @@ def _python_header_end(masked: str, keyword: int, limit: int) -> int:
     return trim_end(masked, limit, keyword)
 
 
-def _triton_aliases(imports: Iterable[tuple[str, str | None, str | None]]) -> dict[str, str]:
-    """Local name -> dotted triton name, from (module, imported name, alias) triples."""
-    aliases: dict[str, str] = {}
-    for module, name, alias in imports:
-        if module.split(".")[0] != "triton":
-            continue
-        if name is None:
-            aliases[alias or module.split(".")[0]] = module if alias else module.split(".")[0]
-        else:
-            aliases[alias or name] = f"{module}.{name}"
-    return aliases
-
-
-def _is_triton_jit(dotted: str, aliases: dict[str, str]) -> bool:
-    head, _, rest = dotted.partition(".")
-    resolved = aliases.get(head, head) + (f".{rest}" if rest else "")
-    return resolved.startswith("triton.") and resolved.endswith(".jit")
-
-
 class _AstPositions:
     """ast (line, UTF-8 byte column) -> offsets into the text."""
 
@@ -516,23 +498,16 @@ class _AstPositions:
 
 def _outline_from_ast(tree: ast.Module, source: _PythonSource, positions: _AstPositions) -> _Outline:
     statements = [_classify(source.masked, positions.definition_start(node), positions.end_of(node)) for node in tree.body]
-    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
-    imports: list[tuple[str, str | None, str | None]] = []
-    for node in _all_statements(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
-            functions.append(node)
-        elif isinstance(node, ast.Import):
-            imports.extend((alias.name, None, alias.asname) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imports.extend((node.module, alias.name, alias.asname) for alias in node.names)
+    every_statement = list(_all_statements(tree))
+    functions = [node for node in every_statement if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list]
     # Walking every expression is the slow part of a big file: only do it when CUDA may be compiled.
     needs_calls = _EMBEDDING_CALL_NAME.search(source.masked) is not None
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)] if needs_calls else []
-    aliases = _triton_aliases(imports)
+    aliases = triton_aliases(imports_of(every_statement))
     triton = [
         _TritonFunction(node.name, positions.definition_start(node), positions.start_of(node), positions.end_of(node))
         for node in functions
-        if any(_is_triton_jit(_dotted(decorator), aliases) for decorator in node.decorator_list)
+        if is_triton_kernel(node, aliases)
     ]
     return _Outline(statements, triton, _embedded_from_calls(tree, calls, source, positions))
 
@@ -550,20 +525,6 @@ def _all_statements(tree: ast.Module) -> Iterator[ast.stmt]:
                 stack.extend(reversed(children))
 
 
-def _dotted(node: ast.expr) -> str:
-    """`a.b.c` for a name or attribute chain (a call's callee for a call); '' otherwise."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _embedded_from_calls(
     tree: ast.Module, calls: list[ast.Call], source: _PythonSource, positions: _AstPositions
 ) -> list[tuple[_StringMap, str]]:
@@ -576,7 +537,7 @@ def _embedded_from_calls(
     embedded: list[tuple[_StringMap, str]] = []
     seen: set[int] = set()
     for call in calls:
-        container = _dotted(call.func).rpartition(".")[2]
+        container = dotted(call.func).rpartition(".")[2]
         if container not in EMBEDDING_CALLS:
             continue
         keyword, position = EMBEDDING_CALLS[container]
@@ -645,12 +606,12 @@ def _outline_from_scan(source: _PythonSource) -> _Outline:
             starts.append(position)
     ends = [trim_end(masked, following, start) for start, following in zip(starts, [*starts[1:], len(masked)])]
     statements = [_classify(masked, start, end) for start, end in zip(starts, ends)]
-    aliases = _triton_aliases(_scanned_imports(masked))
+    aliases = triton_aliases(_scanned_imports(masked))
     triton = [
         _TritonFunction(statement.name, statement.start, statement.keyword, statement.end)
         for statement in statements
         if statement.kind == "def"
-        and any(_is_triton_jit(m.group("name"), aliases) for m in _DECORATOR.finditer(masked, statement.start, statement.keyword))
+        and any(is_triton_jit(m.group("name"), aliases) for m in _DECORATOR.finditer(masked, statement.start, statement.keyword))
     ]
     return _Outline(statements, triton, _embedded_from_scan(source))
 
