@@ -35,12 +35,17 @@ the file itself says how to run it.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
 PRAGMA_MARKER = "kernelcast:"
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "u8": 1, "i8": 1, "bool": 1}
@@ -604,12 +609,10 @@ def _bind_dims(item: tuple[_Token, list[_Expr]], names: dict[str, int | float], 
 
 # --- finding a spec in a file ----------------------------------------------------------------
 
-_KERNEL_DEFINITION = {
-    "triton": re.compile(r"^\s*def\s+(\w+)\s*\("),
-    "cuda": re.compile(r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b(?!__launch_bounds__)(\w+)\s*\("),
-}
+_TRITON_DEFINITION = re.compile(r"^\s*def\s+(\w+)\s*\(")
 _COMMENT_PREFIX = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b")
 _ANY_PRAGMA = re.compile(r"kernelcast:\s*launch\b")
+_NAMED_KERNEL = re.compile(r"\bkernel\s*=\s*(\w+)")
 _MODULE_INT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*([^#\n]+?)\s*(?:#.*)?$")
 
 
@@ -627,60 +630,70 @@ def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchS
 def launch_specs(file_text: str, language: str) -> dict[str | None, LaunchSpec | LaunchSpecError]:
     """Each kernel's first pragma in the file, parsed (or its error), in one pass: a file with
     thousands of kernels costs one scan, not one per kernel. Read-only: the result is shared."""
-    definition = _KERNEL_DEFINITION.get(language)
-    if definition is None:
+    if language not in ("cuda", "triton"):
         raise ValueError(f"language must be cuda, triton or pytorch, got {language!r}")
     specs: dict[str | None, LaunchSpec | LaunchSpecError] = {}
     if not _ANY_PRAGMA.search(file_text):
         return specs
-    lines = file_text.splitlines()
-    for number, line in enumerate(lines):
-        if not _COMMENT_PREFIX.match(line):
-            continue
+    lines = file_text.splitlines(keepends=True)
+    definitions = _definitions(file_text, lines, language)
+    pragmas = [number for number, line in enumerate(lines) if _COMMENT_PREFIX.match(line)]
+    for index, number in enumerate(pragmas):
+        line = lines[number].rstrip("\r\n")
+        next_pragma = pragmas[index + 1] if index + 1 < len(pragmas) else len(lines)
+        named = _NAMED_KERNEL.search(line)
+        target = named.group(1) if named else _next_definition(definitions, number, next_pragma)
         try:
             spec = parse_launch_pragma(line, language)
         except LaunchSpecError as error:
-            specs.setdefault(_pragma_target(lines, number, definition, line), LaunchSpecError(error.message, error.column, number))
+            specs.setdefault(target, LaunchSpecError(error.message, error.column, number))
             continue
-        target = spec.kernel or _pragma_target(lines, number, definition, line)
+        target = spec.kernel or target
         specs.setdefault(target, _with_kernel(spec, target))
     return specs
 
 
+def _definitions(file_text: str, lines: list[str], language: str) -> tuple[list[int], list[str]]:
+    """The line and the name of each kernel definition, in order: CUDA's from the function index
+    (so a commented-out or declared kernel is none), Triton's every `def`."""
+    if language == "triton":
+        found = [(number, match.group(1)) for number, line in enumerate(lines) if (match := _TRITON_DEFINITION.match(line))]
+        return [number for number, _ in found], [name for _, name in found]
+    line_starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    kernels = cuda_text.kernels(file_text)
+    return [bisect.bisect_right(line_starts, kernel.name_start) - 1 for kernel in kernels], [kernel.name for kernel in kernels]
+
+
+def _next_definition(definitions: tuple[list[int], list[str]], pragma_line: int, next_pragma_line: int) -> str | None:
+    """The kernel a pragma without `kernel=` belongs to: the first defined below it, before the next pragma."""
+    lines, names = definitions
+    position = bisect.bisect_right(lines, pragma_line)
+    if position < len(lines) and lines[position] < next_pragma_line:
+        return names[position]
+    return None
+
+
 def kernel_names(file_text: str, language: str) -> list[str]:
-    """Kernels defined in a file, in order (Triton: functions under @triton.jit)."""
+    """Kernels defined in a file, in order (Triton: its `@triton.jit` functions)."""
     if language == "cuda":
-        return _KERNEL_DEFINITION["cuda"].findall(file_text)
-    return re.findall(r"@triton\.(?:jit|autotune)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)", file_text)
+        return [kernel.name for kernel in cuda_text.kernels(file_text)]
+    return [function.name for function in triton_kernels(file_text)]
 
 
 def kernel_parameters(file_text: str, kernel_name: str, language: str) -> list[str]:
     """Parameter names of one kernel, for the template; empty when it cannot be found."""
-    head = r"def\s+" if language != "cuda" else r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b"
-    found = re.search(head + re.escape(kernel_name) + r"\s*\(([^)]*)\)", file_text)
+    if language == "cuda":
+        kernel = cuda_text.function_named(file_text, kernel_name)
+        return kernel.parameter_names(file_text) if kernel else []
+    found = re.search(r"def\s+" + re.escape(kernel_name) + r"\s*\(([^)]*)\)", file_text)
     if not found:
         return []
     names = []
     for parameter in found.group(1).split(","):
-        declaration = parameter.split("=")[0].split(":")[0] if language != "cuda" else parameter.split("=")[0]
-        identifiers = re.findall(r"[A-Za-z_]\w*", declaration)
+        identifiers = re.findall(r"[A-Za-z_]\w*", parameter.split("=")[0].split(":")[0])
         if identifiers:
-            names.append(identifiers[-1] if language == "cuda" else identifiers[0])
+            names.append(identifiers[0])
     return names
-
-
-def _pragma_target(lines: list[str], number: int, definition: re.Pattern[str], line: str) -> str | None:
-    """The kernel a pragma belongs to: `kernel=NAME`, else the next kernel defined below."""
-    named = re.search(r"\bkernel\s*=\s*(\w+)", line)
-    if named:
-        return named.group(1)
-    for following in lines[number + 1 :]:
-        found = definition.search(following)
-        if found:
-            return found.group(1)
-        if _COMMENT_PREFIX.match(following):
-            return None
-    return None
 
 
 def _kernelbench_spec(file_text: str, class_name: str | None) -> LaunchSpec | None:
