@@ -42,15 +42,16 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from kernelcast.kernels_runtime.source.access_pattern import C_COMMENT, launch_extents, launch_scalars
-from kernelcast.kernels_runtime.triton_facts import is_jit
+from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source.access_pattern import launch_extents, launch_scalars
+from kernelcast.kernels_runtime.source.cuda_text import match_close, split_top_level
+from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
 _CAST = re.compile(
     r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:long\s+long|long|int|short|char|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|float|double)\s*\)"
 )
 _LITERAL_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
 _BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(.+?)\s*$", re.M)
 _DECLARATION = re.compile(
     r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+)?(?:long\s+long|long|int|size_t|int64_t|int32_t|uint32_t|unsigned|auto)"
     r"\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
@@ -206,7 +207,7 @@ def _evaluate(expression: str, names: dict[str, Any]) -> Any:
 
 def _conditional(text: str) -> str:
     """C's `c ? a : b` (right-associative, at any bracket depth) as Python's `(a if c else b)`."""
-    parts = _split(text, ",")
+    parts = split_top_level(text, ",")
     if len(parts) > 1:
         return ", ".join(_conditional(part) for part in parts)
     depth, question, nested = 0, -1, 0
@@ -266,33 +267,24 @@ def _geometric(start: Any, step: Callable[[Any], Any], running: Callable[[Any], 
 
 
 def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) -> ThreadWork:
-    text = C_COMMENT.sub("", code)
-    for define in _DEFINE.finditer(text):
-        _bind(names, define.group(1), define.group(2))
-    found = re.search(rf"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{re.escape(kernel)}\s*\(", text)
-    if not found:
+    text = cuda_text.mask(code, strings=False, directives=False)
+    macros = cuda_text.MacroTable.of(code)
+    for name, replacement in macros.objects().items():
+        _bind(names, name, replacement)
+    found = cuda_text.function_named(code, kernel)
+    if found is None or found.body is None:
         return NO_WORK
-    close = _matching(text, found.end() - 1)
-    declared = _split(text[found.end() : close], ",")
+    declared = split_top_level(found.parameter_text(text), ",")
     parameters = [words[-1] for part in declared if (words := re.findall(r"[A-Za-z_]\w*", part))]
     names.update({name: value for name, value in zip(parameters, args) if value is not None})
-    body_start = text.find("{", close)
-    if body_start < 0:
-        return NO_WORK
-    body = text[body_start + 1 : _matching(text, body_start)]
+    body = macros.expand_calls(text[found.body[0] : found.body[1]])
     pointers = {words[-1] for part in declared if "*" in part and (words := re.findall(r"[A-Za-z_]\w*", part))}
-    helpers = {}
-    for helper in _HELPER.finditer(text):
-        opening = _matching(text, helper.end() - 1)
-        start = text.find("{", opening)
-        if start >= 0 and text[opening + 1 : start].strip() == "":
-            helpers[helper.group(1)] = (_split(text[helper.end() : opening], ","), text[start + 1 : _matching(text, start)])
+    helpers = {
+        helper.name: (split_top_level(helper.parameter_text(text), ","), macros.expand_calls(text[helper.body[0] : helper.body[1]]))
+        for helper in cuda_text.functions(code, cuda_text.DEVICE)
+        if helper.body is not None
+    }
     return _cuda_span(body, names, _Memory.of(body, pointers, helpers))
-
-
-_HELPER = re.compile(
-    r"__device__\s+(?:__forceinline__\s+|__noinline__\s+|inline\s+|static\s+)*[A-Za-z_][\w:<>]*\s*[*&]?\s*([A-Za-z_]\w*)\s*\("
-)
 
 
 class _Memory(NamedTuple):
@@ -307,7 +299,9 @@ class _Memory(NamedTuple):
     def of(body: str, parameter_pointers: set[str], helpers: dict[str, tuple[list[str], str]], depth: int = 0) -> _Memory:
         shared = set()
         for declaration in _SHARED.finditer(body):  # `__shared__ float a[N], b[N];` declares a and b
-            shared.update(found.group(1) for part in _split(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part)))
+            shared.update(
+                found.group(1) for part in split_top_level(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part))
+            )
         pointers = set(parameter_pointers)
         for local in _POINTER.finditer(body):  # `T* row = x + ...`: global unless it points into a shared array
             used = set(re.findall(r"[A-Za-z_]\w*", local.group(2)))
@@ -323,7 +317,7 @@ class _Memory(NamedTuple):
             if call.group(1) not in self.helpers:
                 continue
             parameters, body = self.helpers[call.group(1)]
-            arguments = _split(text[call.end() : _matching(text, call.end() - 1)], ",")
+            arguments = split_top_level(text[call.end() : _matching(text, call.end() - 1)], ",")
             bound, shared, pointers = dict(names), set(), set()
             for parameter, argument in zip(parameters, arguments):
                 words = re.findall(r"[A-Za-z_]\w*", parameter)
@@ -349,7 +343,9 @@ class _Memory(NamedTuple):
             after = text[_matching(text, cast.end() - 1) + 1 :].lstrip()
             if cast.group(1) or after.startswith("["):
                 found.append(cast.group(2))
-        targets = [self.target(_split(text[call.end() : _matching(text, call.end() - 1)], ",")[0]) for call in _ATOMIC_CALL.finditer(text)]
+        targets = [
+            self.target(split_top_level(text[call.end() : _matching(text, call.end() - 1)], ",")[0]) for call in _ATOMIC_CALL.finditer(text)
+        ]
         return ThreadWork(
             0.0,
             float(sum(name in self.global_names for name in found)),
@@ -404,7 +400,7 @@ def _cuda_span(body: str, names: dict[str, Any], memory: _Memory, spread: int = 
         if loop.group(1) == "while" and body[close + 1 :].lstrip().startswith(";"):
             continue  # the condition of a `do { … } while (…);`, whose body was read once
         for declaration in _DECLARATION.finditer(body, done, loop.start()):
-            first, *others = _split(declaration.group(2), ",")  # `int tx = threadIdx.x, ty = threadIdx.y;`
+            first, *others = split_top_level(declaration.group(2), ",")  # `int tx = threadIdx.x, ty = threadIdx.y;`
             _bind(names, declaration.group(1), first)
             for other in others:
                 if named := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*(.+)", other, re.S):
@@ -459,7 +455,7 @@ class _Loop(NamedTuple):
 def _cuda_for(header: str, names: dict[str, Any]) -> _Loop:
     """A `for (init; condition; step)`: an init without a type steps a variable that outlives the loop,
     an empty one goes on from the variable's value."""
-    parts = _split(header, ";")
+    parts = split_top_level(header, ";")
     if len(parts) != 3:
         return _Loop(None)
     init, condition, step = (part.strip() for part in parts)
@@ -569,16 +565,8 @@ def _counted(
 
 def _matching(text: str, opening: int) -> int:
     """Index of the bracket closing the one at `opening` (the text's end if unbalanced)."""
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    close, depth = pairs[text[opening]], 0
-    for index in range(opening, len(text)):
-        if text[index] == text[opening]:
-            depth += 1
-        elif text[index] == close:
-            depth -= 1
-            if depth == 0:
-                return index
-    return len(text) - 1
+    close = match_close(text, opening, len(text))
+    return len(text) - 1 if close is None else close - 1
 
 
 def _statement_end(text: str, index: int) -> int:
@@ -605,31 +593,13 @@ def _statement_end(text: str, index: int) -> int:
     return len(text) - 1
 
 
-def _split(text: str, separator: str) -> list[str]:
-    """`text` split at `separator` outside brackets."""
-    parts, depth, start = [], 0, 0
-    for index, character in enumerate(text):
-        if character in "([{":
-            depth += 1
-        elif character in ")]}":
-            depth -= 1
-        elif character == separator and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    return [*parts, text[start:]]
-
-
 # --- Triton ----------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=4096)
 def _triton_functions(code: str) -> dict[str, ast.FunctionDef]:
     """The file's `@triton.jit` functions by name: the kernels and the helpers they call."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError):
-        return {}
-    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and is_jit(node)}
+    return {node.name: node for node in triton_kernels(code)}
 
 
 class _Program(NamedTuple):
