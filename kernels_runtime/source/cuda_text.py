@@ -239,6 +239,7 @@ class Function:
     launch_bounds: tuple[str, ...] | None  # the arguments of `__launch_bounds__(...)` as written
     extern_c: bool
     unfinished: str | None  # what is missing: "parameter list" | "body" | None
+    definition: bool = True  # False: a declaration (`__global__ void k(float*);`), which has no body
 
     def parameter_text(self, text: str) -> str:
         return text[self.parameters[0] : self.parameters[1]] if self.parameters else ""
@@ -268,12 +269,12 @@ def split_top_level(text: str, separator: str) -> list[str]:
     return parts
 
 
-def functions(text: str, qualifier: str = KERNEL) -> tuple[Function, ...]:
-    """The `__global__` (or `__device__`) functions a text defines, in order: tree-sitter's reading when it parses, else the scanner's."""
+def functions(text: str, qualifier: str = KERNEL, *, declarations: bool = False) -> tuple[Function, ...]:
+    """The `__global__` (or `__device__`) functions a text defines (and declares, if asked), in order:
+    tree-sitter's reading when it parses, else the scanner's."""
     parsed = parsed_functions(text)
-    if parsed is not None:
-        return tuple(function for function in parsed if function.qualifier == qualifier)
-    return scanned_functions(text, qualifier)
+    found = scanned_functions(text, qualifier) if parsed is None else parsed
+    return tuple(function for function in found if function.qualifier == qualifier and (declarations or function.definition))
 
 
 def kernels(text: str) -> tuple[Function, ...]:
@@ -294,6 +295,7 @@ _SIGNATURE_CALLS = frozenset(
 )
 _BODY_OR_END = re.compile(r"[;{}]")
 _EXTERN_C = re.compile(r'\bextern\s*"C"')
+_LEADING_BOUNDS = re.compile(r"\b__launch_bounds__\s*\(")
 
 
 @functools.lru_cache(maxsize=16)
@@ -346,6 +348,8 @@ def _scan_one(text: str, masked: str, qualifier: str, keyword: int, floor: int, 
     head_text = text[start:name_start]
     template = _template_of(masked, start, name_start)
     extern_c = _EXTERN_C.search(head_text) is not None
+    if bounds is None and (before := _LEADING_BOUNDS.search(masked, start, keyword)) is not None:
+        bounds = before.end() - 1  # `__launch_bounds__(128) __global__ void k()`
     launch_bounds = _arguments(text, masked, bounds) if bounds is not None else None
 
     def function(signature_end: int, end: int, parameters: tuple[int, int] | None, body: tuple[int, int] | None, unfinished: str | None):
@@ -361,7 +365,7 @@ def _scan_one(text: str, masked: str, qualifier: str, keyword: int, floor: int, 
     parameters = (params_open + 1, params_close - 1)
     after = _BODY_OR_END.search(masked, params_close, limit)
     if after is not None and after.group() == ";":
-        return None  # a declaration
+        return Function(**{**function(params_close, after.end(), parameters, None, None).__dict__, "definition": False})
     if after is None or after.group() == "}":
         return function(params_close, trim_end(masked, limit, params_close), parameters, None, "body")
     body_close = match_close(masked, after.start(), limit)
@@ -451,7 +455,7 @@ def parsed_functions(text: str) -> tuple[Function, ...] | None:
     stack = [root]
     while stack:
         node = stack.pop()
-        if node.type == "function_definition":
+        if node.type in ("function_definition", "declaration"):
             function = _function_of(node, text, offset)
             if function is not None:
                 found.append(function)
@@ -486,7 +490,7 @@ def _function_of(node: Any, text: str, offset: _CharOffsets) -> Function | None:
     while declarator is not None and declarator.type != "function_declarator":
         declarator = declarator.child_by_field_name("declarator")
     body = node.child_by_field_name("body")
-    if qualifier is None or declarator is None or body is None:
+    if qualifier is None or declarator is None or (body is None) != (node.type == "declaration"):
         return None
     name_node = declarator.child_by_field_name("declarator")
     while name_node is not None and name_node.type in ("template_function", "qualified_identifier"):
@@ -516,11 +520,12 @@ def _function_of(node: Any, text: str, offset: _CharOffsets) -> Function | None:
         start=offset(outer.start_byte),
         name_start=offset(name_node.start_byte),
         signature_end=offset(parameters.end_byte),
-        end=offset(body.end_byte),
+        end=offset((body or node).end_byte),
         parameters=(offset(parameters.start_byte) + 1, offset(parameters.end_byte) - 1),
-        body=(offset(body.start_byte) + 1, offset(body.end_byte) - 1),
+        body=(offset(body.start_byte) + 1, offset(body.end_byte) - 1) if body else None,
         template=template,
         launch_bounds=launch_bounds,
         extern_c=extern_c,
         unfinished=None,
+        definition=body is not None,
     )
