@@ -66,7 +66,7 @@ def test_a_pattern_skips_only_texts_without_its_matches() -> None:
     examples, the test data, the corpus's operation sources) and a catalogue of spellings, the
     anchored count is the regex's, and every anchor is in some match (none is dead)."""
     root = Path(__file__).resolve().parents[1]
-    folders = (root / "examples", root / "tests" / "data", root / "models" / "corpus" / "ops")
+    folders = (root / "examples", root / "tests" / "data", root / "workshop" / "corpus" / "ops")
     shipped = [
         path.read_text(errors="replace")
         for folder in folders

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Union
+
+from kernelcast.kernels_runtime.source import cuda_text
 
 ACCESS_NAMES: tuple[str, ...] = (
     "access_analysed",  # 1 when at least one global access was evaluated
@@ -53,10 +54,9 @@ GRID_DIM = 1024
 BANKS = 32
 BANK_BYTES = 4
 WARP_SIZE = 32
-# Guards against hostile or huge input: definitions followed, parser nesting, macro output.
+# Guards against hostile or huge input: definitions followed, parser nesting (macro output: cuda_text's budget).
 MAX_DEFINITION_DEPTH = 24
 MAX_NESTING = 64
-MAX_EXPANDED_TOKENS = 200_000
 # Functions read per text: a kernel file has a handful; a generated one with hundreds is
 # summarised by its first kernels at a bounded cost per keystroke (~0.2 ms a function).
 MAX_FUNCTIONS = 32
@@ -143,16 +143,6 @@ _STORE_CALLS = frozenset(("__stcg", "__stcs", "__stwb", "__stwt"))
 _CONTROL = frozenset(("if", "while", "switch"))
 _SKIPPED_WORDS = frozenset(("else", "do", "return", "break", "continue", "goto"))
 
-C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # features.py and loop_trips.py strip comments with it too
-_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[^\n]*")
-_DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
-_TOKEN = re.compile(
-    r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
-    r"|0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFuUlL]*"
-    r"|[A-Za-z_]\w*"
-    r"|<<=|>>=|->|::|\+\+|--|<<|>>|&&|\|\||[-+*/%&|^!=<>]="
-    r"|\S"
-)
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _BRACKETS = _OPENERS.keys() | _CLOSERS.keys()
@@ -637,73 +627,11 @@ def _type_bytes(words: list[str], sizes: dict[str, int]) -> int:
 # --- text to tokens ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Macro:
-    parameters: tuple[str, ...] | None  # None: object-like
-    body: tuple[str, ...]
-
-
 def _tokens(code: str, language: str) -> list[str]:
     """Tokens of the text after comments, directives and object/function-like macros."""
     if language != "cuda":  # CUDA in a one-line Python string spells its line breaks \n
         code = code.replace("\\n", "\n").replace("\\t", " ")
-    code = C_COMMENT.sub(" ", code.replace("\\\n", " "))
-    macros: dict[str, _Macro] = {}
-    for directive in _DIRECTIVE.findall(code):
-        found = _DEFINE.match(directive.strip())
-        if found:
-            parameters = None
-            if found.group(2) is not None:
-                parameters = tuple(name.strip() for name in found.group(2)[1:-1].split(",") if name.strip())
-            macros[found.group(1)] = _Macro(parameters, tuple(_TOKEN.findall(found.group(3))))
-    raw = _TOKEN.findall(_DIRECTIVE.sub(" ", code))
-    if not macros:
-        return raw
-    expanded: list[str] = []
-    _expand(raw, macros, frozenset(), expanded)
-    return expanded
-
-
-def _expand(tokens: list[str] | tuple[str, ...], macros: dict[str, _Macro], active: frozenset[str], out: list[str]) -> None:
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        macro = macros.get(token)
-        index += 1
-        if macro is None or token in active or len(out) > MAX_EXPANDED_TOKENS:
-            out.append(token)
-            continue
-        if macro.parameters is None:
-            _expand(macro.body, macros, active | {token}, out)
-            continue
-        if index >= len(tokens) or tokens[index] != "(":
-            out.append(token)
-            continue
-        arguments, index = _macro_arguments(tokens, index)
-        values = dict(zip(macro.parameters, arguments))
-        body = [piece for word in macro.body for piece in values.get(word, (word,))]
-        _expand(body, macros, active | {token}, out)
-
-
-def _macro_arguments(tokens: list[str] | tuple[str, ...], index: int) -> tuple[list[list[str]], int]:
-    """The comma-separated arguments of a macro call starting at its '(' and the index after ')'."""
-    arguments: list[list[str]] = [[]]
-    depth = 0
-    for position in range(index, len(tokens)):
-        token = tokens[position]
-        if token in _OPENERS:
-            depth += 1
-            if depth == 1:
-                continue
-        elif token in _CLOSERS:
-            depth -= 1
-            if depth == 0:
-                return arguments, position + 1
-        elif token == "," and depth == 1:
-            arguments.append([])
-            continue
-        arguments[-1].append(token)
-    return arguments, len(tokens)
+    return cuda_text.MacroTable.of(code).expand(cuda_text.tokens(cuda_text.mask(code, strings=False)))
 
 
 def _partners(tokens: list[str]) -> list[int]:
