@@ -38,7 +38,7 @@ TRIVIA = re.compile(
     |(?P<string>(?<!\w)(?:u8|[uUL])?R"(?P<delim>[^()\\\s]{0,16})\([\s\S]*?(?:\)(?P=delim)"|\Z)
         |"(?:[^"\\\r\n]+|\\[\s\S])*"?
         |(?<![0-9])'(?:[^'\\\r\n]+|\\[\s\S])*'?)
-    |(?P<directive>^[ \t]*\#(?:[^\r\n\\/]+|\\[\s\S]|/(?![/*]))*)
+    |(?P<directive>^[ \t]*\#(?:[^\r\n\\/"]+|"(?:[^"\\\r\n]|\\.)*"?|\\[\s\S]|/(?![/*]))*)
     """,
     re.MULTILINE | re.VERBOSE,
 )
@@ -416,6 +416,12 @@ def _template_of(masked: str, start: int, name_start: int) -> str | None:
         return None
     close = match_close(masked, start + found.start(1), name_start)
     return masked[start + found.start(1) : close] if close else None
+
+
+def clear_cache() -> None:
+    """Forget every text read so far: a benchmark of a fresh edit starts from nothing."""
+    for cached in (scanned_functions, parsed_functions, _macro_table):
+        cached.cache_clear()
 
 
 # --- tree-sitter ------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ def clear_cache() -> None:
     """Forget every kernel read so far: a benchmark of a fresh edit starts from nothing."""
     _cached.cache_clear()
     _triton_functions.cache_clear()
+    triton_kernels.cache_clear()
+    cuda_text.clear_cache()
 
 
 @functools.lru_cache(maxsize=65536)
