@@ -27,9 +27,10 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source.expressions import C_BINARY, C_FUNCTIONS, C_UNARY, ExpressionError
 
 ACCESS_NAMES: tuple[str, ...] = (
     "access_analysed",  # 1 when at least one global access was evaluated
@@ -60,7 +61,6 @@ MAX_NESTING = 64
 # Functions read per text: a kernel file has a handful; a generated one with hundreds is
 # summarised by its first kernels at a bounded cost per keystroke (~0.2 ms a function).
 MAX_FUNCTIONS = 32
-MAX_SHIFT = 63
 
 TYPE_BYTES: dict[str, int] = {
     **dict.fromkeys(("char", "bool", "int8_t", "uint8_t", "uchar", "char1", "uchar1"), 1),
@@ -172,7 +172,7 @@ _ASSIGNMENTS = frozenset(("=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=",
 Pair = tuple  # (value for threadIdx.x = 0, value for threadIdx.x = 1)
 
 
-class _Unresolved(Exception):
+class _Unresolved(ExpressionError):
     """An address that depends on something this analysis cannot know."""
 
 
@@ -185,76 +185,6 @@ class _Unparsable(Exception):
 
 
 # --- values of the two threads ---------------------------------------------------------------
-
-
-def _divide(a: float, b: float) -> float:
-    if b == 0:
-        raise _Unresolved("division by zero")
-    if isinstance(a, int) and isinstance(b, int):
-        quotient = abs(a) // abs(b)
-        return quotient if (a >= 0) == (b > 0) else -quotient
-    return a / b
-
-
-def _remainder(a: float, b: float) -> float:
-    if isinstance(a, int) and isinstance(b, int):
-        return a - _divide(a, b) * b
-    if b == 0:
-        raise _Unresolved("remainder by zero")
-    return math.fmod(a, b)
-
-
-def _integers(operation: Callable[[int, int], int]) -> Callable[[float, float], int]:
-    def checked(a: float, b: float) -> int:
-        if not (isinstance(a, int) and isinstance(b, int)):
-            raise _Unresolved("bit operation on a non-integer")
-        return operation(a, b)
-
-    return checked
-
-
-def _shift(operation: Callable[[int, int], int]) -> Callable[[float, float], int]:
-    def checked(a: float, b: float) -> int:
-        if not (isinstance(a, int) and isinstance(b, int)) or not 0 <= b <= MAX_SHIFT:
-            raise _Unresolved("shift out of range")
-        return operation(a, b)
-
-    return checked
-
-
-_BINARY: dict[str, Callable[[float, float], float]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _divide,
-    "%": _remainder,
-    "<<": _shift(lambda a, b: a << b),
-    ">>": _shift(lambda a, b: a >> b),
-    "&": _integers(lambda a, b: a & b),
-    "|": _integers(lambda a, b: a | b),
-    "^": _integers(lambda a, b: a ^ b),
-    "==": lambda a, b: int(a == b),
-    "!=": lambda a, b: int(a != b),
-    "<": lambda a, b: int(a < b),
-    "<=": lambda a, b: int(a <= b),
-    ">": lambda a, b: int(a > b),
-    ">=": lambda a, b: int(a >= b),
-}
-
-
-def _complement(a: float) -> int:
-    if not isinstance(a, int):
-        raise _Unresolved("bit operation on a non-integer")
-    return ~a
-
-
-_UNARY: dict[str, Callable[[float], float]] = {"-": lambda a: -a, "+": lambda a: a, "!": lambda a: int(not a), "~": _complement}
-_MATH_CALLS: dict[str, Callable[..., float]] = {
-    **dict.fromkeys(("min", "umin", "llmin", "ullmin", "fminf", "fmin"), min),
-    **dict.fromkeys(("max", "umax", "llmax", "ullmax", "fmaxf", "fmax"), max),
-    **dict.fromkeys(("abs", "labs", "llabs", "fabsf", "fabs"), abs),
-    **dict.fromkeys(("__mul24", "__umul24"), lambda a, b: a * b),
-}
 
 
 def _uniform(pair: Pair) -> Pair:
@@ -310,7 +240,7 @@ class _Definition:
             self.pair = self.node.evaluate(depth + 1)
         except _TooDeep:
             raise
-        except _Unresolved:
+        except ExpressionError:  # unresolved here, or C arithmetic without a value (a division by zero)
             self.failed = True
             raise
         return self.pair
@@ -329,7 +259,7 @@ class _Opaque:
 
 UNIFORM = _Opaque("UNIFORM")
 PER_THREAD = _Opaque("PER_THREAD")
-Binding = Union[_Definition, _Pointer, _Opaque]
+Binding = _Definition | _Pointer | _Opaque
 
 
 # --- expression nodes ----------------------------------------------------------------------------
@@ -392,7 +322,7 @@ class _Unary(_Node):
         self.operand = operand
 
     def evaluate(self, depth: int) -> Pair:
-        operation = _UNARY[self.operator]
+        operation = C_UNARY[self.operator]
         first, second = self.operand.evaluate(depth)
         return (operation(first), operation(second))
 
@@ -421,7 +351,7 @@ class _Binary(_Node):
             right = self.right.evaluate(depth) if any(needs_right) else left
             return tuple(int(bool(right[lane])) if needs_right[lane] else short_circuit for lane in (0, 1))
         right = self.right.evaluate(depth)
-        operation = _BINARY[self.operator]
+        operation = C_BINARY[self.operator]
         return (operation(left[0], right[0]), operation(left[1], right[1]))
 
     def children(self) -> tuple[_Node, ...]:
@@ -500,7 +430,7 @@ class _Call(_Node):
         if self.name in _LOAD_CALLS and self.location is not None:
             return _uniform(_offset(self.location, depth))
         values = [argument.evaluate(depth) for argument in self.arguments]
-        operation = _MATH_CALLS.get(self.name)
+        operation = C_FUNCTIONS.get(self.name)
         if operation is not None and values:
             return (operation(*(value[0] for value in values)), operation(*(value[1] for value in values)))
         if not values:
@@ -602,7 +532,7 @@ def _evaluated(evaluate: Callable[[], Pair]) -> Pair | None:
     """A value for the two threads, or None where C arithmetic on it fails or is unknown."""
     try:
         return evaluate()
-    except (_Unresolved, RecursionError, ArithmeticError, TypeError, ValueError):
+    except (RecursionError, ArithmeticError, TypeError, ValueError):  # ExpressionError and _Unresolved are ValueErrors
         return None
 
 

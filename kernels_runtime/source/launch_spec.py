@@ -35,6 +35,7 @@ the file itself says how to run it.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import functools
 import itertools
@@ -44,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source import cuda_text, expressions
 from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
 PRAGMA_MARKER = "kernelcast:"
@@ -119,15 +120,29 @@ def _tokenize(text: str, offset: int) -> list[_Token]:
 
 _BLANK_REST = re.compile(r"\s*\Z")
 
-# An expression tree: ("num", value) | ("name", id) | ("call", fn, [args]) | (op, left, right) | ("neg", x).
-_Expr = tuple
+# Expressions are Python trees whose col_offset is the column of their operator, call or name,
+# evaluated by the evaluator every reader of kernel text shares, in Python's arithmetic.
+_Expr = ast.expr
 
 _BINARY_LEVELS: tuple[tuple[str, ...], ...] = (("<<", ">>"), ("+", "-"), ("*", "/", "//", "%"))
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "cdiv": lambda a, b: -(-a // b),
-    "min": min,
-    "max": max,
+_OPERATORS: dict[str, type[ast.operator]] = {
+    "<<": ast.LShift,
+    ">>": ast.RShift,
+    "+": ast.Add,
+    "-": ast.Sub,
+    "*": ast.Mult,
+    "/": ast.Div,
+    "//": ast.FloorDiv,
+    "%": ast.Mod,
+    "**": ast.Pow,
 }
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"cdiv": expressions.cdiv, "min": min, "max": max}
+_DIALECT = expressions.Dialect(expressions.PYTHON_BINARY, expressions.PYTHON_UNARY, _FUNCTIONS, limit=MAX_VALUE)
+
+
+def _at(node: _Expr, column: int) -> _Expr:
+    node.col_offset = column
+    return node
 
 
 class _Parser:
@@ -178,7 +193,7 @@ class _Parser:
             operator = self.take()
             self.enter(operator.column)
             chained += 1
-            left = (operator.text, left, self.expression(level + 1), operator.column)
+            left = _at(ast.BinOp(left, _OPERATORS[operator.text](), self.expression(level + 1)), operator.column)
         self.depth -= chained
         return left
 
@@ -188,20 +203,20 @@ class _Parser:
             self.enter(operator.column)
             operand = self.unary()
             self.depth -= 1
-            return ("neg", operand, operator.column) if operator.text == "-" else operand
+            return _at(ast.UnaryOp(ast.USub(), operand), operator.column) if operator.text == "-" else operand
         base = self.atom()
         if self.current.kind == "op" and self.current.text == "**":
             operator = self.take()
             self.enter(operator.column)
             exponent = self.unary()
             self.depth -= 1
-            return ("**", base, exponent, operator.column)
+            return _at(ast.BinOp(base, ast.Pow(), exponent), operator.column)
         return base
 
     def atom(self) -> _Expr:
         token = self.take()
         if token.kind == "number":
-            return ("num", _number(token), token.column)
+            return _at(ast.Constant(_number(token)), token.column)
         if token.kind == "name":
             if self.accept("("):
                 if token.text not in _FUNCTIONS:
@@ -212,8 +227,8 @@ class _Parser:
                     arguments.append(self.expression())
                 self.expect(")", f"to close {token.text}(")
                 self.depth -= 1
-                return ("call", token.text, arguments, token.column)
-            return ("name", token.text, token.column)
+                return _at(ast.Call(ast.Name(token.text), arguments, []), token.column)
+            return _at(ast.Name(token.text), token.column)
         if token.kind == "op" and token.text == "(":
             self.enter(token.column)
             inner = self.expression()
@@ -232,50 +247,15 @@ def _number(token: _Token) -> int | float:
 
 
 def _evaluate(expr: _Expr, names: dict[str, int | float]) -> int | float:
-    kind = expr[0]
-    if kind == "num":
-        return expr[1]
-    if kind == "name":
-        if expr[1] not in names:
-            raise LaunchSpecError(
-                f"name '{expr[1]}' is not bound: add a scalar argument like {expr[1]}:i32=1024 or a key {expr[1]}=1024",
-                expr[2],
-            )
-        return names[expr[1]]
-    if kind == "neg":
-        return -_evaluate(expr[1], names)
-    if kind == "call":
-        values = [_evaluate(argument, names) for argument in expr[2]]
-        if expr[1] == "cdiv" and len(values) != 2:
-            raise LaunchSpecError("cdiv takes two arguments: cdiv(n, block)", expr[3])
-        if expr[1] == "cdiv" and values[1] == 0:
-            raise LaunchSpecError("division by zero in cdiv", expr[3])
-        return _checked(_FUNCTIONS[expr[1]](*values), expr[3])
-    left, right, column = _evaluate(expr[1], names), _evaluate(expr[2], names), expr[3]
-    if kind in ("/", "//", "%") and right == 0:
-        raise LaunchSpecError("division by zero", column)
-    if kind in ("<<", ">>") and not (isinstance(left, int) and isinstance(right, int) and 0 <= right <= 62):
-        raise LaunchSpecError(f"shift needs ints and a count in 0..62, got {left!r} {kind} {right!r}", column)
-    if kind == "**" and not (abs(right) <= 64 and (abs(left) <= 1 or right * math.log2(abs(left)) < 63)):
-        raise LaunchSpecError(f"{left!r} ** {right!r} is too large", column)
-    operations: dict[str, Callable[[Any, Any], Any]] = {
-        "+": lambda a, b: a + b,
-        "-": lambda a, b: a - b,
-        "*": lambda a, b: a * b,
-        "/": lambda a, b: a / b,
-        "//": lambda a, b: a // b,
-        "%": lambda a, b: a % b,
-        "<<": lambda a, b: a << b,
-        ">>": lambda a, b: a >> b,
-        "**": lambda a, b: a**b,
-    }
-    return _checked(operations[kind](left, right), column)
-
-
-def _checked(value: int | float, column: int) -> int | float:
-    if abs(value) > MAX_VALUE:
-        raise LaunchSpecError(f"value {value:.3g} is beyond any GPU's sizes", column)
-    return value
+    try:
+        return expressions.evaluate(expr, names, _DIALECT)
+    except expressions.UnboundName as error:
+        raise LaunchSpecError(
+            f"name '{error.name}' is not bound: add a scalar argument like {error.name}:i32=1024 or a key {error.name}=1024",
+            error.column or 0,
+        ) from None
+    except expressions.ExpressionError as error:
+        raise LaunchSpecError(error.message, error.column or 0) from None
 
 
 def _as_int(value: int | float, what: str, column: int) -> int:
@@ -535,7 +515,7 @@ def _bind(items: dict[str, tuple[_Token, Any]], language: str, text: str) -> Lau
     unresolved += [(token.text, expr, token.column) for token, expr in keys]
     while unresolved:
         progress = []
-        for name, expr, column in unresolved:
+        for name, expr, _column in unresolved:
             try:
                 names[name] = _evaluate(expr, names)
                 progress.append(name)
@@ -575,9 +555,9 @@ def _bind_arg(raw: _RawArg, names: dict[str, int | float]) -> ArgSpec:
         return ArgSpec(raw.name.text, raw.dtype, value=value)
     shape = []
     for expr in raw.shape:
-        size = _as_int(_evaluate(expr, names), f"a dimension of '{raw.name.text}'", expr[-1])
+        size = _as_int(_evaluate(expr, names), f"a dimension of '{raw.name.text}'", expr.col_offset)
         if size <= 0:
-            raise LaunchSpecError(f"a dimension of '{raw.name.text}' is {size}; sizes must be positive", expr[-1])
+            raise LaunchSpecError(f"a dimension of '{raw.name.text}' is {size}; sizes must be positive", expr.col_offset)
         shape.append(size)
     init = raw.init or ("randn" if floating else "randint")
     if init in ("randn", "rand") and not floating:
@@ -587,9 +567,9 @@ def _bind_arg(raw: _RawArg, names: dict[str, int | float]) -> ArgSpec:
         if raw.init_range is None:
             init_range = DEFAULT_RANDINT
         else:
-            low, high = (_as_int(_evaluate(e, names), "randint bounds", e[-1]) for e in raw.init_range)
+            low, high = (_as_int(_evaluate(e, names), "randint bounds", e.col_offset) for e in raw.init_range)
             if low >= high:
-                raise LaunchSpecError(f"randint({low}, {high}) is empty; need lo < hi", raw.init_range[0][-1])
+                raise LaunchSpecError(f"randint({low}, {high}) is empty; need lo < hi", raw.init_range[0].col_offset)
             init_range = (low, high)
     return ArgSpec(raw.name.text, raw.dtype, tuple(shape), None, raw.is_output, init, init_range)
 
@@ -600,9 +580,9 @@ def _bind_dims(item: tuple[_Token, list[_Expr]], names: dict[str, int | float], 
         raise LaunchSpecError(f"{token.text} has {len(exprs)} dimensions; CUDA allows at most 3", token.column)
     dims = []
     for axis, (expr, limit) in enumerate(zip(exprs, limits)):
-        size = _as_int(_evaluate(expr, names), f"{token.text} dimension {axis}", expr[-1])
+        size = _as_int(_evaluate(expr, names), f"{token.text} dimension {axis}", expr.col_offset)
         if not 1 <= size <= limit:
-            raise LaunchSpecError(f"{token.text} dimension {'xyz'[axis]} is {size}; CUDA allows 1..{limit}", expr[-1])
+            raise LaunchSpecError(f"{token.text} dimension {'xyz'[axis]} is {size}; CUDA allows 1..{limit}", expr.col_offset)
         dims.append(size)
     return tuple(dims)
 

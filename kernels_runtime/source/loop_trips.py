@@ -39,29 +39,22 @@ import ast
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, NamedTuple
 
-from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source import cuda_text, expressions
 from kernelcast.kernels_runtime.source.access_pattern import launch_extents, launch_scalars
 from kernelcast.kernels_runtime.source.cuda_text import match_close, split_top_level
+from kernelcast.kernels_runtime.source.expressions import ExpressionError
 from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
-_CAST = re.compile(
-    r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:long\s+long|long|int|short|char|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|float|double)\s*\)"
-)
-_LITERAL_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
-_BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
 _DECLARATION = re.compile(
     r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+)?(?:long\s+long|long|int|size_t|int64_t|int32_t|uint32_t|unsigned|auto)"
     r"\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
 )
 _STEP = re.compile(r"(\+=|-=|\*=|<<=|>>=|/=)\s*(.+)")
 _AXES = "xyz"
-
-
-class _Unknown(Exception):
-    """What the text does not pin down."""
 
 
 class ThreadWork(NamedTuple):
@@ -127,114 +120,37 @@ def _cached(
 # --- expressions -----------------------------------------------------------------------------
 
 
+def _num_programs(node: ast.Call, value: Callable[[ast.AST], Any], names: Mapping[str, Any]) -> Any:
+    axis = value(node.args[0]) if node.args else 0
+    return names.get(f"gridDim_{_AXES[axis]}", 1) if axis in (0, 1, 2) else 1
+
+
+def _converted(node: ast.Call, value: Callable[[ast.AST], Any], names: Mapping[str, Any]) -> Any:
+    """Triton's `x.to(dtype)`: the value of x."""
+    if not isinstance(node.func, ast.Attribute):
+        raise ExpressionError("to() is a method")
+    return value(node.func.value)
+
+
+# C's arithmetic, with Triton's program_id (the first program's: 0), num_programs (the grid's) and x.to().
+_DIALECT = replace(
+    expressions.C,
+    functions=expressions.TRITON_FUNCTIONS,
+    forms={"program_id": lambda node, value, names: 0, "num_programs": _num_programs, "to": _converted},
+)
+
+
 def _value(node: ast.AST, names: dict[str, Any]) -> Any:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in names:
-        return names[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_value(node.operand, names)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert) and isinstance(operand := _value(node.operand, names), int):
-        return ~operand
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISONS:
-        return int(_COMPARISONS[type(node.ops[0])](_value(node.left, names), _value(node.comparators[0], names)))
-    if isinstance(node, ast.IfExp):  # C's `c ? a : b`, rewritten by _evaluate
-        return _value(node.body if _value(node.test, names) else node.orelse, names)
-    if isinstance(node, ast.BinOp):
-        return _binary(type(node.op), _value(node.left, names), _value(node.right, names))
-    if isinstance(node, ast.Call):
-        return _call(node, names)
-    raise _Unknown
-
-
-_COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b,
-    ast.GtE: lambda a, b: a >= b,
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-}
-
-
-def _binary(op: type, a: Any, b: Any) -> Any:
-    integers = isinstance(a, int) and isinstance(b, int)
-    if op is ast.Add:
-        return a + b
-    if op is ast.Sub:
-        return a - b
-    if op is ast.Mult:
-        return a * b
-    if op in (ast.Div, ast.FloorDiv, ast.Mod) and b:
-        if op is ast.Mod:
-            return int(math.fmod(a, b)) if integers else math.fmod(a, b)
-        if op is ast.FloorDiv:
-            return a // b
-        return int(a / b) if integers else a / b  # C's integer division truncates
-    if op in (ast.LShift, ast.RShift) and integers and 0 <= b < 63:
-        return a << b if op is ast.LShift else a >> b
-    if op in (ast.BitAnd, ast.BitOr) and integers:
-        return a & b if op is ast.BitAnd else a | b
-    raise _Unknown
-
-
-def _call(node: ast.Call, names: dict[str, Any]) -> Any:
-    function = node.func
-    name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
-    if name == "program_id":
-        return 0
-    if name == "num_programs":
-        axis = _value(node.args[0], names) if node.args else 0
-        return names.get(f"gridDim_{_AXES[axis]}", 1) if axis in (0, 1, 2) else 1
-    if name == "to" and isinstance(function, ast.Attribute):  # Triton's x.to(dtype)
-        return _value(function.value, names)
-    values = [_value(arg, names) for arg in node.args]
-    if name in ("min", "umin", "minimum") and values:
-        return min(values)
-    if name in ("max", "umax", "maximum") and values:
-        return max(values)
-    if name == "cdiv" and len(values) == 2 and values[1]:
-        return -(-values[0] // values[1])
-    raise _Unknown
+    """A tree's value with the names bound so far, or ExpressionError."""
+    try:
+        return expressions.evaluate(node, names, _DIALECT)
+    except (TypeError, OverflowError, RecursionError, ZeroDivisionError) as error:
+        raise ExpressionError(str(error)) from error
 
 
 def _evaluate(expression: str, names: dict[str, Any]) -> Any:
-    """A C or Python expression's value, or _Unknown."""
-    text = _LITERAL_SUFFIX.sub(r"\1", _BUILTIN.sub(r"\1_\2", _CAST.sub("", expression))).strip()
-    try:
-        return _value(ast.parse(_conditional(text), mode="eval").body, names)
-    except (SyntaxError, TypeError, ValueError, OverflowError, RecursionError, ZeroDivisionError) as error:
-        raise _Unknown from error
-
-
-def _conditional(text: str) -> str:
-    """C's `c ? a : b` (right-associative, at any bracket depth) as Python's `(a if c else b)`."""
-    parts = split_top_level(text, ",")
-    if len(parts) > 1:
-        return ", ".join(_conditional(part) for part in parts)
-    depth, question, nested = 0, -1, 0
-    for index, character in enumerate(text):
-        depth += (character in "([{") - (character in ")]}")
-        if depth or character not in "?:":
-            continue
-        if question < 0:
-            question = index if character == "?" else -1
-        elif character == "?":
-            nested += 1
-        elif nested:
-            nested -= 1
-        else:
-            return f"({_conditional(text[question + 1 : index])} if {_conditional(text[:question])} else {_conditional(text[index + 1 :])})"
-    pieces, start, depth = [], 0, 0
-    for index, character in enumerate(text):
-        if character == "(" and depth == 0:
-            pieces.append(text[start : index + 1])
-            start = index + 1
-        depth += (character == "(") - (character == ")")
-        if character == ")" and depth == 0:
-            pieces.append(_conditional(text[start:index]))
-            start = index
-    return "".join(pieces) + text[start:]
+    """A C or Python expression's value, or ExpressionError."""
+    return _value(expressions.parse_c(expression), names)
 
 
 def _trips(start: Any, relation: str, bound: Any, step: str, amount: Any) -> float | None:
@@ -379,7 +295,7 @@ _CAST_ACCESS = re.compile(r"(\*\s*)?\breinterpret_cast\s*<[^>]*>\s*\((?=\s*([A-Z
 def _bind(names: dict[str, Any], name: str, expression: str) -> None:
     try:
         names[name] = _evaluate(expression, names)
-    except _Unknown:
+    except ExpressionError:
         names.pop(name, None)
 
 
@@ -490,7 +406,7 @@ def _cuda_while(condition: str, body: str, names: dict[str, Any]) -> _Loop:
         if re.search(halved, body) and {lo, hi} <= assigned:
             try:
                 width = _evaluate(hi, names) - _evaluate(lo, names) + (bisected.group(2) == "<=")
-            except (_Unknown, TypeError):
+            except (ExpressionError, TypeError):
                 return _Loop(None, outliving=outliving)
             return _Loop(float(min(64, math.ceil(math.log2(width)))) if width > 1 else float(width > 0), outliving=outliving)
     named = re.match(r"\s*([A-Za-z_]\w*)", condition)
@@ -534,7 +450,7 @@ def _counted(
         bound_text = f"({bound_text}) {'-' if sign == '+' else '+'} ({offset})"
     try:
         start, bound, amount = (_evaluate(text, names) for text in (start_text, bound_text, amount_text))
-    except _Unknown:
+    except ExpressionError:
         return _Loop(None, variable, (), changed)
     trips = _trips(start, relation, bound, operator, amount)
     if not trips:
@@ -675,7 +591,7 @@ def _helper_call(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[
         helper_shapes[parameter] = _shape(argument, names, shapes)
         try:
             helper_names[parameter] = _value(argument, names)
-        except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        except (ExpressionError, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
             pass
     return _triton_span(helper.body, helper_names, helper_shapes, program._replace(depth=program.depth + 1))
 
@@ -696,7 +612,7 @@ def _assign_scalars(statement: ast.stmt, names: dict[str, Any]) -> None:
     if isinstance(statement, ast.Assign) and len(targets) == 1 and isinstance(targets[0], ast.Name):
         try:
             names[targets[0].id] = _value(statement.value, names)
-        except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        except (ExpressionError, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
             pass
 
 
@@ -732,7 +648,7 @@ def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ..
             return (max(1, int(_value(arguments[1], names)) - int(_value(arguments[0], names))),)
         if name in ("zeros", "full") and arguments and isinstance(arguments[0], (ast.Tuple, ast.List)):
             return tuple(max(1, int(_value(extent, names))) for extent in arguments[0].elts)
-    except (_Unknown, TypeError, ValueError, OverflowError):
+    except (ExpressionError, TypeError, ValueError, OverflowError):
         return ()
     if name == "dot" and len(arguments) >= 2:
         left, right = _shape(arguments[0], names, shapes), _shape(arguments[1], names, shapes)
@@ -782,7 +698,7 @@ def _network(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int,
             else int(_value(chosen, names))
         )
         length = shape[axis % len(shape)]
-    except (_Unknown, TypeError, ValueError):
+    except (ExpressionError, TypeError, ValueError):
         return 0.0, 0.0
     levels = math.ceil(math.log2(length)) if length > 1 else 0
     stages = levels * (levels + 1) // 2 if network.sort else levels
@@ -795,7 +711,7 @@ def _reduced(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int,
     shape = _shape(node.args[0], names, shapes) if node.args else ()
     try:
         dropped = int(_value(axis, names)) % len(shape) if axis is not None and shape else None
-    except (_Unknown, TypeError, ValueError):
+    except (ExpressionError, TypeError, ValueError):
         return ()
     return () if dropped is None else shape[:dropped] + shape[dropped + 1 :]
 
@@ -814,7 +730,7 @@ def _triton_trips(iterator: ast.expr, names: dict[str, Any]) -> float | None:
         return None
     try:
         values = [_value(arg, names) for arg in iterator.args]
-    except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError):
+    except (ExpressionError, TypeError, ValueError, OverflowError, ZeroDivisionError):
         return None
     start, stop, step = (0, values[0], 1) if len(values) == 1 else (*values, 1)[:3] if len(values) == 2 else values
     if not step:

@@ -145,7 +145,7 @@ class TimeModel:
         digest = hashlib.sha256()
         for name in sorted(self.arrays):
             digest.update(self.arrays[name].astype(np.float32).tobytes())
-        for name, value in sorted(self._tree_arrays().items()):
+        for _name, value in sorted(self._tree_arrays().items()):
             digest.update(value.tobytes())
         parts = ["mlp", *(TREE_SET_NAMES[prefix] for prefix in self._tree_sets())]
         return f"time-{'-'.join(parts)}-{digest.hexdigest()[:10]}"
