@@ -145,7 +145,6 @@ _SKIPPED_WORDS = frozenset(("else", "do", "return", "break", "continue", "goto")
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
-_BRACKETS = _OPENERS.keys() | _CLOSERS.keys()
 
 _PRECEDENCE = {
     "||": 1,
@@ -562,26 +561,6 @@ def _tokens(code: str, language: str) -> list[str]:
     if language != "cuda":  # CUDA in a one-line Python string spells its line breaks \n
         code = code.replace("\\n", "\n").replace("\\t", " ")
     return cuda_text.MacroTable.of(code).expand(cuda_text.tokens(cuda_text.mask(code, strings=False)))
-
-
-def _partners(tokens: list[str]) -> list[int]:
-    """For each opening bracket the index of its closing one (len(tokens) when unclosed)."""
-    partner = [len(tokens)] * len(tokens)
-    stack: list[int] = []
-    # Only brackets matter, a quarter of a kernel's tokens: found first in one comprehension.
-    for index in [index for index, token in enumerate(tokens) if token in _BRACKETS]:
-        token = tokens[index]
-        if token in _OPENERS:
-            stack.append(index)
-        else:
-            # A stray closer (unbalanced text) closes the nearest opener of its kind, if near.
-            for depth in range(len(stack) - 1, max(len(stack) - 5, -1), -1):
-                if tokens[stack[depth]] == _CLOSERS[token]:
-                    for opener in stack[depth:]:
-                        partner[opener] = index
-                    del stack[depth:]
-                    break
-    return partner
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -1364,7 +1343,7 @@ def _bound_parameters(parameters: dict[str, Binding], shape: _LaunchShape | None
 
 def _accesses(code: str, language: str, launches: tuple[tuple[str, _LaunchShape], ...]) -> list[_Access]:
     tokens = _tokens(code, language)
-    partner = _partners(tokens)
+    partner = cuda_text.token_partners(tokens)
     types = set(_BUILTIN_TYPES)
     sizes = dict(TYPE_BYTES)
     functions, constants = _scan(tokens, partner, types, sizes)

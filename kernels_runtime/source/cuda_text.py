@@ -103,11 +103,34 @@ def tokens(code: str) -> list[str]:
     return TOKEN.findall(code)
 
 
+_TOKEN_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_TOKEN_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_TOKEN_BRACKETS = _TOKEN_OPENERS.keys() | _TOKEN_CLOSERS.keys()
+
+
+def token_partners(tokens: Sequence[str]) -> list[int]:
+    """For each opening bracket the index of its closing one (len(tokens) when unclosed)."""
+    partner = [len(tokens)] * len(tokens)
+    stack: list[int] = []
+    # Only brackets matter, a quarter of a kernel's tokens: found first in one comprehension.
+    for index in [index for index, token in enumerate(tokens) if token in _TOKEN_BRACKETS]:
+        token = tokens[index]
+        if token in _TOKEN_OPENERS:
+            stack.append(index)
+        else:
+            # A stray closer (unbalanced text) closes the nearest opener of its kind, if near.
+            for depth in range(len(stack) - 1, max(len(stack) - 5, -1), -1):
+                if tokens[stack[depth]] == _TOKEN_CLOSERS[token]:
+                    for opener in stack[depth:]:
+                        partner[opener] = index
+                    del stack[depth:]
+                    break
+    return partner
+
+
 # --- macros --------------------------------------------------------------------------------
 
 _DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
-_OPENERS = frozenset("([{")
-_CLOSERS = frozenset(")]}")
 
 
 @dataclass(frozen=True)
@@ -205,11 +228,11 @@ def _macro_arguments(sequence: Sequence[str], index: int) -> tuple[list[list[str
     depth = 0
     for position in range(index, len(sequence)):
         token = sequence[position]
-        if token in _OPENERS:
+        if token in _TOKEN_OPENERS:
             depth += 1
             if depth == 1:
                 continue
-        elif token in _CLOSERS:
+        elif token in _TOKEN_CLOSERS:
             depth -= 1
             if depth == 0:
                 return arguments, position + 1
