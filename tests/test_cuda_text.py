@@ -160,3 +160,17 @@ def test_tree_sitter_is_loaded_on_the_first_cuda_text_and_optional() -> None:
     assert loaded == str(cuda_text.tree_sitter_available())
     alone = subprocess.run([sys.executable, "-c", missing, SIGNATURES], capture_output=True, text=True, check=True).stdout.strip()
     assert alone == "False ['tiled', 'plain', 'in_block']"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('x = R"tag(a "// b)tag"; // c', [("string", 4, 22), ("comment", 24, 28)]),
+        ('xR"(a)"', [("string", 2, 7)]),  # an identifier ending in R is no raw-string prefix
+        ("int n = 1'000'000; char c = '/';", [("string", 28, 31)]),  # digit separators are not quotes
+        ('  #define S "/*" // note\n#pragma unroll', [("directive", 0, 17), ("comment", 17, 24), ("directive", 25, 39)]),
+        ('"unclosed\n/* open', [("string", 0, 9), ("comment", 10, 17)]),
+    ],
+)
+def test_trivia_finds_each_comment_literal_and_directive(text: str, expected: list[tuple[str, int, int]]) -> None:
+    assert list(cuda_text.trivia(text)) == expected

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,17 +33,55 @@ MAX_EXPANSION_WORK = 4 * MAX_EXPANDED_TOKENS
 
 # --- masking -------------------------------------------------------------------------------
 
-TRIVIA = re.compile(
-    r"""
-    (?P<comment>//[^\r\n]*|/\*[\s\S]*?(?:\*/|\Z))
-    |(?P<string>(?<!\w)(?:u8|[uUL])?R"(?P<delim>[^()\\\s]{0,16})\([\s\S]*?(?:\)(?P=delim)"|\Z)
-        |"(?:[^"\\\r\n]+|\\[\s\S])*"?
-        |(?<![0-9])'(?:[^'\\\r\n]+|\\[\s\S])*'?)
-    |(?P<directive>^[ \t]*\#(?:[^\r\n\\/"]+|"(?:[^"\\\r\n]|\\.)*"?|\\[\s\S]|/(?![/*]))*)
-    """,
-    re.MULTILINE | re.VERBOSE,
-)
+# Comments, literals and preprocessor lines, each found from its first character: a search for
+# those characters is a fast scan, where one pattern of all three kinds is tried at every offset.
+_COMMENT = re.compile(r"//[^\r\n]*|/\*[\s\S]*?(?:\*/|\Z)")
+_RAW_STRING = re.compile(r'(?:u8|[uUL])?R"(?P<delim>[^()\\\s]{0,16})\([\s\S]*?(?:\)(?P=delim)"|\Z)')
+_RAW_PREFIXES = ("u8R", "uR", "UR", "LR", "R")
+_STRING = re.compile(r'"(?:[^"\\\r\n]+|\\[\s\S])*"?')
+_CHARACTER = re.compile(r"'(?:[^'\\\r\n]+|\\[\s\S])*'?")
+_DIRECTIVE = re.compile(r'[ \t]*\#(?:[^\r\n\\/"]+|"(?:[^"\\\r\n]|\\.)*"?|\\[\s\S]|/(?![/*]))*')
+_TRIVIA_START = re.compile(r"""/[/*]|["']|\n[ \t]*\#""")
+_WORD = re.compile(r"\w")
 _NOT_LINE_BREAK = re.compile(r"[^\r\n]")
+
+
+def trivia(text: str) -> Iterator[tuple[str, int, int]]:
+    """(kind, start, end) of each comment, string or character literal and preprocessor line, in order.
+
+    A directive runs to the end of its line (continuations included) or to a comment; a `'`
+    after a digit is a digit separator; an unclosed literal or comment ends at its line or the text's end.
+    """
+    position = 0
+    if (found := _DIRECTIVE.match(text)) is not None:
+        yield "directive", 0, found.end()
+        position = found.end()
+    while (candidate := _TRIVIA_START.search(text, position)) is not None:
+        start = candidate.start()
+        first = text[start]
+        if first == "\n":
+            kind, start = "directive", start + 1
+            found = _DIRECTIVE.match(text, start)
+        elif first == "/":
+            kind, found = "comment", _COMMENT.match(text, start)
+        elif first == "'":
+            if start and "0" <= text[start - 1] <= "9":
+                position = start + 1
+                continue
+            kind, found = "string", _CHARACTER.match(text, start)
+        else:
+            kind, found = "string", None
+            for prefix in _RAW_PREFIXES:
+                raw_start = start - len(prefix)
+                if raw_start >= position and text.startswith(prefix, raw_start) and not (raw_start and _WORD.match(text, raw_start - 1)):
+                    found = _RAW_STRING.match(text, raw_start)
+                    if found is not None:
+                        start = raw_start
+                    break
+            found = found or _STRING.match(text, start)
+        assert found is not None
+        yield kind, start, found.end()
+        position = max(found.end(), start + 1)
 
 
 def mask(text: str, *, strings: bool = True, directives: bool = True) -> str:
@@ -51,19 +89,19 @@ def mask(text: str, *, strings: bool = True, directives: bool = True) -> str:
     blanked = {"comment"} | ({"string"} if strings else set()) | ({"directive"} if directives else set())
     pieces: list[str] = []
     last = 0
-    for match in TRIVIA.finditer(text):
-        if match.lastgroup not in blanked:
+    for kind, start, end in trivia(text):
+        if kind not in blanked:
             continue
-        pieces.append(text[last : match.start()])
-        pieces.append(_NOT_LINE_BREAK.sub(" ", match.group()))
-        last = match.end()
+        pieces.append(text[last:start])
+        pieces.append(_NOT_LINE_BREAK.sub(" ", text[start:end]))
+        last = end
     pieces.append(text[last:])
     return "".join(pieces)
 
 
 def directives(text: str) -> list[str]:
     """The preprocessor lines of a text, continuation lines joined, trailing comments left out."""
-    return [match.group().replace("\\\r\n", " ").replace("\\\n", " ") for match in TRIVIA.finditer(text) if match.lastgroup == "directive"]
+    return [text[start:end].replace("\\\r\n", " ").replace("\\\n", " ") for kind, start, end in trivia(text) if kind == "directive"]
 
 
 def match_close(masked: str, open_at: int, limit: int) -> int | None:

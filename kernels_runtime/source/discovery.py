@@ -114,16 +114,16 @@ def normalise_code(code: str, language: str) -> str:
     Spaces survive only where dropping them would glue two words or two operators
     into another token; string literals are kept verbatim.
     """
-    pattern = cuda_text.TRIVIA if language == "cuda" else _PY_TRIVIA
+    found = cuda_text.trivia(code) if language == "cuda" else ((m.lastgroup, m.start(), m.end()) for m in _PY_TRIVIA.finditer(code))
     pieces: list[str] = []
     last = 0
-    for match in pattern.finditer(code):
-        if match.lastgroup == "directive":
+    for kind, start, end in found:
+        if kind == "directive":
             continue  # preprocessor lines are code: squeeze them with the rest
-        pieces.append(_squeeze(code[last : match.start()]))
-        if match.lastgroup != "comment":
-            pieces.append(match.group())
-        last = match.end()
+        pieces.append(_squeeze(code[last:start]))
+        if kind != "comment":
+            pieces.append(code[start:end])
+        last = end
     pieces.append(_squeeze(code[last:]))
     return "".join(pieces).strip()
 
