@@ -192,6 +192,11 @@ class MacroTable:
     def of(cls, text: str) -> MacroTable:
         return _macro_table(text)
 
+    @functools.cached_property
+    def _call_pattern(self) -> re.Pattern[str] | None:
+        calls = [name for name, macro in self.macros.items() if macro.parameters is not None]
+        return re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, calls)) + r")\s*\(") if calls else None
+
     def objects(self) -> dict[str, str]:
         """Object-like macros: name -> replacement text."""
         return {name: macro.text for name, macro in self.macros.items() if macro.parameters is None}
@@ -229,13 +234,12 @@ class MacroTable:
 
     def expand_calls(self, code: str) -> str:
         """Code with each call of a function-like macro replaced by its expansion (tokens joined by spaces)."""
-        calls = [name for name, macro in self.macros.items() if macro.parameters is not None]
-        if not calls:
+        pattern = self._call_pattern
+        if pattern is None:
             return code
         pieces: list[str] = []
         last = 0
         position = 0
-        pattern = re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, calls)) + r")\s*\(")
         while (call := pattern.search(code, position)) is not None:
             close = match_close(code, call.end() - 1, len(code))
             if close is None:
