@@ -42,7 +42,7 @@ LIBRARY_EFFICIENCY = 0.7
 MAX_ELEMENTS = 2.0**34
 
 # The code counts were fit on text with comments cut this way (a string holding `//` loses its tail).
-C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # In Python text `//` is floor division unless it starts a line (a comment in a CUDA string).
 _C_COMMENT_IN_PYTHON = re.compile(r"(?m)^\s*//[^\n]*|/\*.*?\*/", re.S)
 _PY_COMMENT = re.compile(r"(?m)(?:^|\s)#(?!\s*(?:include|define|pragma|if|endif|else|ifdef|ifndef|undef)\b)[^\n]*")
@@ -284,7 +284,7 @@ def _log2p(value: float) -> float:
 def strip_comments(code: str, language: str) -> str:
     """Comments out, so a commented-out `__shared__` does not count; CUDA inside Python strings too."""
     if language == "cuda":
-        return C_COMMENT.sub("", code)
+        return _C_COMMENT.sub("", code)
     return _PY_COMMENT.sub("", _C_COMMENT_IN_PYTHON.sub("", code))
 
 
