@@ -174,3 +174,19 @@ def test_tree_sitter_is_loaded_on_the_first_cuda_text_and_optional() -> None:
 )
 def test_trivia_finds_each_comment_literal_and_directive(text: str, expected: list[tuple[str, int, int]]) -> None:
     assert list(cuda_text.trivia(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "#if 1\n" * 10_000 + "__global__ void k(float* x) { }\n" + "#endif\n" * 10_000,
+        'extern "C" {\n' * 3_000 + "__global__ void k(float* x) { }\n" + "}\n" * 3_000,
+    ],
+    ids=["10,000 nested #if", "3,000 nested extern C"],
+)
+def test_deeply_nested_text_is_indexed_in_linear_time(text: str) -> None:
+    """A tree-sitter node's parent is found by a walk from the root: enclosing declarations are carried down instead."""
+    cuda_text.clear_cache()
+    started = time.perf_counter()
+    assert [f.name for f in cuda_text.kernels(text)] == ["k"]
+    assert time.perf_counter() - started < 1.0

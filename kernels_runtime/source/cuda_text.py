@@ -524,16 +524,38 @@ def parsed_functions(text: str) -> tuple[Function, ...] | None:
         return None
     offset = _CharOffsets(text, data)
     found: list[Function] = []
-    stack = [root]
+    # What a node's enclosing declarations say, carried down (a node's parent costs a walk from the root):
+    # where a `template <...>` or `extern "C"` heading its declaration starts, its template list, extern "C".
+    stack: list[tuple[Any, _Enclosing]] = [(root, _Enclosing())]
     while stack:
-        node = stack.pop()
+        node, enclosing = stack.pop()
         if node.type in ("function_definition", "declaration"):
-            function = _function_of(node, text, offset)
+            function = _function_of(node, text, offset, enclosing)
             if function is not None:
                 found.append(function)
             continue  # nothing we index lives inside a function
-        stack.extend(reversed(node.named_children))
+        stack.extend((child, enclosing.inside(node, child, text, offset)) for child in reversed(node.named_children))
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Enclosing:
+    start: int | None = None
+    template: str | None = None
+    extern_c: bool = False
+
+    def inside(self, node: Any, child: Any, text: str, offset: _CharOffsets) -> _Enclosing:
+        """What `child` of `node` is enclosed by."""
+        if node.type == "template_declaration":
+            parameters = node.child_by_field_name("parameters")
+            template = text[offset(parameters.start_byte) : offset(parameters.end_byte)] if parameters else None
+            return _Enclosing(offset(node.start_byte) if self.start is None else self.start, template, self.extern_c)
+        if node.type == "linkage_specification":
+            extern_c = self.extern_c or '"C"' in text[offset(node.start_byte) : offset(child.start_byte)]
+            heading = child.type != "declaration_list"  # `extern "C" __global__ void k()`, not `extern "C" { ... }`
+            start = (offset(node.start_byte) if self.start is None else self.start) if heading else None
+            return _Enclosing(start, self.template if heading else None, extern_c)
+        return _Enclosing(extern_c=self.extern_c) if self.start is not None or self.template is not None else self
 
 
 class _CharOffsets:
@@ -555,7 +577,7 @@ class _CharOffsets:
         return byte if self.identity else self.chars[byte]
 
 
-def _function_of(node: Any, text: str, offset: _CharOffsets) -> Function | None:
+def _function_of(node: Any, text: str, offset: _CharOffsets, enclosing: _Enclosing) -> Function | None:
     qualifiers = {child.type for child in node.children if not child.is_named}
     qualifier = KERNEL if KERNEL in qualifiers else DEVICE if DEVICE in qualifiers else None
     declarator = node.child_by_field_name("declarator")
@@ -570,18 +592,6 @@ def _function_of(node: Any, text: str, offset: _CharOffsets) -> Function | None:
     parameters = declarator.child_by_field_name("parameters")
     if name_node is None or parameters is None:
         return None
-    outer, template, extern_c = node, None, False
-    while outer.parent is not None and outer.parent.type in ("template_declaration", "linkage_specification"):
-        outer = outer.parent
-        if outer.type == "template_declaration":
-            template_parameters = outer.child_by_field_name("parameters")
-            template = text[offset(template_parameters.start_byte) : offset(template_parameters.end_byte)] if template_parameters else None
-    ancestor = node.parent
-    while ancestor is not None and not extern_c:
-        extern_c = (
-            ancestor.type == "linkage_specification" and text[offset(ancestor.start_byte) : offset(ancestor.end_byte)].find('"C"') >= 0
-        )
-        ancestor = ancestor.parent
     bounds = next((child for child in node.named_children if child.type == "launch_bounds"), None)
     launch_bounds = (
         tuple(text[offset(child.start_byte) : offset(child.end_byte)] for child in bounds.named_children) if bounds is not None else None
@@ -589,15 +599,15 @@ def _function_of(node: Any, text: str, offset: _CharOffsets) -> Function | None:
     return Function(
         name=text[offset(name_node.start_byte) : offset(name_node.end_byte)],
         qualifier=qualifier,
-        start=offset(outer.start_byte),
+        start=offset(node.start_byte) if enclosing.start is None else enclosing.start,
         name_start=offset(name_node.start_byte),
         signature_end=offset(parameters.end_byte),
         end=offset((body or node).end_byte),
         parameters=(offset(parameters.start_byte) + 1, offset(parameters.end_byte) - 1),
         body=(offset(body.start_byte) + 1, offset(body.end_byte) - 1) if body else None,
-        template=template,
+        template=enclosing.template,
         launch_bounds=launch_bounds,
-        extern_c=extern_c,
+        extern_c=enclosing.extern_c,
         unfinished=None,
         definition=body is not None,
     )
