@@ -179,14 +179,15 @@ def test_trivia_finds_each_comment_literal_and_directive(text: str, expected: li
 @pytest.mark.parametrize(
     "text",
     [
-        "#if 1\n" * 10_000 + "__global__ void k(float* x) { }\n" + "#endif\n" * 10_000,
+        "#if 1\n" * 4_900 + "__global__ void k(float* x) { }\n" + "#endif\n" * 4_900,
         'extern "C" {\n' * 3_000 + "__global__ void k(float* x) { }\n" + "}\n" * 3_000,
     ],
-    ids=["10,000 nested #if", "3,000 nested extern C"],
+    ids=["4,900 nested #if", "3,000 nested extern C"],
 )
 def test_deeply_nested_text_is_indexed_in_linear_time(text: str) -> None:
     """A tree-sitter node's parent is found by a walk from the root: enclosing declarations are carried down instead."""
+    assert len(text) <= cuda_text.MAX_PARSED_CHARS
     cuda_text.clear_cache()
     started = time.perf_counter()
     assert [f.name for f in cuda_text.kernels(text)] == ["k"]
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 0.5  # asking each node for its parent took over a second here

@@ -22,10 +22,11 @@ from typing import Any
 
 KERNEL = "__global__"
 DEVICE = "__device__"
-# Texts larger than this are indexed by the scanner alone: tree-sitter's parse grows with the
-# text (~0.3 ms a KB, 7.5 ms for 300 small kernels), and files this big are generated or
-# hostile, where the scanner's answer is as good and a keystroke must not wait for a parse.
-MAX_PARSED_CHARS = 256 * 1024
+# Texts larger than this are indexed by the scanner alone: tree-sitter's parse and the walk of
+# its tree grow with the text (~0.4 ms a KB, 9 ms for 300 small kernels), and a kernel file
+# this big is generated (thousands of kernels) or hostile, where the scanner's answer is as
+# good and a keystroke must not wait for a parse.
+MAX_PARSED_CHARS = 64 * 1024
 # Tokens that macro expansion may produce, and tokens it may push while expanding (bodies
 # and substituted arguments): past either, the rest of the text is kept unexpanded.
 MAX_EXPANDED_TOKENS = 200_000
