@@ -191,3 +191,13 @@ def test_deeply_nested_text_is_indexed_in_linear_time(text: str) -> None:
     started = time.perf_counter()
     assert [f.name for f in cuda_text.kernels(text)] == ["k"]
     assert time.perf_counter() - started < 0.5  # asking each node for its parent took over a second here
+
+
+def test_offsets_count_code_points_around_non_ascii_text() -> None:
+    text = "// é ✓ 𝄞\n__global__ void kä(float* x /* ✓ */) { x[0] = 1; } // 𝄞\n__global__ void k2(float* y) { y[0] = 2; }\n"
+    spans = [[(f.name, f.start, f.signature_end, f.end, f.body) for f in index(text, reader)] for reader in readers()]
+    assert all(found == spans[0] for found in spans)
+    assert [text[start:end] for _, start, _, end, _ in spans[0]] == [
+        "__global__ void kä(float* x /* ✓ */) { x[0] = 1; }",
+        "__global__ void k2(float* y) { y[0] = 2; }",
+    ]

@@ -14,6 +14,7 @@ tokens, so hostile text (self-referencing, exponentially growing macros) costs b
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterator, Sequence
@@ -339,9 +340,22 @@ def split_top_level(text: str, separator: str) -> list[str]:
 def functions(text: str, qualifier: str = KERNEL, *, declarations: bool = False) -> tuple[Function, ...]:
     """The `__global__` (or `__device__`) functions a text defines (and declares, if asked), in order:
     tree-sitter's reading when it parses, else the scanner's."""
-    parsed = parsed_functions(text)
+    parsed = parsed_functions(text) if _balanced(text) else None
     found = scanned_functions(text, qualifier) if parsed is None else parsed
     return tuple(function for function in found if function.qualifier == qualifier and (declarations or function.definition))
+
+
+@functools.lru_cache(maxsize=16)
+def masked(text: str) -> str:
+    """`mask(text)`, kept for the few texts being read now."""
+    return mask(text)
+
+
+def _balanced(text: str) -> bool:
+    """Whether every bracket outside comments and literals closes: text that does not cannot
+    parse without an ERROR node, so tree-sitter's time on a half-typed file is saved."""
+    code = masked(text)
+    return code.count("{") == code.count("}") and code.count("(") == code.count(")")
 
 
 def kernels(text: str) -> tuple[Function, ...]:
@@ -372,22 +386,22 @@ def scanned_functions(text: str, qualifier: str = KERNEL) -> tuple[Function, ...
     A body that does not close before the next definition (or the end) is half-typed: it is
     cut just before the next declaration so that one stays visible.
     """
-    masked = mask(text)
+    masked_text = masked(text)
     keyword_pattern = re.compile(rf"(?<!\w){qualifier}(?!\w)")
-    keywords = [match.start() for match in keyword_pattern.finditer(masked)]
+    keywords = [match.start() for match in keyword_pattern.finditer(masked_text)]
     found: list[Function] = []
     floor = 0
     for index, keyword in enumerate(keywords):
-        limit = keywords[index + 1] if index + 1 < len(keywords) else len(masked)
+        limit = keywords[index + 1] if index + 1 < len(keywords) else len(masked_text)
         if keyword < floor:
             continue
-        function = _scan_one(text, masked, qualifier, keyword, floor, limit)
+        function = _scan_one(text, masked_text, qualifier, keyword, floor, limit)
         if function is None:
             floor = keyword + len(qualifier)  # keeps every backward look short: linear time
             continue
-        if function.unfinished and limit < len(masked):
-            next_start = _declaration_start(masked, limit, function.signature_end)
-            function = _replace_end(function, trim_end(masked, next_start, function.signature_end))
+        if function.unfinished and limit < len(masked_text):
+            next_start = _declaration_start(masked_text, limit, function.signature_end)
+            function = _replace_end(function, trim_end(masked_text, next_start, function.signature_end))
         found.append(function)
         floor = function.end
     return tuple(found)
@@ -487,7 +501,7 @@ def _template_of(masked: str, start: int, name_start: int) -> str | None:
 
 def clear_cache() -> None:
     """Forget every text read so far: a benchmark of a fresh edit starts from nothing."""
-    for cached in (scanned_functions, parsed_functions, _macro_table):
+    for cached in (masked, scanned_functions, parsed_functions, _macro_table):
         cached.cache_clear()
 
 
@@ -560,22 +574,26 @@ class _Enclosing:
 
 
 class _CharOffsets:
-    """tree-sitter's byte offsets as offsets into the text (code points)."""
+    """tree-sitter's byte offsets as offsets into the text (code points): each byte offset less
+    the extra bytes of the non-ASCII characters that end at or before it."""
 
     def __init__(self, text: str, data: bytes) -> None:
-        self.identity = len(data) == len(text)
-        if not self.identity:
-            self.chars = [0] * (len(data) + 1)
-            position = 0
-            for index, character in enumerate(text):
-                width = len(character.encode("utf-8", "surrogatepass"))
-                for byte in range(position, position + width):
-                    self.chars[byte] = index
-                position += width
-            self.chars[position] = len(text)
+        self.ends: list[int] = []  # byte offset just after each non-ASCII character
+        self.extra: list[int] = []  # extra bytes of the non-ASCII characters up to and including it
+        extra = 0
+        if len(data) != len(text):
+            for found in _NON_ASCII.finditer(text):
+                width = len(found.group().encode("utf-8", "surrogatepass"))
+                self.ends.append(found.start() + extra + width)
+                extra += width - 1
+                self.extra.append(extra)
 
     def __call__(self, byte: int) -> int:
-        return byte if self.identity else self.chars[byte]
+        before = bisect.bisect_right(self.ends, byte)
+        return byte - self.extra[before - 1] if before else byte
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def _function_of(node: Any, text: str, offset: _CharOffsets, enclosing: _Enclosing) -> Function | None:
