@@ -26,8 +26,9 @@ Keys:
   maxnreg) are also passed to the launch as keywords.
 
 Expressions are ints with + - * / // % << >> ** and parentheses, names bound by scalar
-arguments or other keys, and cdiv(a, b), min(...), max(...). They are evaluated here,
-never with `eval`, so a pragma cannot run code in the editor.
+arguments or other keys, and cdiv(a, b), min(...), max(...). They are evaluated by the
+evaluator every source reader shares (expressions.py), never with `eval`, so a pragma
+cannot run code in the editor.
 
 KernelBench files (`Model`, `ModelNew`, `get_inputs`, `get_init_inputs`) need no pragma:
 the file itself says how to run it.

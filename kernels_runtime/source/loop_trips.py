@@ -30,7 +30,8 @@ work no loop shows: a bitonic network of log n · (log n + 1) / 2 stages, each a
 the program's threads wait for, over the elements shared among its num_warps · 32 threads.
 
 Expressions are read with Python's `ast` (C first loses its casts and literal suffixes) and
-evaluated here, never with `eval`.
+evaluated in C's arithmetic by the shared evaluator (expressions.py), never with `eval`;
+kernels, `__device__` helpers and macros come from cuda_text, Triton kernels from triton_text.
 """
 
 from __future__ import annotations
