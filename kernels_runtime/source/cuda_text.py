@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -509,18 +510,32 @@ def clear_cache() -> None:
 
 
 @functools.cache
-def _parser() -> Any:
-    """tree-sitter's CUDA parser, or None when the wheels are not installed (the scanner then reads alone)."""
+def _language() -> Any:
+    """tree-sitter's CUDA grammar, or None when the wheels are not installed (the scanner then reads alone)."""
     try:
         import tree_sitter
         import tree_sitter_cuda
     except ImportError:
         return None
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+    return tree_sitter.Language(tree_sitter_cuda.language())
+
+
+_PARSERS = threading.local()
+
+
+def _parser() -> Any:
+    """This thread's parser: tree-sitter's parsers are not meant to be shared between threads, and
+    the server reads several files at once in threads."""
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None and (language := _language()) is not None:
+        import tree_sitter
+
+        parser = _PARSERS.parser = tree_sitter.Parser(language)
+    return parser
 
 
 def tree_sitter_available() -> bool:
-    return _parser() is not None
+    return _language() is not None
 
 
 @functools.lru_cache(maxsize=16)
