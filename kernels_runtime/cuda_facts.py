@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelcast.kernels_runtime.source import cuda_text
+
 DEFAULT_TIMEOUT_S = 30.0
 ERROR_LINES = 12
 NO_CUDA_COMPILER = "no CUDA compiler: install nvcc or `pip install cuda-python cuda-core`"
@@ -127,25 +129,14 @@ def _int_or(pattern: re.Pattern[str], line: str, default: int | None) -> int | N
 
 # --- names -----------------------------------------------------------------------------
 
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\(\s*([^,)]*)")
-_NAME_BEFORE_PAREN = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^(]*>)?\s*\($")
-
 
 def global_kernels(code: str) -> dict[str, int | None]:
-    """`__global__` function names in the source, with their `__launch_bounds__` thread count if literal."""
+    """`__global__` function names in the source (declared or defined; explicit instantiations name
+    one already listed), with their `__launch_bounds__` thread count if literal."""
     kernels: dict[str, int | None] = {}
-    for match in re.finditer(r"\b__global__\b", code):
-        statement_start = max(code.rfind(ch, 0, match.start()) for ch in ";{}") + 1
-        head_end = min((i for i in (code.find("{", match.end()), code.find(";", match.end())) if i >= 0), default=len(code))
-        head = code[statement_start:head_end]
-        bounds = _LAUNCH_BOUNDS.search(head)
-        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", head)
-        paren = head.find("(")
-        name = _NAME_BEFORE_PAREN.search(head[: paren + 1]) if paren >= 0 else None
-        if not name or name.group(1) in kernels or head.lstrip().startswith("template __global__"):
-            continue  # explicit instantiations name a kernel already listed
-        threads = bounds.group(1).strip() if bounds else ""
-        kernels[name.group(1)] = int(threads, 0) if re.fullmatch(r"\d+|0x[0-9a-fA-F]+", threads) else None
+    for kernel in cuda_text.functions(code, cuda_text.KERNEL, declarations=True):
+        threads = kernel.launch_bounds[0] if kernel.launch_bounds else ""
+        kernels.setdefault(kernel.name, int(threads, 0) if re.fullmatch(r"\d+|0x[0-9a-fA-F]+", threads) else None)
     return kernels
 
 

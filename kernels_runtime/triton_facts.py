@@ -30,6 +30,7 @@ from kernelcast.kernels_runtime.cuda_facts import (
     readable_compile_error,
     run_tool,
 )
+from kernelcast.kernels_runtime.source.triton_text import dotted, imports_of, is_triton_kernel, triton_aliases
 from kernelcast.paths import install_command
 
 NO_TRITON = f"install triton for Triton facts ({install_command('triton')})"
@@ -105,19 +106,6 @@ def triton_available() -> bool:
         return False
 
 
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return node.id if isinstance(node, ast.Name) else ""
-
-
-def is_jit(function: ast.FunctionDef) -> bool:
-    """Decorated `@triton.jit` (or `@jit`, however triton was imported)."""
-    return any(_dotted(d).split(".")[-1] == "jit" for d in function.decorator_list)
-
-
 def _literal(node: ast.AST) -> tuple[bool, Any]:
     try:
         return True, ast.literal_eval(node)
@@ -128,7 +116,7 @@ def _literal(node: ast.AST) -> tuple[bool, Any]:
 def _first_autotune_config(function: ast.FunctionDef) -> tuple[dict[str, Any], int | None, int | None]:
     """Constexprs, num_warps and num_stages of the first literal `triton.Config` in @triton.autotune."""
     for decorator in function.decorator_list:
-        if not (isinstance(decorator, ast.Call) and _dotted(decorator).endswith("autotune")):
+        if not (isinstance(decorator, ast.Call) and dotted(decorator).endswith("autotune")):
             continue
         configs = next((kw.value for kw in decorator.keywords if kw.arg == "configs"), None)
         if configs is None and decorator.args:
@@ -147,7 +135,7 @@ def _first_autotune_config(function: ast.FunctionDef) -> tuple[dict[str, Any], i
 def _kernel_of(function: ast.FunctionDef) -> TritonKernel:
     arguments = function.args
     params = [a.arg for a in arguments.posonlyargs + arguments.args]
-    constexpr = {a.arg for a in arguments.posonlyargs + arguments.args if a.annotation and "constexpr" in _dotted(a.annotation)}
+    constexpr = {a.arg for a in arguments.posonlyargs + arguments.args if a.annotation and "constexpr" in dotted(a.annotation)}
     defaults: dict[str, Any] = {}
     for param, default in zip(params[len(params) - len(arguments.defaults) :], arguments.defaults):
         ok, value = _literal(default)
@@ -165,6 +153,7 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
     `@triton.jit` (autotune/heuristics run at launch, not at compile). Raises SyntaxError.
     """
     tree = ast.parse(code)
+    aliases = triton_aliases(imports_of(node for node in ast.walk(tree) if isinstance(node, ast.stmt)))
     lines = ["import triton", "import triton.language as tl"]
     kernels: dict[str, TritonKernel] = {}
     for node in tree.body:
@@ -172,7 +161,7 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
             lines.append(ast.unparse(node))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_constant(node.value):
             lines.append(ast.unparse(node))
-        elif isinstance(node, ast.FunctionDef) and is_jit(node):
+        elif isinstance(node, ast.FunctionDef) and is_triton_kernel(node, aliases):
             kernels[node.name] = _kernel_of(node)
             node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
             _make_header_inert(node)
@@ -207,7 +196,7 @@ def _imports_only_triton_or_math(node: ast.Import | ast.ImportFrom) -> bool:
 
 
 def _is_constant(value: ast.AST) -> bool:
-    if isinstance(value, ast.Call) and _dotted(value.func).endswith("constexpr") and len(value.args) == 1:
+    if isinstance(value, ast.Call) and dotted(value.func).endswith("constexpr") and len(value.args) == 1:
         value = value.args[0]
     return _literal(value)[0]
 

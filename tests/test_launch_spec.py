@@ -220,3 +220,32 @@ def test_templates_parse_and_name_the_kernel(language: str, params: list[str]) -
     assert spec.kernel == "k"
     constexprs = [p for p in params if language == "triton" and p.isupper() and len(p) > 1]
     assert [a.name for a in spec.args] == [p for p in params if p not in constexprs]
+
+
+def test_a_commented_out_kernel_between_a_pragma_and_its_kernel_takes_nothing() -> None:
+    text = (
+        "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<20)\n"
+        "// __global__ void old_scale(const float* x, float* y, int n)\n"
+        "/* __global__ void older_scale(const float* x, float* y, int n) */\n"
+        "__global__ void scale(const float* x, float* y, int N) { int i = threadIdx.x; if (i < N) y[i] = 2.0f * x[i]; }\n"
+    )
+    assert find_launch_spec(text, "scale", "cuda").kernel == "scale"
+    assert find_launch_spec(text, "old_scale", "cuda") is None
+    assert kernel_names(text, "cuda") == ["scale"]
+
+
+def test_a_signature_over_several_lines_and_a_template_kernel_get_their_pragmas() -> None:
+    text = (
+        "// kernelcast: launch grid=(4) block=(128) args=(x:f32[512])\n"
+        "template <int BLOCK>\n"
+        "__global__ void\n"
+        "__launch_bounds__(BLOCK)\n"
+        "tiled(float* x) { x[threadIdx.x] = BLOCK; }\n"
+        "// kernelcast: launch grid=(2) block=(64) args=(x:f32[128])\n"
+        'extern "C" {\n'
+        "__global__ void plain(float* x) { x[threadIdx.x] = 0.0f; }\n"
+        "}\n"
+    )
+    assert find_launch_spec(text, "tiled", "cuda").grid == (4,)
+    assert find_launch_spec(text, "plain", "cuda").grid == (2,)
+    assert kernel_parameters(text, "tiled", "cuda") == ["x"]

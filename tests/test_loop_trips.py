@@ -486,3 +486,22 @@ def test_triton_helpers_count_their_work_with_the_calls_values_and_shapes() -> N
     assert work.global_accesses == 16 * 64 + 64
     plain = thread_work(TRITON_HELPERS, "triton", {"kernel": "calls_plain_python", "grid": [1, 1, 1], "args": ["x"]})
     assert plain == NO_WORK
+
+
+CDIV_MACRO = """
+#define CDIV(a, b) (((a) + (b) - 1) / (b))
+#define TILE 32
+__global__ void tiles(const float* x, float* y, int N) {
+    float acc = 0.0f;
+    int t;
+    for (t = 0; t < CDIV(N, TILE); ++t) acc += x[t * TILE + threadIdx.x];
+    y[threadIdx.x] = acc;
+}
+"""
+
+
+def test_a_function_like_macro_in_a_loop_bound_is_expanded_as_written_out() -> None:
+    written_out = CDIV_MACRO.replace("CDIV(N, TILE)", "(((N) + (TILE) - 1) / (TILE))")
+    work = thread_work(CDIV_MACRO, "cuda", launch("tiles", [1, 1, 1], [32, 1, 1], 1 << 20))
+    assert work.iterations == 32_768
+    assert work == thread_work(written_out, "cuda", launch("tiles", [1, 1, 1], [32, 1, 1], 1 << 20))

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
+
+from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source.expressions import C_BINARY, C_FUNCTIONS, C_UNARY, ExpressionError
 
 ACCESS_NAMES: tuple[str, ...] = (
     "access_analysed",  # 1 when at least one global access was evaluated
@@ -53,14 +55,12 @@ GRID_DIM = 1024
 BANKS = 32
 BANK_BYTES = 4
 WARP_SIZE = 32
-# Guards against hostile or huge input: definitions followed, parser nesting, macro output.
+# Guards against hostile or huge input: definitions followed, parser nesting (macro output: cuda_text's budget).
 MAX_DEFINITION_DEPTH = 24
 MAX_NESTING = 64
-MAX_EXPANDED_TOKENS = 200_000
 # Functions read per text: a kernel file has a handful; a generated one with hundreds is
 # summarised by its first kernels at a bounded cost per keystroke (~0.2 ms a function).
 MAX_FUNCTIONS = 32
-MAX_SHIFT = 63
 
 TYPE_BYTES: dict[str, int] = {
     **dict.fromkeys(("char", "bool", "int8_t", "uint8_t", "uchar", "char1", "uchar1"), 1),
@@ -143,19 +143,8 @@ _STORE_CALLS = frozenset(("__stcg", "__stcs", "__stwb", "__stwt"))
 _CONTROL = frozenset(("if", "while", "switch"))
 _SKIPPED_WORDS = frozenset(("else", "do", "return", "break", "continue", "goto"))
 
-C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # features.py and loop_trips.py strip comments with it too
-_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[^\n]*")
-_DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?(.*)", re.S)
-_TOKEN = re.compile(
-    r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
-    r"|0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFuUlL]*"
-    r"|[A-Za-z_]\w*"
-    r"|<<=|>>=|->|::|\+\+|--|<<|>>|&&|\|\||[-+*/%&|^!=<>]="
-    r"|\S"
-)
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
-_BRACKETS = _OPENERS.keys() | _CLOSERS.keys()
 
 _PRECEDENCE = {
     "||": 1,
@@ -182,7 +171,7 @@ _ASSIGNMENTS = frozenset(("=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=",
 Pair = tuple  # (value for threadIdx.x = 0, value for threadIdx.x = 1)
 
 
-class _Unresolved(Exception):
+class _Unresolved(ExpressionError):
     """An address that depends on something this analysis cannot know."""
 
 
@@ -195,76 +184,6 @@ class _Unparsable(Exception):
 
 
 # --- values of the two threads ---------------------------------------------------------------
-
-
-def _divide(a: float, b: float) -> float:
-    if b == 0:
-        raise _Unresolved("division by zero")
-    if isinstance(a, int) and isinstance(b, int):
-        quotient = abs(a) // abs(b)
-        return quotient if (a >= 0) == (b > 0) else -quotient
-    return a / b
-
-
-def _remainder(a: float, b: float) -> float:
-    if isinstance(a, int) and isinstance(b, int):
-        return a - _divide(a, b) * b
-    if b == 0:
-        raise _Unresolved("remainder by zero")
-    return math.fmod(a, b)
-
-
-def _integers(operation: Callable[[int, int], int]) -> Callable[[float, float], int]:
-    def checked(a: float, b: float) -> int:
-        if not (isinstance(a, int) and isinstance(b, int)):
-            raise _Unresolved("bit operation on a non-integer")
-        return operation(a, b)
-
-    return checked
-
-
-def _shift(operation: Callable[[int, int], int]) -> Callable[[float, float], int]:
-    def checked(a: float, b: float) -> int:
-        if not (isinstance(a, int) and isinstance(b, int)) or not 0 <= b <= MAX_SHIFT:
-            raise _Unresolved("shift out of range")
-        return operation(a, b)
-
-    return checked
-
-
-_BINARY: dict[str, Callable[[float, float], float]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _divide,
-    "%": _remainder,
-    "<<": _shift(lambda a, b: a << b),
-    ">>": _shift(lambda a, b: a >> b),
-    "&": _integers(lambda a, b: a & b),
-    "|": _integers(lambda a, b: a | b),
-    "^": _integers(lambda a, b: a ^ b),
-    "==": lambda a, b: int(a == b),
-    "!=": lambda a, b: int(a != b),
-    "<": lambda a, b: int(a < b),
-    "<=": lambda a, b: int(a <= b),
-    ">": lambda a, b: int(a > b),
-    ">=": lambda a, b: int(a >= b),
-}
-
-
-def _complement(a: float) -> int:
-    if not isinstance(a, int):
-        raise _Unresolved("bit operation on a non-integer")
-    return ~a
-
-
-_UNARY: dict[str, Callable[[float], float]] = {"-": lambda a: -a, "+": lambda a: a, "!": lambda a: int(not a), "~": _complement}
-_MATH_CALLS: dict[str, Callable[..., float]] = {
-    **dict.fromkeys(("min", "umin", "llmin", "ullmin", "fminf", "fmin"), min),
-    **dict.fromkeys(("max", "umax", "llmax", "ullmax", "fmaxf", "fmax"), max),
-    **dict.fromkeys(("abs", "labs", "llabs", "fabsf", "fabs"), abs),
-    **dict.fromkeys(("__mul24", "__umul24"), lambda a, b: a * b),
-}
 
 
 def _uniform(pair: Pair) -> Pair:
@@ -320,7 +239,7 @@ class _Definition:
             self.pair = self.node.evaluate(depth + 1)
         except _TooDeep:
             raise
-        except _Unresolved:
+        except ExpressionError:  # unresolved here, or C arithmetic without a value (a division by zero)
             self.failed = True
             raise
         return self.pair
@@ -339,7 +258,7 @@ class _Opaque:
 
 UNIFORM = _Opaque("UNIFORM")
 PER_THREAD = _Opaque("PER_THREAD")
-Binding = Union[_Definition, _Pointer, _Opaque]
+Binding = _Definition | _Pointer | _Opaque
 
 
 # --- expression nodes ----------------------------------------------------------------------------
@@ -402,7 +321,7 @@ class _Unary(_Node):
         self.operand = operand
 
     def evaluate(self, depth: int) -> Pair:
-        operation = _UNARY[self.operator]
+        operation = C_UNARY[self.operator]
         first, second = self.operand.evaluate(depth)
         return (operation(first), operation(second))
 
@@ -431,7 +350,7 @@ class _Binary(_Node):
             right = self.right.evaluate(depth) if any(needs_right) else left
             return tuple(int(bool(right[lane])) if needs_right[lane] else short_circuit for lane in (0, 1))
         right = self.right.evaluate(depth)
-        operation = _BINARY[self.operator]
+        operation = C_BINARY[self.operator]
         return (operation(left[0], right[0]), operation(left[1], right[1]))
 
     def children(self) -> tuple[_Node, ...]:
@@ -510,7 +429,7 @@ class _Call(_Node):
         if self.name in _LOAD_CALLS and self.location is not None:
             return _uniform(_offset(self.location, depth))
         values = [argument.evaluate(depth) for argument in self.arguments]
-        operation = _MATH_CALLS.get(self.name)
+        operation = C_FUNCTIONS.get(self.name)
         if operation is not None and values:
             return (operation(*(value[0] for value in values)), operation(*(value[1] for value in values)))
         if not values:
@@ -612,7 +531,7 @@ def _evaluated(evaluate: Callable[[], Pair]) -> Pair | None:
     """A value for the two threads, or None where C arithmetic on it fails or is unknown."""
     try:
         return evaluate()
-    except (_Unresolved, RecursionError, ArithmeticError, TypeError, ValueError):
+    except (RecursionError, ArithmeticError, TypeError, ValueError):  # ExpressionError and _Unresolved are ValueErrors
         return None
 
 
@@ -637,93 +556,11 @@ def _type_bytes(words: list[str], sizes: dict[str, int]) -> int:
 # --- text to tokens ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Macro:
-    parameters: tuple[str, ...] | None  # None: object-like
-    body: tuple[str, ...]
-
-
 def _tokens(code: str, language: str) -> list[str]:
     """Tokens of the text after comments, directives and object/function-like macros."""
     if language != "cuda":  # CUDA in a one-line Python string spells its line breaks \n
         code = code.replace("\\n", "\n").replace("\\t", " ")
-    code = C_COMMENT.sub(" ", code.replace("\\\n", " "))
-    macros: dict[str, _Macro] = {}
-    for directive in _DIRECTIVE.findall(code):
-        found = _DEFINE.match(directive.strip())
-        if found:
-            parameters = None
-            if found.group(2) is not None:
-                parameters = tuple(name.strip() for name in found.group(2)[1:-1].split(",") if name.strip())
-            macros[found.group(1)] = _Macro(parameters, tuple(_TOKEN.findall(found.group(3))))
-    raw = _TOKEN.findall(_DIRECTIVE.sub(" ", code))
-    if not macros:
-        return raw
-    expanded: list[str] = []
-    _expand(raw, macros, frozenset(), expanded)
-    return expanded
-
-
-def _expand(tokens: list[str] | tuple[str, ...], macros: dict[str, _Macro], active: frozenset[str], out: list[str]) -> None:
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        macro = macros.get(token)
-        index += 1
-        if macro is None or token in active or len(out) > MAX_EXPANDED_TOKENS:
-            out.append(token)
-            continue
-        if macro.parameters is None:
-            _expand(macro.body, macros, active | {token}, out)
-            continue
-        if index >= len(tokens) or tokens[index] != "(":
-            out.append(token)
-            continue
-        arguments, index = _macro_arguments(tokens, index)
-        values = dict(zip(macro.parameters, arguments))
-        body = [piece for word in macro.body for piece in values.get(word, (word,))]
-        _expand(body, macros, active | {token}, out)
-
-
-def _macro_arguments(tokens: list[str] | tuple[str, ...], index: int) -> tuple[list[list[str]], int]:
-    """The comma-separated arguments of a macro call starting at its '(' and the index after ')'."""
-    arguments: list[list[str]] = [[]]
-    depth = 0
-    for position in range(index, len(tokens)):
-        token = tokens[position]
-        if token in _OPENERS:
-            depth += 1
-            if depth == 1:
-                continue
-        elif token in _CLOSERS:
-            depth -= 1
-            if depth == 0:
-                return arguments, position + 1
-        elif token == "," and depth == 1:
-            arguments.append([])
-            continue
-        arguments[-1].append(token)
-    return arguments, len(tokens)
-
-
-def _partners(tokens: list[str]) -> list[int]:
-    """For each opening bracket the index of its closing one (len(tokens) when unclosed)."""
-    partner = [len(tokens)] * len(tokens)
-    stack: list[int] = []
-    # Only brackets matter, a quarter of a kernel's tokens: found first in one comprehension.
-    for index in [index for index, token in enumerate(tokens) if token in _BRACKETS]:
-        token = tokens[index]
-        if token in _OPENERS:
-            stack.append(index)
-        else:
-            # A stray closer (unbalanced text) closes the nearest opener of its kind, if near.
-            for depth in range(len(stack) - 1, max(len(stack) - 5, -1), -1):
-                if tokens[stack[depth]] == _CLOSERS[token]:
-                    for opener in stack[depth:]:
-                        partner[opener] = index
-                    del stack[depth:]
-                    break
-    return partner
+    return cuda_text.MacroTable.of(code).expand(cuda_text.tokens(cuda_text.mask(code, strings=False)))
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -1506,7 +1343,7 @@ def _bound_parameters(parameters: dict[str, Binding], shape: _LaunchShape | None
 
 def _accesses(code: str, language: str, launches: tuple[tuple[str, _LaunchShape], ...]) -> list[_Access]:
     tokens = _tokens(code, language)
-    partner = _partners(tokens)
+    partner = cuda_text.token_partners(tokens)
     types = set(_BUILTIN_TYPES)
     sizes = dict(TYPE_BYTES)
     functions, constants = _scan(tokens, partner, types, sizes)

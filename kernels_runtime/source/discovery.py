@@ -16,9 +16,13 @@ import re
 import unicodedata
 import warnings
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePath
+
+from kernelcast.kernels_runtime.source import cuda_text
+from kernelcast.kernels_runtime.source.cuda_text import trim_end
+from kernelcast.kernels_runtime.source.triton_text import dotted, imports_of, is_triton_jit, is_triton_kernel, triton_aliases
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 CUDA_SUFFIXES = frozenset({".cu", ".cuh"})
@@ -114,16 +118,16 @@ def normalise_code(code: str, language: str) -> str:
     Spaces survive only where dropping them would glue two words or two operators
     into another token; string literals are kept verbatim.
     """
-    pattern = _C_TRIVIA if language == "cuda" else _PY_TRIVIA
+    found = cuda_text.trivia(code) if language == "cuda" else ((m.lastgroup, m.start(), m.end()) for m in _PY_TRIVIA.finditer(code))
     pieces: list[str] = []
     last = 0
-    for match in pattern.finditer(code):
-        if match.lastgroup == "directive":
+    for kind, start, end in found:
+        if kind == "directive":
             continue  # preprocessor lines are code: squeeze them with the rest
-        pieces.append(_squeeze(code[last : match.start()]))
-        if match.lastgroup != "comment":
-            pieces.append(match.group())
-        last = match.end()
+        pieces.append(_squeeze(code[last:start]))
+        if kind != "comment":
+            pieces.append(code[start:end])
+        last = end
     pieces.append(_squeeze(code[last:]))
     return "".join(pieces).strip()
 
@@ -213,27 +217,6 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _NOT_LINE_BREAK = re.compile(r"[^\r\n]")
 
 
-def _trim_end(text: str, end: int, floor: int) -> int:
-    """Move `end` back over whitespace, not below `floor`."""
-    while end > floor and text[end - 1].isspace():
-        end -= 1
-    return end
-
-
-def _match_close(masked: str, open_at: int, limit: int) -> int | None:
-    """Offset after the bracket closing the one at `open_at`, counting (no recursion); None if unclosed."""
-    opener = masked[open_at]
-    depth = 0
-    for match in _BRACKETS[opener].finditer(masked, open_at, limit):
-        depth += 1 if match.group() == opener else -1
-        if depth == 0:
-            return match.end()
-    return None
-
-
-_BRACKETS = {"(": re.compile(r"[()]"), "{": re.compile(r"[{}]")}
-
-
 def _squeeze(code: str) -> str:
     def keep_or_drop(match: re.Match[str]) -> str:
         before = code[match.start() - 1] if match.start() else ""
@@ -254,135 +237,12 @@ def _is_word(char: str) -> bool:
 
 # --- CUDA ----------------------------------------------------------------------------
 
-_C_TRIVIA = re.compile(
-    r"""
-    (?P<comment>//[^\r\n]*|/\*[\s\S]*?(?:\*/|\Z))
-    |(?P<string>(?<!\w)(?:u8|[uUL])?R"(?P<delim>[^()\\\s]{0,16})\([\s\S]*?(?:\)(?P=delim)"|\Z)
-        |"(?:[^"\\\r\n]+|\\[\s\S])*"?
-        |(?<![0-9])'(?:[^'\\\r\n]+|\\[\s\S])*'?)
-    |(?P<directive>^[ \t]*\#(?:[^\r\n\\/]+|\\[\s\S]|/(?![/*]))*)
-    """,
-    re.MULTILINE | re.VERBOSE,
-)
-_GLOBAL = re.compile(r"(?<!\w)__global__(?!\w)")
-_HEAD_TOKEN = re.compile(r"(?P<word>[^\W\d]\w*)|(?P<open>\()|(?P<attribute>\[\[)|(?P<stop>[;{}])")
-# Words followed by a parenthesised argument that are part of a signature, not its name.
-_SIGNATURE_CALLS = frozenset(
-    {"__launch_bounds__", "__cluster_dims__", "__maxnreg__", "__attribute__", "__declspec", "alignas", "__align__", "decltype"}
-)
-_BODY_OR_END = re.compile(r"[;{}]")
-
-
-@dataclass(frozen=True)
-class _CudaKernel:
-    """A `__global__` definition as offsets into the scanned text."""
-
-    name: str
-    start: int
-    signature_end: int
-    end: int
-    unfinished: str | None  # what is missing: "parameter list" | "body" | None
-
-
-def _mask_c(text: str) -> str:
-    """The text with comments, literals and preprocessor lines blanked, offsets kept."""
-    pieces: list[str] = []
-    last = 0
-    for match in _C_TRIVIA.finditer(text):
-        pieces.append(text[last : match.start()])
-        pieces.append(_NOT_LINE_BREAK.sub(" ", match.group()))
-        last = match.end()
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
-def _scan_cuda(text: str) -> list[_CudaKernel]:
-    """`__global__` definitions, each scanned only up to the next `__global__` (linear time).
-
-    A body that does not close before the next kernel (or the end) is half-typed: it
-    is cut just before the next kernel's declaration so that kernel stays visible.
-    """
-    masked = _mask_c(text)
-    keywords = [match.start() for match in _GLOBAL.finditer(masked)]
-    kernels: list[_CudaKernel] = []
-    floor = 0
-    for index, keyword in enumerate(keywords):
-        limit = keywords[index + 1] if index + 1 < len(keywords) else len(masked)
-        if keyword < floor:
-            continue
-        kernel = _scan_one_kernel(masked, keyword, floor, limit)
-        if kernel is None:
-            floor = keyword + len("__global__")  # keeps every backward look short: linear time
-            continue
-        if kernel.unfinished and limit < len(masked):
-            next_start = _declaration_start(masked, limit, kernel.signature_end)
-            kernel = _CudaKernel(
-                kernel.name, kernel.start, kernel.signature_end, _trim_end(masked, next_start, kernel.signature_end), kernel.unfinished
-            )
-        kernels.append(kernel)
-        floor = kernel.end
-    return kernels
-
-
-def _declaration_start(masked: str, keyword: int, floor: int) -> int:
-    """Start of the declaration holding `keyword`: after the last `;`, `{` or `}` before it."""
-    boundary = max(masked.rfind(";", floor, keyword), masked.rfind("{", floor, keyword), masked.rfind("}", floor, keyword))
-    start = boundary + 1 if boundary >= 0 else floor
-    while masked[start].isspace():
-        start += 1
-    return start
-
-
-def _scan_one_kernel(masked: str, keyword: int, floor: int, limit: int) -> _CudaKernel | None:
-    start = _declaration_start(masked, keyword, floor)
-    name, params_open = _kernel_name(masked, keyword + len("__global__"), limit)
-    if name is None:
-        return None  # not a function (a macro, a typo): nothing to forecast
-    params_close = _match_close(masked, params_open, limit)
-    if params_close is None:
-        name_line_end = masked.find("\n", params_open, limit)
-        signature_end = _trim_end(masked, name_line_end if name_line_end >= 0 else limit, params_open)
-        return _CudaKernel(name, start, signature_end, _trim_end(masked, limit, signature_end), "parameter list")
-    after = _BODY_OR_END.search(masked, params_close, limit)
-    if after is not None and after.group() == ";":
-        return None  # a declaration
-    if after is None or after.group() == "}":
-        return _CudaKernel(name, start, params_close, _trim_end(masked, limit, params_close), "body")
-    body_close = _match_close(masked, after.start(), limit)
-    if body_close is None:
-        return _CudaKernel(name, start, params_close, _trim_end(masked, limit, params_close), "body")
-    return _CudaKernel(name, start, params_close, body_close, None)
-
-
-def _kernel_name(masked: str, position: int, limit: int) -> tuple[str | None, int]:
-    """The function name after `__global__` and the offset of its `(`, skipping attributes."""
-    last_word: str | None = None
-    while True:
-        token = _HEAD_TOKEN.search(masked, position, limit)
-        if token is None or token.lastgroup == "stop":
-            return None, position
-        if token.lastgroup == "word":
-            last_word = token.group()
-            position = token.end()
-        elif token.lastgroup == "attribute":
-            close = masked.find("]]", token.end(), limit)
-            if close < 0:
-                return None, position
-            position = close + 2
-        elif last_word in _SIGNATURE_CALLS:
-            close = _match_close(masked, token.start(), limit)
-            if close is None:
-                return None, position
-            position, last_word = close, None
-        else:
-            return last_word, token.start()
-
 
 def _discover_cuda_file(text: str) -> tuple[list[DiscoveredKernel], list[str]]:
     lines = _LineIndex(text)
     kernels: list[DiscoveredKernel] = []
     problems: list[str] = []
-    for found in _scan_cuda(text):
+    for found in cuda_text.kernels(text):
         kernels.append(
             DiscoveredKernel(
                 found.name,
@@ -398,7 +258,7 @@ def _discover_cuda_file(text: str) -> tuple[list[DiscoveredKernel], list[str]]:
     return kernels, problems
 
 
-def _unfinished_problem(kernel: _CudaKernel, line: int) -> str:
+def _unfinished_problem(kernel: cuda_text.Function, line: int) -> str:
     return f"kernel `{kernel.name}` at line {line + 1} has an unfinished {kernel.unfinished}; its range is a guess"
 
 
@@ -606,27 +466,8 @@ def _python_header_end(masked: str, keyword: int, limit: int) -> int:
         elif char == ":" and depth == 0:
             return token.end()
         elif char in "\r\n" and depth == 0 and masked[token.start() - 1] != "\\":
-            return _trim_end(masked, token.start(), keyword)
-    return _trim_end(masked, limit, keyword)
-
-
-def _triton_aliases(imports: Iterable[tuple[str, str | None, str | None]]) -> dict[str, str]:
-    """Local name -> dotted triton name, from (module, imported name, alias) triples."""
-    aliases: dict[str, str] = {}
-    for module, name, alias in imports:
-        if module.split(".")[0] != "triton":
-            continue
-        if name is None:
-            aliases[alias or module.split(".")[0]] = module if alias else module.split(".")[0]
-        else:
-            aliases[alias or name] = f"{module}.{name}"
-    return aliases
-
-
-def _is_triton_jit(dotted: str, aliases: dict[str, str]) -> bool:
-    head, _, rest = dotted.partition(".")
-    resolved = aliases.get(head, head) + (f".{rest}" if rest else "")
-    return resolved.startswith("triton.") and resolved.endswith(".jit")
+            return trim_end(masked, token.start(), keyword)
+    return trim_end(masked, limit, keyword)
 
 
 class _AstPositions:
@@ -661,23 +502,16 @@ class _AstPositions:
 
 def _outline_from_ast(tree: ast.Module, source: _PythonSource, positions: _AstPositions) -> _Outline:
     statements = [_classify(source.masked, positions.definition_start(node), positions.end_of(node)) for node in tree.body]
-    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
-    imports: list[tuple[str, str | None, str | None]] = []
-    for node in _all_statements(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
-            functions.append(node)
-        elif isinstance(node, ast.Import):
-            imports.extend((alias.name, None, alias.asname) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imports.extend((node.module, alias.name, alias.asname) for alias in node.names)
+    every_statement = list(_all_statements(tree))
+    functions = [node for node in every_statement if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list]
     # Walking every expression is the slow part of a big file: only do it when CUDA may be compiled.
     needs_calls = _EMBEDDING_CALL_NAME.search(source.masked) is not None
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)] if needs_calls else []
-    aliases = _triton_aliases(imports)
+    aliases = triton_aliases(imports_of(every_statement))
     triton = [
         _TritonFunction(node.name, positions.definition_start(node), positions.start_of(node), positions.end_of(node))
         for node in functions
-        if any(_is_triton_jit(_dotted(decorator), aliases) for decorator in node.decorator_list)
+        if is_triton_kernel(node, aliases)
     ]
     return _Outline(statements, triton, _embedded_from_calls(tree, calls, source, positions))
 
@@ -695,20 +529,6 @@ def _all_statements(tree: ast.Module) -> Iterator[ast.stmt]:
                 stack.extend(reversed(children))
 
 
-def _dotted(node: ast.expr) -> str:
-    """`a.b.c` for a name or attribute chain (a call's callee for a call); '' otherwise."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _embedded_from_calls(
     tree: ast.Module, calls: list[ast.Call], source: _PythonSource, positions: _AstPositions
 ) -> list[tuple[_StringMap, str]]:
@@ -721,7 +541,7 @@ def _embedded_from_calls(
     embedded: list[tuple[_StringMap, str]] = []
     seen: set[int] = set()
     for call in calls:
-        container = _dotted(call.func).rpartition(".")[2]
+        container = dotted(call.func).rpartition(".")[2]
         if container not in EMBEDDING_CALLS:
             continue
         keyword, position = EMBEDDING_CALLS[container]
@@ -788,14 +608,14 @@ def _outline_from_scan(source: _PythonSource) -> _Outline:
         decorating = masked.startswith("@", position) or (decorating and not _DEFINITION_LINE.match(masked, position))
         if not (starts and joins):
             starts.append(position)
-    ends = [_trim_end(masked, following, start) for start, following in zip(starts, [*starts[1:], len(masked)])]
+    ends = [trim_end(masked, following, start) for start, following in zip(starts, [*starts[1:], len(masked)])]
     statements = [_classify(masked, start, end) for start, end in zip(starts, ends)]
-    aliases = _triton_aliases(_scanned_imports(masked))
+    aliases = triton_aliases(_scanned_imports(masked))
     triton = [
         _TritonFunction(statement.name, statement.start, statement.keyword, statement.end)
         for statement in statements
         if statement.kind == "def"
-        and any(_is_triton_jit(m.group("name"), aliases) for m in _DECORATOR.finditer(masked, statement.start, statement.keyword))
+        and any(is_triton_jit(m.group("name"), aliases) for m in _DECORATOR.finditer(masked, statement.start, statement.keyword))
     ]
     return _Outline(statements, triton, _embedded_from_scan(source))
 
@@ -906,7 +726,7 @@ def _embedded_kernels(embedded: list[tuple[_StringMap, str]], lines: _LineIndex,
     kernels: list[DiscoveredKernel] = []
     for mapped, container in embedded:
         value = mapped.value
-        for found in _scan_cuda(value):
+        for found in cuda_text.kernels(value):
             start, signature_end = mapped.source_range(found.start, found.signature_end)
             end = mapped.source_range(found.start, found.end)[1]
             kernels.append(

@@ -26,8 +26,9 @@ Keys:
   maxnreg) are also passed to the launch as keywords.
 
 Expressions are ints with + - * / // % << >> ** and parentheses, names bound by scalar
-arguments or other keys, and cdiv(a, b), min(...), max(...). They are evaluated here,
-never with `eval`, so a pragma cannot run code in the editor.
+arguments or other keys, and cdiv(a, b), min(...), max(...). They are evaluated by the
+evaluator every source reader shares (expressions.py), never with `eval`, so a pragma
+cannot run code in the editor.
 
 KernelBench files (`Model`, `ModelNew`, `get_inputs`, `get_init_inputs`) need no pragma:
 the file itself says how to run it.
@@ -35,12 +36,18 @@ the file itself says how to run it.
 
 from __future__ import annotations
 
+import ast
+import bisect
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from kernelcast.kernels_runtime.source import cuda_text, expressions
+from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
 PRAGMA_MARKER = "kernelcast:"
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "u8": 1, "i8": 1, "bool": 1}
@@ -125,15 +132,29 @@ def _tokenize(text: str, offset: int) -> list[_Token]:
 
 _BLANK_REST = re.compile(r"\s*\Z")
 
-# An expression tree: ("num", value) | ("name", id) | ("call", fn, [args]) | (op, left, right) | ("neg", x).
-_Expr = tuple
+# Expressions are Python trees whose col_offset is the column of their operator, call or name,
+# evaluated by the evaluator every reader of kernel text shares, in Python's arithmetic.
+_Expr = ast.expr
 
 _BINARY_LEVELS: tuple[tuple[str, ...], ...] = (("<<", ">>"), ("+", "-"), ("*", "/", "//", "%"))
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "cdiv": lambda a, b: -(-a // b),
-    "min": min,
-    "max": max,
+_OPERATORS: dict[str, type[ast.operator]] = {
+    "<<": ast.LShift,
+    ">>": ast.RShift,
+    "+": ast.Add,
+    "-": ast.Sub,
+    "*": ast.Mult,
+    "/": ast.Div,
+    "//": ast.FloorDiv,
+    "%": ast.Mod,
+    "**": ast.Pow,
 }
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"cdiv": expressions.cdiv, "min": min, "max": max}
+_DIALECT = expressions.Dialect(expressions.PYTHON_BINARY, expressions.PYTHON_UNARY, _FUNCTIONS, limit=MAX_VALUE)
+
+
+def _at(node: _Expr, column: int) -> _Expr:
+    node.col_offset = column
+    return node
 
 
 class _Parser:
@@ -184,7 +205,7 @@ class _Parser:
             operator = self.take()
             self.enter(operator.column)
             chained += 1
-            left = (operator.text, left, self.expression(level + 1), operator.column)
+            left = _at(ast.BinOp(left, _OPERATORS[operator.text](), self.expression(level + 1)), operator.column)
         self.depth -= chained
         return left
 
@@ -194,20 +215,20 @@ class _Parser:
             self.enter(operator.column)
             operand = self.unary()
             self.depth -= 1
-            return ("neg", operand, operator.column) if operator.text == "-" else operand
+            return _at(ast.UnaryOp(ast.USub(), operand), operator.column) if operator.text == "-" else operand
         base = self.atom()
         if self.current.kind == "op" and self.current.text == "**":
             operator = self.take()
             self.enter(operator.column)
             exponent = self.unary()
             self.depth -= 1
-            return ("**", base, exponent, operator.column)
+            return _at(ast.BinOp(base, ast.Pow(), exponent), operator.column)
         return base
 
     def atom(self) -> _Expr:
         token = self.take()
         if token.kind == "number":
-            return ("num", _number(token), token.column)
+            return _at(ast.Constant(_number(token)), token.column)
         if token.kind == "name":
             if self.accept("("):
                 if token.text not in _FUNCTIONS:
@@ -218,8 +239,8 @@ class _Parser:
                     arguments.append(self.expression())
                 self.expect(")", f"to close {token.text}(")
                 self.depth -= 1
-                return ("call", token.text, arguments, token.column)
-            return ("name", token.text, token.column)
+                return _at(ast.Call(ast.Name(token.text), arguments, []), token.column)
+            return _at(ast.Name(token.text), token.column)
         if token.kind == "op" and token.text == "(":
             self.enter(token.column)
             inner = self.expression()
@@ -238,50 +259,15 @@ def _number(token: _Token) -> int | float:
 
 
 def _evaluate(expr: _Expr, names: dict[str, int | float]) -> int | float:
-    kind = expr[0]
-    if kind == "num":
-        return expr[1]
-    if kind == "name":
-        if expr[1] not in names:
-            raise LaunchSpecError(
-                f"name '{expr[1]}' is not bound: add a scalar argument like {expr[1]}:i32=1024 or a key {expr[1]}=1024",
-                expr[2],
-            )
-        return names[expr[1]]
-    if kind == "neg":
-        return -_evaluate(expr[1], names)
-    if kind == "call":
-        values = [_evaluate(argument, names) for argument in expr[2]]
-        if expr[1] == "cdiv" and len(values) != 2:
-            raise LaunchSpecError("cdiv takes two arguments: cdiv(n, block)", expr[3])
-        if expr[1] == "cdiv" and values[1] == 0:
-            raise LaunchSpecError("division by zero in cdiv", expr[3])
-        return _checked(_FUNCTIONS[expr[1]](*values), expr[3])
-    left, right, column = _evaluate(expr[1], names), _evaluate(expr[2], names), expr[3]
-    if kind in ("/", "//", "%") and right == 0:
-        raise LaunchSpecError("division by zero", column)
-    if kind in ("<<", ">>") and not (isinstance(left, int) and isinstance(right, int) and 0 <= right <= 62):
-        raise LaunchSpecError(f"shift needs ints and a count in 0..62, got {left!r} {kind} {right!r}", column)
-    if kind == "**" and not (abs(right) <= 64 and (abs(left) <= 1 or right * math.log2(abs(left)) < 63)):
-        raise LaunchSpecError(f"{left!r} ** {right!r} is too large", column)
-    operations: dict[str, Callable[[Any, Any], Any]] = {
-        "+": lambda a, b: a + b,
-        "-": lambda a, b: a - b,
-        "*": lambda a, b: a * b,
-        "/": lambda a, b: a / b,
-        "//": lambda a, b: a // b,
-        "%": lambda a, b: a % b,
-        "<<": lambda a, b: a << b,
-        ">>": lambda a, b: a >> b,
-        "**": lambda a, b: a**b,
-    }
-    return _checked(operations[kind](left, right), column)
-
-
-def _checked(value: int | float, column: int) -> int | float:
-    if abs(value) > MAX_VALUE:
-        raise LaunchSpecError(f"value {value:.3g} is beyond any GPU's sizes", column)
-    return value
+    try:
+        return expressions.evaluate(expr, names, _DIALECT)
+    except expressions.UnboundName as error:
+        raise LaunchSpecError(
+            f"name '{error.name}' is not bound: add a scalar argument like {error.name}:i32=1024 or a key {error.name}=1024",
+            error.column or 0,
+        ) from None
+    except expressions.ExpressionError as error:
+        raise LaunchSpecError(error.message, error.column or 0) from None
 
 
 def _as_int(value: int | float, what: str, column: int) -> int:
@@ -588,9 +574,9 @@ def _bind_arg(raw: _RawArg, names: dict[str, int | float]) -> ArgSpec:
         return ArgSpec(raw.name.text, raw.dtype, value=value)
     shape = []
     for expr in raw.shape:
-        size = _as_int(_evaluate(expr, names), f"a dimension of '{raw.name.text}'", expr[-1])
+        size = _as_int(_evaluate(expr, names), f"a dimension of '{raw.name.text}'", expr.col_offset)
         if size <= 0:
-            raise LaunchSpecError(f"a dimension of '{raw.name.text}' is {size}; sizes must be positive", expr[-1])
+            raise LaunchSpecError(f"a dimension of '{raw.name.text}' is {size}; sizes must be positive", expr.col_offset)
         shape.append(size)
     init = raw.init or ("randn" if floating else "randint")
     if init in ("randn", "rand") and not floating:
@@ -600,9 +586,9 @@ def _bind_arg(raw: _RawArg, names: dict[str, int | float]) -> ArgSpec:
         if raw.init_range is None:
             init_range = DEFAULT_RANDINT
         else:
-            low, high = (_as_int(_evaluate(e, names), "randint bounds", e[-1]) for e in raw.init_range)
+            low, high = (_as_int(_evaluate(e, names), "randint bounds", e.col_offset) for e in raw.init_range)
             if low >= high:
-                raise LaunchSpecError(f"randint({low}, {high}) is empty; need lo < hi", raw.init_range[0][-1])
+                raise LaunchSpecError(f"randint({low}, {high}) is empty; need lo < hi", raw.init_range[0].col_offset)
             init_range = (low, high)
     return ArgSpec(raw.name.text, raw.dtype, tuple(shape), None, raw.is_output, init, init_range)
 
@@ -613,21 +599,19 @@ def _bind_dims(item: tuple[_Token, list[_Expr]], names: dict[str, int | float], 
         raise LaunchSpecError(f"{token.text} has {len(exprs)} dimensions; CUDA allows at most 3", token.column)
     dims = []
     for axis, (expr, limit) in enumerate(zip(exprs, limits)):
-        size = _as_int(_evaluate(expr, names), f"{token.text} dimension {axis}", expr[-1])
+        size = _as_int(_evaluate(expr, names), f"{token.text} dimension {axis}", expr.col_offset)
         if not 1 <= size <= limit:
-            raise LaunchSpecError(f"{token.text} dimension {'xyz'[axis]} is {size}; CUDA allows 1..{limit}", expr[-1])
+            raise LaunchSpecError(f"{token.text} dimension {'xyz'[axis]} is {size}; CUDA allows 1..{limit}", expr.col_offset)
         dims.append(size)
     return tuple(dims)
 
 
 # --- finding a spec in a file ----------------------------------------------------------------
 
-_KERNEL_DEFINITION = {
-    "triton": re.compile(r"^\s*def\s+(\w+)\s*\("),
-    "cuda": re.compile(r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b(?!__launch_bounds__)(\w+)\s*\("),
-}
+_TRITON_DEFINITION = re.compile(r"^\s*def\s+(\w+)\s*\(")
 _COMMENT_PREFIX = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b")
 _ANY_PRAGMA = re.compile(r"kernelcast:\s*launch\b")
+_NAMED_KERNEL = re.compile(r"\bkernel\s*=\s*(\w+)")
 _MODULE_INT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*([^#\n]+?)\s*(?:#.*)?$")
 
 
@@ -645,60 +629,70 @@ def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchS
 def launch_specs(file_text: str, language: str) -> dict[str | None, LaunchSpec | LaunchSpecError]:
     """Each kernel's first pragma in the file, parsed (or its error), in one pass: a file with
     thousands of kernels costs one scan, not one per kernel. Read-only: the result is shared."""
-    definition = _KERNEL_DEFINITION.get(language)
-    if definition is None:
+    if language not in ("cuda", "triton"):
         raise ValueError(f"language must be cuda, triton or pytorch, got {language!r}")
     specs: dict[str | None, LaunchSpec | LaunchSpecError] = {}
     if not _ANY_PRAGMA.search(file_text):
         return specs
-    lines = file_text.splitlines()
-    for number, line in enumerate(lines):
-        if not _COMMENT_PREFIX.match(line):
-            continue
+    lines = file_text.splitlines(keepends=True)
+    definitions = _definitions(file_text, lines, language)
+    pragmas = [number for number, line in enumerate(lines) if _COMMENT_PREFIX.match(line)]
+    for index, number in enumerate(pragmas):
+        line = lines[number].rstrip("\r\n")
+        next_pragma = pragmas[index + 1] if index + 1 < len(pragmas) else len(lines)
+        named = _NAMED_KERNEL.search(line)
+        target = named.group(1) if named else _next_definition(definitions, number, next_pragma)
         try:
             spec = parse_launch_pragma(line, language)
         except LaunchSpecError as error:
-            specs.setdefault(_pragma_target(lines, number, definition, line), LaunchSpecError(error.message, error.column, number))
+            specs.setdefault(target, LaunchSpecError(error.message, error.column, number))
             continue
-        target = spec.kernel or _pragma_target(lines, number, definition, line)
+        target = spec.kernel or target
         specs.setdefault(target, _with_kernel(spec, target))
     return specs
 
 
+def _definitions(file_text: str, lines: list[str], language: str) -> tuple[list[int], list[str]]:
+    """The line and the name of each kernel definition, in order: CUDA's from the function index
+    (so a commented-out or declared kernel is none), Triton's every `def`."""
+    if language == "triton":
+        found = [(number, match.group(1)) for number, line in enumerate(lines) if (match := _TRITON_DEFINITION.match(line))]
+        return [number for number, _ in found], [name for _, name in found]
+    line_starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    kernels = cuda_text.kernels(file_text)
+    return [bisect.bisect_right(line_starts, kernel.name_start) - 1 for kernel in kernels], [kernel.name for kernel in kernels]
+
+
+def _next_definition(definitions: tuple[list[int], list[str]], pragma_line: int, next_pragma_line: int) -> str | None:
+    """The kernel a pragma without `kernel=` belongs to: the first defined below it, before the next pragma."""
+    lines, names = definitions
+    position = bisect.bisect_right(lines, pragma_line)
+    if position < len(lines) and lines[position] < next_pragma_line:
+        return names[position]
+    return None
+
+
 def kernel_names(file_text: str, language: str) -> list[str]:
-    """Kernels defined in a file, in order (Triton: functions under @triton.jit)."""
+    """Kernels defined in a file, in order (Triton: its `@triton.jit` functions)."""
     if language == "cuda":
-        return _KERNEL_DEFINITION["cuda"].findall(file_text)
-    return re.findall(r"@triton\.(?:jit|autotune)[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)", file_text)
+        return [kernel.name for kernel in cuda_text.kernels(file_text)]
+    return [function.name for function in triton_kernels(file_text)]
 
 
 def kernel_parameters(file_text: str, kernel_name: str, language: str) -> list[str]:
     """Parameter names of one kernel, for the template; empty when it cannot be found."""
-    head = r"def\s+" if language != "cuda" else r"__global__\b(?:__launch_bounds__\s*\([^)]*\)|[^(;{])*?\b"
-    found = re.search(head + re.escape(kernel_name) + r"\s*\(([^)]*)\)", file_text)
+    if language == "cuda":
+        kernel = cuda_text.function_named(file_text, kernel_name)
+        return kernel.parameter_names(file_text) if kernel else []
+    found = re.search(r"def\s+" + re.escape(kernel_name) + r"\s*\(([^)]*)\)", file_text)
     if not found:
         return []
     names = []
     for parameter in found.group(1).split(","):
-        declaration = parameter.split("=")[0].split(":")[0] if language != "cuda" else parameter.split("=")[0]
-        identifiers = re.findall(r"[A-Za-z_]\w*", declaration)
+        identifiers = re.findall(r"[A-Za-z_]\w*", parameter.split("=")[0].split(":")[0])
         if identifiers:
-            names.append(identifiers[-1] if language == "cuda" else identifiers[0])
+            names.append(identifiers[0])
     return names
-
-
-def _pragma_target(lines: list[str], number: int, definition: re.Pattern[str], line: str) -> str | None:
-    """The kernel a pragma belongs to: `kernel=NAME`, else the next kernel defined below."""
-    named = re.search(r"\bkernel\s*=\s*(\w+)", line)
-    if named:
-        return named.group(1)
-    for following in lines[number + 1 :]:
-        found = definition.search(following)
-        if found:
-            return found.group(1)
-        if _COMMENT_PREFIX.match(following):
-            return None
-    return None
 
 
 def _kernelbench_spec(file_text: str, class_name: str | None) -> LaunchSpec | None:

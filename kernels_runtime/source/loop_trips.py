@@ -30,7 +30,8 @@ work no loop shows: a bitonic network of log n · (log n + 1) / 2 stages, each a
 the program's threads wait for, over the elements shared among its num_warps · 32 threads.
 
 Expressions are read with Python's `ast` (C first loses its casts and literal suffixes) and
-evaluated here, never with `eval`.
+evaluated in C's arithmetic by the shared evaluator (expressions.py), never with `eval`;
+kernels, `__device__` helpers and macros come from cuda_text, Triton kernels from triton_text.
 """
 
 from __future__ import annotations
@@ -39,28 +40,22 @@ import ast
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, NamedTuple
 
-from kernelcast.kernels_runtime.source.access_pattern import C_COMMENT, launch_extents, launch_scalars
-from kernelcast.kernels_runtime.triton_facts import is_jit
+from kernelcast.kernels_runtime.source import cuda_text, expressions
+from kernelcast.kernels_runtime.source.access_pattern import launch_extents, launch_scalars
+from kernelcast.kernels_runtime.source.cuda_text import match_close, split_top_level
+from kernelcast.kernels_runtime.source.expressions import ExpressionError
+from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
-_CAST = re.compile(
-    r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:long\s+long|long|int|short|char|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|float|double)\s*\)"
-)
-_LITERAL_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
-_BUILTIN = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(.+?)\s*$", re.M)
 _DECLARATION = re.compile(
     r"\b(?:const\s+|constexpr\s+|static\s+)*(?:unsigned\s+)?(?:long\s+long|long|int|size_t|int64_t|int32_t|uint32_t|unsigned|auto)"
     r"\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
 )
 _STEP = re.compile(r"(\+=|-=|\*=|<<=|>>=|/=)\s*(.+)")
 _AXES = "xyz"
-
-
-class _Unknown(Exception):
-    """What the text does not pin down."""
 
 
 class ThreadWork(NamedTuple):
@@ -101,6 +96,8 @@ def clear_cache() -> None:
     """Forget every kernel read so far: a benchmark of a fresh edit starts from nothing."""
     _cached.cache_clear()
     _triton_functions.cache_clear()
+    triton_kernels.cache_clear()
+    cuda_text.clear_cache()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -124,114 +121,37 @@ def _cached(
 # --- expressions -----------------------------------------------------------------------------
 
 
+def _num_programs(node: ast.Call, value: Callable[[ast.AST], Any], names: Mapping[str, Any]) -> Any:
+    axis = value(node.args[0]) if node.args else 0
+    return names.get(f"gridDim_{_AXES[axis]}", 1) if axis in (0, 1, 2) else 1
+
+
+def _converted(node: ast.Call, value: Callable[[ast.AST], Any], names: Mapping[str, Any]) -> Any:
+    """Triton's `x.to(dtype)`: the value of x."""
+    if not isinstance(node.func, ast.Attribute):
+        raise ExpressionError("to() is a method")
+    return value(node.func.value)
+
+
+# C's arithmetic, with Triton's program_id (the first program's: 0), num_programs (the grid's) and x.to().
+_DIALECT = replace(
+    expressions.C,
+    functions=expressions.TRITON_FUNCTIONS,
+    forms={"program_id": lambda node, value, names: 0, "num_programs": _num_programs, "to": _converted},
+)
+
+
 def _value(node: ast.AST, names: dict[str, Any]) -> Any:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in names:
-        return names[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_value(node.operand, names)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert) and isinstance(operand := _value(node.operand, names), int):
-        return ~operand
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISONS:
-        return int(_COMPARISONS[type(node.ops[0])](_value(node.left, names), _value(node.comparators[0], names)))
-    if isinstance(node, ast.IfExp):  # C's `c ? a : b`, rewritten by _evaluate
-        return _value(node.body if _value(node.test, names) else node.orelse, names)
-    if isinstance(node, ast.BinOp):
-        return _binary(type(node.op), _value(node.left, names), _value(node.right, names))
-    if isinstance(node, ast.Call):
-        return _call(node, names)
-    raise _Unknown
-
-
-_COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b,
-    ast.GtE: lambda a, b: a >= b,
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-}
-
-
-def _binary(op: type, a: Any, b: Any) -> Any:
-    integers = isinstance(a, int) and isinstance(b, int)
-    if op is ast.Add:
-        return a + b
-    if op is ast.Sub:
-        return a - b
-    if op is ast.Mult:
-        return a * b
-    if op in (ast.Div, ast.FloorDiv, ast.Mod) and b:
-        if op is ast.Mod:
-            return int(math.fmod(a, b)) if integers else math.fmod(a, b)
-        if op is ast.FloorDiv:
-            return a // b
-        return int(a / b) if integers else a / b  # C's integer division truncates
-    if op in (ast.LShift, ast.RShift) and integers and 0 <= b < 63:
-        return a << b if op is ast.LShift else a >> b
-    if op in (ast.BitAnd, ast.BitOr) and integers:
-        return a & b if op is ast.BitAnd else a | b
-    raise _Unknown
-
-
-def _call(node: ast.Call, names: dict[str, Any]) -> Any:
-    function = node.func
-    name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
-    if name == "program_id":
-        return 0
-    if name == "num_programs":
-        axis = _value(node.args[0], names) if node.args else 0
-        return names.get(f"gridDim_{_AXES[axis]}", 1) if axis in (0, 1, 2) else 1
-    if name == "to" and isinstance(function, ast.Attribute):  # Triton's x.to(dtype)
-        return _value(function.value, names)
-    values = [_value(arg, names) for arg in node.args]
-    if name in ("min", "umin", "minimum") and values:
-        return min(values)
-    if name in ("max", "umax", "maximum") and values:
-        return max(values)
-    if name == "cdiv" and len(values) == 2 and values[1]:
-        return -(-values[0] // values[1])
-    raise _Unknown
+    """A tree's value with the names bound so far, or ExpressionError."""
+    try:
+        return expressions.evaluate(node, names, _DIALECT)
+    except (TypeError, OverflowError, RecursionError, ZeroDivisionError) as error:
+        raise ExpressionError(str(error)) from error
 
 
 def _evaluate(expression: str, names: dict[str, Any]) -> Any:
-    """A C or Python expression's value, or _Unknown."""
-    text = _LITERAL_SUFFIX.sub(r"\1", _BUILTIN.sub(r"\1_\2", _CAST.sub("", expression))).strip()
-    try:
-        return _value(ast.parse(_conditional(text), mode="eval").body, names)
-    except (SyntaxError, TypeError, ValueError, OverflowError, RecursionError, ZeroDivisionError) as error:
-        raise _Unknown from error
-
-
-def _conditional(text: str) -> str:
-    """C's `c ? a : b` (right-associative, at any bracket depth) as Python's `(a if c else b)`."""
-    parts = _split(text, ",")
-    if len(parts) > 1:
-        return ", ".join(_conditional(part) for part in parts)
-    depth, question, nested = 0, -1, 0
-    for index, character in enumerate(text):
-        depth += (character in "([{") - (character in ")]}")
-        if depth or character not in "?:":
-            continue
-        if question < 0:
-            question = index if character == "?" else -1
-        elif character == "?":
-            nested += 1
-        elif nested:
-            nested -= 1
-        else:
-            return f"({_conditional(text[question + 1 : index])} if {_conditional(text[:question])} else {_conditional(text[index + 1 :])})"
-    pieces, start, depth = [], 0, 0
-    for index, character in enumerate(text):
-        if character == "(" and depth == 0:
-            pieces.append(text[start : index + 1])
-            start = index + 1
-        depth += (character == "(") - (character == ")")
-        if character == ")" and depth == 0:
-            pieces.append(_conditional(text[start:index]))
-            start = index
-    return "".join(pieces) + text[start:]
+    """A C or Python expression's value, or ExpressionError."""
+    return _value(expressions.parse_c(expression), names)
 
 
 def _trips(start: Any, relation: str, bound: Any, step: str, amount: Any) -> float | None:
@@ -266,33 +186,24 @@ def _geometric(start: Any, step: Callable[[Any], Any], running: Callable[[Any], 
 
 
 def _cuda(code: str, kernel: str, args: tuple[Any, ...], names: dict[str, Any]) -> ThreadWork:
-    text = C_COMMENT.sub("", code)
-    for define in _DEFINE.finditer(text):
-        _bind(names, define.group(1), define.group(2))
-    found = re.search(rf"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{re.escape(kernel)}\s*\(", text)
-    if not found:
+    text = cuda_text.mask(code, strings=False, directives=False)
+    macros = cuda_text.MacroTable.of(code)
+    for name, replacement in macros.objects().items():
+        _bind(names, name, replacement)
+    found = cuda_text.function_named(code, kernel)
+    if found is None or found.body is None:
         return NO_WORK
-    close = _matching(text, found.end() - 1)
-    declared = _split(text[found.end() : close], ",")
+    declared = split_top_level(found.parameter_text(text), ",")
     parameters = [words[-1] for part in declared if (words := re.findall(r"[A-Za-z_]\w*", part))]
     names.update({name: value for name, value in zip(parameters, args) if value is not None})
-    body_start = text.find("{", close)
-    if body_start < 0:
-        return NO_WORK
-    body = text[body_start + 1 : _matching(text, body_start)]
+    body = macros.expand_calls(text[found.body[0] : found.body[1]])
     pointers = {words[-1] for part in declared if "*" in part and (words := re.findall(r"[A-Za-z_]\w*", part))}
-    helpers = {}
-    for helper in _HELPER.finditer(text):
-        opening = _matching(text, helper.end() - 1)
-        start = text.find("{", opening)
-        if start >= 0 and text[opening + 1 : start].strip() == "":
-            helpers[helper.group(1)] = (_split(text[helper.end() : opening], ","), text[start + 1 : _matching(text, start)])
+    helpers = {
+        helper.name: (split_top_level(helper.parameter_text(text), ","), macros.expand_calls(text[helper.body[0] : helper.body[1]]))
+        for helper in cuda_text.functions(code, cuda_text.DEVICE)
+        if helper.body is not None
+    }
     return _cuda_span(body, names, _Memory.of(body, pointers, helpers))
-
-
-_HELPER = re.compile(
-    r"__device__\s+(?:__forceinline__\s+|__noinline__\s+|inline\s+|static\s+)*[A-Za-z_][\w:<>]*\s*[*&]?\s*([A-Za-z_]\w*)\s*\("
-)
 
 
 class _Memory(NamedTuple):
@@ -307,7 +218,9 @@ class _Memory(NamedTuple):
     def of(body: str, parameter_pointers: set[str], helpers: dict[str, tuple[list[str], str]], depth: int = 0) -> _Memory:
         shared = set()
         for declaration in _SHARED.finditer(body):  # `__shared__ float a[N], b[N];` declares a and b
-            shared.update(found.group(1) for part in _split(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part)))
+            shared.update(
+                found.group(1) for part in split_top_level(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part))
+            )
         pointers = set(parameter_pointers)
         for local in _POINTER.finditer(body):  # `T* row = x + ...`: global unless it points into a shared array
             used = set(re.findall(r"[A-Za-z_]\w*", local.group(2)))
@@ -323,7 +236,7 @@ class _Memory(NamedTuple):
             if call.group(1) not in self.helpers:
                 continue
             parameters, body = self.helpers[call.group(1)]
-            arguments = _split(text[call.end() : _matching(text, call.end() - 1)], ",")
+            arguments = split_top_level(text[call.end() : _matching(text, call.end() - 1)], ",")
             bound, shared, pointers = dict(names), set(), set()
             for parameter, argument in zip(parameters, arguments):
                 words = re.findall(r"[A-Za-z_]\w*", parameter)
@@ -349,7 +262,9 @@ class _Memory(NamedTuple):
             after = text[_matching(text, cast.end() - 1) + 1 :].lstrip()
             if cast.group(1) or after.startswith("["):
                 found.append(cast.group(2))
-        targets = [self.target(_split(text[call.end() : _matching(text, call.end() - 1)], ",")[0]) for call in _ATOMIC_CALL.finditer(text)]
+        targets = [
+            self.target(split_top_level(text[call.end() : _matching(text, call.end() - 1)], ",")[0]) for call in _ATOMIC_CALL.finditer(text)
+        ]
         return ThreadWork(
             0.0,
             float(sum(name in self.global_names for name in found)),
@@ -381,7 +296,7 @@ _CAST_ACCESS = re.compile(r"(\*\s*)?\breinterpret_cast\s*<[^>]*>\s*\((?=\s*([A-Z
 def _bind(names: dict[str, Any], name: str, expression: str) -> None:
     try:
         names[name] = _evaluate(expression, names)
-    except _Unknown:
+    except ExpressionError:
         names.pop(name, None)
 
 
@@ -404,7 +319,7 @@ def _cuda_span(body: str, names: dict[str, Any], memory: _Memory, spread: int = 
         if loop.group(1) == "while" and body[close + 1 :].lstrip().startswith(";"):
             continue  # the condition of a `do { … } while (…);`, whose body was read once
         for declaration in _DECLARATION.finditer(body, done, loop.start()):
-            first, *others = _split(declaration.group(2), ",")  # `int tx = threadIdx.x, ty = threadIdx.y;`
+            first, *others = split_top_level(declaration.group(2), ",")  # `int tx = threadIdx.x, ty = threadIdx.y;`
             _bind(names, declaration.group(1), first)
             for other in others:
                 if named := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*(.+)", other, re.S):
@@ -459,7 +374,7 @@ class _Loop(NamedTuple):
 def _cuda_for(header: str, names: dict[str, Any]) -> _Loop:
     """A `for (init; condition; step)`: an init without a type steps a variable that outlives the loop,
     an empty one goes on from the variable's value."""
-    parts = _split(header, ";")
+    parts = split_top_level(header, ";")
     if len(parts) != 3:
         return _Loop(None)
     init, condition, step = (part.strip() for part in parts)
@@ -492,7 +407,7 @@ def _cuda_while(condition: str, body: str, names: dict[str, Any]) -> _Loop:
         if re.search(halved, body) and {lo, hi} <= assigned:
             try:
                 width = _evaluate(hi, names) - _evaluate(lo, names) + (bisected.group(2) == "<=")
-            except (_Unknown, TypeError):
+            except (ExpressionError, TypeError):
                 return _Loop(None, outliving=outliving)
             return _Loop(float(min(64, math.ceil(math.log2(width)))) if width > 1 else float(width > 0), outliving=outliving)
     named = re.match(r"\s*([A-Za-z_]\w*)", condition)
@@ -536,7 +451,7 @@ def _counted(
         bound_text = f"({bound_text}) {'-' if sign == '+' else '+'} ({offset})"
     try:
         start, bound, amount = (_evaluate(text, names) for text in (start_text, bound_text, amount_text))
-    except _Unknown:
+    except ExpressionError:
         return _Loop(None, variable, (), changed)
     trips = _trips(start, relation, bound, operator, amount)
     if not trips:
@@ -569,16 +484,8 @@ def _counted(
 
 def _matching(text: str, opening: int) -> int:
     """Index of the bracket closing the one at `opening` (the text's end if unbalanced)."""
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    close, depth = pairs[text[opening]], 0
-    for index in range(opening, len(text)):
-        if text[index] == text[opening]:
-            depth += 1
-        elif text[index] == close:
-            depth -= 1
-            if depth == 0:
-                return index
-    return len(text) - 1
+    close = match_close(text, opening, len(text))
+    return len(text) - 1 if close is None else close - 1
 
 
 def _statement_end(text: str, index: int) -> int:
@@ -605,31 +512,13 @@ def _statement_end(text: str, index: int) -> int:
     return len(text) - 1
 
 
-def _split(text: str, separator: str) -> list[str]:
-    """`text` split at `separator` outside brackets."""
-    parts, depth, start = [], 0, 0
-    for index, character in enumerate(text):
-        if character in "([{":
-            depth += 1
-        elif character in ")]}":
-            depth -= 1
-        elif character == separator and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    return [*parts, text[start:]]
-
-
 # --- Triton ----------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=4096)
 def _triton_functions(code: str) -> dict[str, ast.FunctionDef]:
     """The file's `@triton.jit` functions by name: the kernels and the helpers they call."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError):
-        return {}
-    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and is_jit(node)}
+    return {node.name: node for node in triton_kernels(code)}
 
 
 class _Program(NamedTuple):
@@ -703,7 +592,7 @@ def _helper_call(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[
         helper_shapes[parameter] = _shape(argument, names, shapes)
         try:
             helper_names[parameter] = _value(argument, names)
-        except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        except (ExpressionError, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
             pass
     return _triton_span(helper.body, helper_names, helper_shapes, program._replace(depth=program.depth + 1))
 
@@ -724,7 +613,7 @@ def _assign_scalars(statement: ast.stmt, names: dict[str, Any]) -> None:
     if isinstance(statement, ast.Assign) and len(targets) == 1 and isinstance(targets[0], ast.Name):
         try:
             names[targets[0].id] = _value(statement.value, names)
-        except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
+        except (ExpressionError, TypeError, ValueError, OverflowError, ZeroDivisionError, RecursionError):
             pass
 
 
@@ -760,7 +649,7 @@ def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ..
             return (max(1, int(_value(arguments[1], names)) - int(_value(arguments[0], names))),)
         if name in ("zeros", "full") and arguments and isinstance(arguments[0], (ast.Tuple, ast.List)):
             return tuple(max(1, int(_value(extent, names))) for extent in arguments[0].elts)
-    except (_Unknown, TypeError, ValueError, OverflowError):
+    except (ExpressionError, TypeError, ValueError, OverflowError):
         return ()
     if name == "dot" and len(arguments) >= 2:
         left, right = _shape(arguments[0], names, shapes), _shape(arguments[1], names, shapes)
@@ -810,7 +699,7 @@ def _network(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int,
             else int(_value(chosen, names))
         )
         length = shape[axis % len(shape)]
-    except (_Unknown, TypeError, ValueError):
+    except (ExpressionError, TypeError, ValueError):
         return 0.0, 0.0
     levels = math.ceil(math.log2(length)) if length > 1 else 0
     stages = levels * (levels + 1) // 2 if network.sort else levels
@@ -823,7 +712,7 @@ def _reduced(node: ast.Call, names: dict[str, Any], shapes: dict[str, tuple[int,
     shape = _shape(node.args[0], names, shapes) if node.args else ()
     try:
         dropped = int(_value(axis, names)) % len(shape) if axis is not None and shape else None
-    except (_Unknown, TypeError, ValueError):
+    except (ExpressionError, TypeError, ValueError):
         return ()
     return () if dropped is None else shape[:dropped] + shape[dropped + 1 :]
 
@@ -842,7 +731,7 @@ def _triton_trips(iterator: ast.expr, names: dict[str, Any]) -> float | None:
         return None
     try:
         values = [_value(arg, names) for arg in iterator.args]
-    except (_Unknown, TypeError, ValueError, OverflowError, ZeroDivisionError):
+    except (ExpressionError, TypeError, ValueError, OverflowError, ZeroDivisionError):
         return None
     start, stop, step = (0, values[0], 1) if len(values) == 1 else (*values, 1)[:3] if len(values) == 2 else values
     if not step:

@@ -37,6 +37,8 @@ WEIGHTS_PATH = Path(__file__).parents[1] / "weights" / "embedded.npz"
 READER_MODULES = (
     "kernelcast.wire",
     "kernelcast.kernels_runtime.hardware",
+    "kernelcast.kernels_runtime.source.cuda_text",
+    "kernelcast.kernels_runtime.source.triton_text",
     "kernelcast.kernels_runtime.source.launch_spec",
     "kernelcast.kernels_runtime.source.access_pattern",
     "kernelcast.kernels_runtime.source.loop_trips",

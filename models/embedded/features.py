@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
-from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, C_COMMENT, access_summary
+from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.wire import ForecastRequest, KernelSide
@@ -41,6 +41,8 @@ LIBRARY_EFFICIENCY = 0.7
 # Sizes beyond this many elements cannot be one tensor on any GPU we forecast for.
 MAX_ELEMENTS = 2.0**34
 
+# The code counts were fit on text with comments cut this way (a string holding `//` loses its tail).
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # In Python text `//` is floor division unless it starts a line (a comment in a CUDA string).
 _C_COMMENT_IN_PYTHON = re.compile(r"(?m)^\s*//[^\n]*|/\*.*?\*/", re.S)
 _PY_COMMENT = re.compile(r"(?m)(?:^|\s)#(?!\s*(?:include|define|pragma|if|endif|else|ifdef|ifndef|undef)\b)[^\n]*")
@@ -282,7 +284,7 @@ def _log2p(value: float) -> float:
 def strip_comments(code: str, language: str) -> str:
     """Comments out, so a commented-out `__shared__` does not count; CUDA inside Python strings too."""
     if language == "cuda":
-        return C_COMMENT.sub("", code)
+        return _C_COMMENT.sub("", code)
     return _PY_COMMENT.sub("", _C_COMMENT_IN_PYTHON.sub("", code))
 
 
