@@ -24,7 +24,7 @@ from workshop.training import train as train_cli
 from workshop.training.boosting import TreeSettings
 from workshop.training.learner import Settings, _Ensemble, _standardisation, export, train
 
-PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
+PAIRS = Path(__file__).parents[1] / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
 SMALL_TREES = TreeSettings(rounds=20, leaves=7, min_pairs_in_leaf=5, threads=1)
 SMALL_RECIPE = train_cli.Recipe(SMALL, SMALL_TREES, direction=replace(SMALL_TREES, objective="binary"))

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from kernelcast.kernels_runtime import timing
+from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.wire import bin_of_speedup, read_pairs, write_pairs
 from workshop.corpus import dataset
 from workshop.corpus.generate import describe, describe_reference, entries, record_key, reference_id
 from workshop.corpus.ops import all_ops
+from workshop.corpus.ops.activation import _cuda_code
 from workshop.corpus.pair_builder import build_pairs
 from workshop.corpus.runner import _facts, compile_variant, median_intervals
 from workshop.corpus.stats import corpus_stats, reproducibility
@@ -245,3 +247,14 @@ def test_a_triton_block_that_follows_the_size_is_compiled_at_every_size() -> Non
     assert set(compiled["facts"]) == {record_key(entry.id, sizes) for sizes in entry.problems()}
     registers = {sizes["n"]: compiled["facts"][record_key(entry.id, sizes)]["row_sort"]["registers"] for sizes in (narrow, wide)}
     assert registers[narrow["n"]] < registers[wide["n"]], registers
+
+
+def _summary(code: str) -> dict[str, float]:
+    return dict(zip(ACCESS_NAMES, access_summary(code, "cuda", ())))
+
+
+def test_corpus_gelu_generator_strided_axis_changes_the_summary() -> None:
+    for dtype in ("f32", "f16"):
+        plain = _summary(_cuda_code(dtype, per_thread=4, stride_loop=True, strided=False))
+        strided = _summary(_cuda_code(dtype, per_thread=4, stride_loop=True, strided=True))
+        assert (plain["global_uncoalesced_share"], strided["global_uncoalesced_share"]) == (0.0, 1.0)
