@@ -43,17 +43,28 @@ def test_every_operation_has_three_sizes_and_runnable_variants() -> None:
                     assert launch.grid[0] < 2**31 and launch.grid[1] < 65536 and launch.grid[2] < 65536, (entry.id, launch)
 
 
-def _one_per_family() -> list:
-    chosen = {}
+def _one_per_operation() -> list:
+    """Each operation once, languages alternating, each time the variant whose family has been
+    picked least so far: every operation and most families in 86 compiles, where all 500
+    (operation, family, language) combinations took over 14 minutes on 2 busy cores."""
+    by_op: dict[str, list] = {}
     for entry in entries():
-        chosen.setdefault((entry.op.name, entry.variant.family, entry.variant.language), entry)
-    return list(chosen.values())
+        by_op.setdefault(entry.op.name, []).append(entry)
+    picked: dict[tuple[str, str], int] = {}
+    sample = []
+    for index, (_, variants) in enumerate(sorted(by_op.items())):
+        languages = sorted({entry.variant.language for entry in variants})
+        language = languages[index % len(languages)]
+        entry = min((e for e in variants if e.variant.language == language), key=lambda e: picked.get((e.variant.family, language), 0))
+        picked[(entry.variant.family, language)] = picked.get((entry.variant.family, language), 0) + 1
+        sample.append(entry)
+    return sample
 
 
-def test_one_kernel_of_every_family_compiles_for_the_h100() -> None:
+def test_a_kernel_of_every_operation_compiles_for_the_h100() -> None:
     """nvcc/NVRTC for CUDA and Triton's offline compile, the way the editor takes facts."""
     pytest.importorskip("triton")
-    sample = _one_per_family()
+    sample = _one_per_operation()
     with ThreadPoolExecutor(2) as pool:  # compiles run in child processes
         results = list(pool.map(lambda entry: (entry, _facts(entry, entry.problems()[-1])), sample))
     failures = []
