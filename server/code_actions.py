@@ -72,11 +72,11 @@ def _set_reference_actions(
             diagnostics=related or None,
             edit=set_reference_edit(analysis, target),
         )
-        for target in reference_targets(ls, analysis, result)
+        for target in _reference_targets(ls, analysis, result)
     ]
 
 
-def reference_targets(ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, limit: int = 3) -> list[str]:
+def _reference_targets(ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, limit: int = 3) -> list[str]:
     """Pragma values that resolve for this kernel, checked the way the pragma will be read:
     `file::name` where that file defines the kernel's name (listed first), else the file alone
     where it resolves by itself (its only kernel, or its KernelBench Model)."""
