@@ -178,7 +178,10 @@ def test_raw_module_fstring_lists_and_positional_load_inline() -> None:
 
 
 def test_crlf_python_with_embedded_cuda_is_exact() -> None:
-    text = 'from torch.utils.cpp_extension import load_inline\r\nsrc = """\r\n__global__ void k(float* x) {\r\n  x[0] = 1;\r\n}\r\n"""\r\nm = load_inline("m", "", cuda_sources=src)\r\n'
+    text = (
+        'from torch.utils.cpp_extension import load_inline\r\nsrc = """\r\n__global__ void k(float* x) {\r\n  x[0] = 1;\r\n}\r\n'
+        '"""\r\nm = load_inline("m", "", cuda_sources=src)\r\n'
+    )
     (kernel,) = discover(text, "w.py").kernels
     assert kernel.body == Span(2, 0, 4, 1)
     assert kernel.code == "__global__ void k(float* x) {\n  x[0] = 1;\n}"

@@ -140,7 +140,8 @@ async def huge_files(server: StdioLsp, root: Path) -> None:
 
 
 MALFORMED_BODIES = (
-    b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": "file:///w/a.cu", "languageId": "cuda", "version": 1, "text": "\xff\xfe\xc3\x28"}}}',
+    b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": '
+    b'{"textDocument": {"uri": "file:///w/a.cu", "languageId": "cuda", "version": 1, "text": "\xff\xfe\xc3\x28"}}}',
     b"{not json",
     b"[]",
     b"1",
@@ -149,9 +150,11 @@ MALFORMED_BODIES = (
     b'{"jsonrpc": "2.0"}',
     b"\x00" * 64,
     b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": 5}}',
-    b'{"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"textDocument": {"uri": "file:///nowhere.cu", "version": 2}, "contentChanges": [{"text": "x"}]}}',
+    b'{"jsonrpc": "2.0", "method": "textDocument/didChange", "params": '
+    b'{"textDocument": {"uri": "file:///nowhere.cu", "version": 2}, "contentChanges": [{"text": "x"}]}}',
     b'{"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": "file:///never-opened.cu"}}}',
-    b'{"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", "params": {"settings": {"kernelcast": {"debounceMs": -5, "confidenceThreshold": "high", "exclude": 7, "cacheDir": []}}}}',
+    b'{"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", "params": '
+    b'{"settings": {"kernelcast": {"debounceMs": -5, "confidenceThreshold": "high", "exclude": 7, "cacheDir": []}}}}',
 )
 
 

@@ -20,7 +20,8 @@ def test_three_editors_typing_share_one_service_and_cache_without_error(tmp_path
     result = bench_load.run(minutes=1 / 3, workdir=tmp_path)
     hints = result["cached_inlay_hint_ms"]
     print(
-        f"\n{result['keystrokes']} keystrokes by 3 editors in 20 s: cached hint p50 {hints['p50']} ms, p99 {hints['p99']} ms (n={hints['n']})"
+        f"\n{result['keystrokes']} keystrokes by 3 editors in 20 s: "
+        f"cached hint p50 {hints['p50']} ms, p99 {hints['p99']} ms (n={hints['n']})"
     )
     assert result["errors"] == []
     assert hints["n"] >= 10

@@ -6,7 +6,10 @@ from workshop.training import cuda_l1
 
 
 def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
-    reference = "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\ndef get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
+    reference = (
+        "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
+    )
     row = {
         "level_id": 1,
         "task_id": 9,

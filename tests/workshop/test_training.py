@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="training needs torch: pip install 'kernelcast[train]'")
+# Imported after the skip: the training modules import torch.
 
-from kernelcast.models.embedded.backend import TimeModel
-from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX
-from kernelcast.models.embedded.spread import learned_sd
-from kernelcast.models.evaluation import nll
-from kernelcast.models.service.calibration import true_bins
-from kernelcast.wire import read_pairs
-from workshop.training import train as train_cli
-from workshop.training.boosting import TreeSettings
-from workshop.training.learner import Settings, _Ensemble, _standardisation, export, train
+from kernelcast.models.embedded.backend import TimeModel  # noqa: E402
+from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX  # noqa: E402
+from kernelcast.models.embedded.spread import learned_sd  # noqa: E402
+from kernelcast.models.evaluation import nll  # noqa: E402
+from kernelcast.models.service.calibration import true_bins  # noqa: E402
+from kernelcast.wire import read_pairs  # noqa: E402
+from workshop.training import train as train_cli  # noqa: E402
+from workshop.training.boosting import TreeSettings  # noqa: E402
+from workshop.training.learner import Settings, _Ensemble, _standardisation, export, train  # noqa: E402
 
 PAIRS = Path(__file__).parents[1] / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
@@ -371,7 +372,10 @@ def test_featurize_only_fills_the_cache_that_a_later_run_reads(
 
 def test_respelled_copy_drops_only_generator_spellings_of_cuda_sides() -> None:
     pair = next(iter(read_pairs(PAIRS)))
-    cuda = 'extern "C" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n    y[(long long)r * n + c] = x[(size_t) c];\n}'
+    cuda = (
+        'extern "C" __global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {\n'
+        "    y[(long long)r * n + c] = x[(size_t) c];\n}"
+    )
     triton = "def k(x_ptr):\n    x = tl.load(x_ptr)  # __restrict__ is only a word here"
     request = replace(
         pair.request,
