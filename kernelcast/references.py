@@ -62,7 +62,7 @@ def resolve_reference(
     """The reference for `kernel` of the file at `file_path` (whose current text gave `discovery`);
     `override` (the CLI's `--reference`, path[::kernel] with an absolute path) comes before all."""
     file_path = Path(file_path).resolve()
-    boundary = None if allow_outside_workspace else Path(workspace_root or file_path.parent).resolve()
+    boundary = _boundary(file_path, workspace_root, allow_outside_workspace)
     if override:
         return _from_spec(override, file_path.parent, OVERRIDE_ORIGIN, kernel, discovery, file_path, boundary, None)
     if discovery.pragmas.reference:
@@ -75,6 +75,26 @@ def resolve_reference(
         if kernelbench is not None:
             return kernelbench
     return _git_head_reference(kernel, discovery, file_path)
+
+
+def pragma_reference(
+    spec: str,
+    kernel: DiscoveredKernel,
+    discovery: Discovery,
+    file_path: Path,
+    workspace_root: Path | None,
+    allow_outside_workspace: bool = False,
+) -> Reference | NoReference:
+    """What a `kernelcast: reference=spec` pragma in this file would give `kernel`, so an editor
+    can check a target before it writes one."""
+    file_path = Path(file_path).resolve()
+    boundary = _boundary(file_path, workspace_root, allow_outside_workspace)
+    return _from_spec(spec, file_path.parent, "pragma", kernel, discovery, file_path, boundary, None)
+
+
+def _boundary(file_path: Path, workspace_root: Path | None, allow_outside_workspace: bool) -> Path | None:
+    """The folder reference paths must stay inside: the workspace, or the file's own folder."""
+    return None if allow_outside_workspace else Path(workspace_root or file_path.parent).resolve()
 
 
 def pragma_line(language: str, reference: str) -> str:

@@ -1,4 +1,4 @@
-"""Code actions on a kernel: "Measure on GPU" and, without a reference, "Set reference…"."""
+"""Code actions on a kernel: "Measure on GPU" and, without a reference, "Set reference…" to files that have one."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from lsprotocol import types
 
 from kernelcast.analysis import FileAnalysis, KernelResult
 from kernelcast.kernels_runtime.source.launch_spec import kernel_parameters, launch_spec_template
-from kernelcast.references import pragma_line
+from kernelcast.references import Reference, pragma_line, pragma_reference
 from kernelcast.server.state import KernelcastServer
 
 KERNEL_SUFFIXES = (".cu", ".cuh", ".py")
+# Files read (discovery, cached by mtime) per code action request in a crowded folder.
+MAX_CANDIDATE_FILES = 50
 
 
 def code_actions(ls: KernelcastServer, params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -62,21 +64,36 @@ def _launch_template_action(analysis: FileAnalysis, result: KernelResult, relate
 def _set_reference_actions(
     ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]
 ) -> list[types.CodeAction]:
-    """One action per plausible reference file beside this one, else a template to fill in."""
-    path = ls.path_of(analysis.uri)
-    choices = [f"{candidate.name}::{result.kernel.name}" for candidate in _sibling_kernel_files(path)]
-    targets = choices[:3] or [f"PATH{Path(path).suffix}::{result.kernel.name}"]
-    actions = []
-    for target in targets:
-        actions.append(
-            types.CodeAction(
-                title=f"Set reference… {target}",
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=related or None,
-                edit=set_reference_edit(analysis, target),
-            )
+    """One action per kernel file beside this one that would resolve as its reference."""
+    return [
+        types.CodeAction(
+            title=f"Set reference… {target}",
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=related or None,
+            edit=set_reference_edit(analysis, target),
         )
-    return actions
+        for target in _reference_targets(ls, analysis, result)
+    ]
+
+
+def _reference_targets(ls: KernelcastServer, analysis: FileAnalysis, result: KernelResult, limit: int = 3) -> list[str]:
+    """Pragma values that resolve for this kernel, checked the way the pragma will be read:
+    `file::name` where that file defines the kernel's name (listed first), else the file alone
+    where it resolves by itself (its only kernel, or its KernelBench Model)."""
+    path = ls.path_of(analysis.uri)
+    root, allow_outside = ls.workspace_root(), ls.settings.allow_references_outside_workspace
+
+    def resolves(spec: str) -> bool:
+        return isinstance(pragma_reference(spec, result.kernel, analysis.discovery, path, root, allow_outside), Reference)
+
+    same_name, whole_file = [], []
+    for candidate in _sibling_kernel_files(path)[:MAX_CANDIDATE_FILES]:
+        named = f"{candidate.name}::{result.kernel.name}"
+        if resolves(named):
+            same_name.append(named)
+        elif resolves(candidate.name):
+            whole_file.append(candidate.name)
+    return (same_name + whole_file)[:limit]
 
 
 def set_reference_edit(analysis: FileAnalysis, reference: str) -> types.WorkspaceEdit:

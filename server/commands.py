@@ -12,6 +12,7 @@ from typing import Any
 from lsprotocol import types
 
 from kernelcast.analysis import KernelResult, build_request, measured_on, measurement_key, measurement_sides, problem_sizes
+from kernelcast.references import NoReference, pragma_reference
 from kernelcast.server.code_actions import set_reference_edit
 from kernelcast.server.file_task import publish_again
 from kernelcast.server.service_client import ForecasterUnavailable
@@ -148,11 +149,23 @@ async def set_reference(ls: KernelcastServer, arguments: list[Any]) -> dict[str,
         why = target if isinstance(target, str) else "expected a non-empty 'reference' (path[::kernel])"
         ls.show_message(f"Set reference: {why}", types.MessageType.Warning)
         return {"ok": False, "message": why}
-    uri, _ = target
+    uri, result = target
     analysis = ls.current_analysis(uri)
     assert analysis is not None
+    reference = reference.strip()
+    found = pragma_reference(
+        reference,
+        result.kernel,
+        analysis.discovery,
+        ls.path_of(uri),
+        ls.workspace_root(),
+        ls.settings.allow_references_outside_workspace,
+    )
+    if isinstance(found, NoReference):  # a typo must not become a pragma that fails on every keystroke
+        ls.show_message(f"Set reference: {found.reason}", types.MessageType.Warning)
+        return {"ok": False, "message": found.reason}
     applied = await ls.workspace_apply_edit_async(
-        types.ApplyWorkspaceEditParams(edit=set_reference_edit(analysis, reference.strip()), label="kernelcast: set reference")
+        types.ApplyWorkspaceEditParams(edit=set_reference_edit(analysis, reference), label="kernelcast: set reference")
     )
     return {"ok": bool(applied.applied), "message": applied.failure_reason or ""}
 

@@ -114,7 +114,7 @@ class StdioLsp:
     def notify(self, method: str, params: Any) -> None:
         self._send({"method": method, "params": params})
 
-    async def request(self, method: str, params: Any, timeout: float = 30) -> Any:
+    async def request(self, method: str, params: Any, timeout: float | None = 30) -> Any:
         self._next_id += 1
         future = asyncio.get_running_loop().create_future()
         self._pending[self._next_id] = future
@@ -132,7 +132,7 @@ class StdioLsp:
     def close(self, uri: str) -> None:
         self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
-    async def published(self, uri: str, version: int | None, timeout: float) -> list[dict]:
+    async def published(self, uri: str, version: int | None, timeout: float | None) -> list[dict]:
         """The diagnostics the server publishes for `version` of `uri` (those already in, or the next)."""
         known = self.diagnostics.get(uri)
         if known is not None and known[0] == version:
@@ -144,11 +144,11 @@ class StdioLsp:
         finally:
             self._waiters[uri] = [w for w in self._waiters.get(uri, []) if w[1] is not future]
 
-    async def inlay_hints(self, uri: str, timeout: float = 30) -> list[dict]:
+    async def inlay_hints(self, uri: str, timeout: float | None = 30) -> list[dict]:
         whole = {"start": {"line": 0, "character": 0}, "end": {"line": 100_000, "character": 0}}
         return await self.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole}, timeout) or []
 
-    async def hover(self, uri: str, line: int, character: int = 0, timeout: float = 30) -> str:
+    async def hover(self, uri: str, line: int, character: int = 0, timeout: float | None = 30) -> str:
         answer = await self.request(
             "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}, timeout
         )

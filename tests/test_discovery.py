@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from machine import limit
 
 from kernelcast.kernels_runtime.source.discovery import (
     Discovery,
@@ -258,7 +259,7 @@ def test_big_file_is_refused_quickly() -> None:
     started = time.perf_counter()
     found = discover_bytes(data, "big.cu")
     text_found = discover(data.decode(), "big.cu")
-    assert time.perf_counter() - started < 0.1
+    assert time.perf_counter() - started < limit(0.1)
     assert found.problems == ("file is 10.0 MB; kernelcast reads files up to 2 MB",) and found.kernels == ()
     assert text_found.problems == found.problems
 
@@ -292,7 +293,7 @@ def test_deep_nesting_does_not_recurse() -> None:
 def test_many_non_kernel_keywords_stay_linear() -> None:
     started = time.perf_counter()
     found = discover("__global__ " * 150_000, "many.cu")
-    assert found.kernels == () and time.perf_counter() - started < 2.0
+    assert found.kernels == () and time.perf_counter() - started < limit(2.0)
 
 
 @pytest.mark.parametrize("name", ["kernels.cu", "triton_kernels.py", "kernelbench_new.py"])

@@ -1,4 +1,4 @@
-"""The embedded forecaster without torch: features, the shipped weights, CUDA-L1 conversion."""
+"""The embedded forecaster without torch: features and the shipped weights (CUDA-L1 conversion: tests/workshop)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
 from kernelcast.models.embedded.backend import READER_MODULES, WEIGHTS_PATH, EmbeddedBackend, TimeModel, source_digest
 from kernelcast.models.embedded.features import CODE_PATTERNS, FEATURE_NAMES, pair_features, read_code
 from kernelcast.wire import ForecastRequest, KernelSide
-from workshop.training import cuda_l1
 
 HARDWARE = SPECS["H100-SXM"].to_json()
 
@@ -249,31 +248,6 @@ def test_the_kernel_issuing_the_most_instructions_gives_a_side_its_facts() -> No
     tile = row(2872)  # 2,048 programs × 2,872 instructions against 16,384 × 129
     assert tile["blocks"] == pytest.approx(np.log2(1 + 2048)) and tile["registers"] == 96 / 64
     assert row(100)["registers"] == 20 / 64  # a light tile: the softmax takes the time
-
-
-def test_cuda_l1_rows_become_pairs_both_ways_with_sizes() -> None:
-    reference = (
-        "import torch\nclass Model:\n    pass\nbatch_size = 16\nheight, width = 2 * 64, 1 << 7\n\n"
-        "def get_inputs():\n    return [torch.randn(batch_size, height, width, dtype=torch.float16)]\n"
-    )
-    row = {
-        "level_id": 1,
-        "task_id": 9,
-        "ref_code": reference,
-        "custom_code": "x = load_inline(name='k', cuda_sources='')",
-        "score_default": 2.0,
-        "cuda_graph_code": "torch.cuda.CUDAGraph()",
-        "score_cuda_graph": 0.8,
-        "cudnn_code": "",
-        "score_cudnn": 1.1,
-    }
-    pairs = list(cuda_l1.pairs_of_row(row, "l40"))
-    assert len(pairs) == 4  # custom and graph, each both ways; no cuDNN code
-    forward, backward = pairs[0], pairs[1]
-    assert forward.speedup == 2.0 and backward.speedup == 0.5 and forward.op == backward.op == "L1/T9"
-    assert forward.request.candidate.language == "cuda" and forward.request.reference.language == "pytorch"
-    assert forward.request.problem == {"batch_size": 16, "height": 128, "width": 128, "dtype": "f16"}
-    assert forward.request.hardware["key"] == "L40" and forward.group != backward.group
 
 
 def test_shipped_weights_are_small_and_forecast_a_300_kernel_file() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from machine import limit
 from test_llm_llama_cpp import pair, require_llama_and_model
 
 from kernelcast.models.service import backends
@@ -57,7 +58,7 @@ def _start_server(logits_all: bool) -> tuple[subprocess.Popen[bytes], str]:
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + limit(60)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(f"llama_cpp.server exited: {process.stderr.read().decode()[-2000:] if process.stderr else ''}")
@@ -127,7 +128,7 @@ def test_server_down_fails_clearly_within_the_deadline() -> None:
     started = time.monotonic()
     with pytest.raises(LLMBackendError, match="did not answer within 3 attempts"):
         backend.predict(pair())
-    assert time.monotonic() - started < 3.5
+    assert time.monotonic() - started < 3 + limit(0.5)  # the 3 s deadline, then slack
     assert not backend.status().available
 
 
@@ -135,12 +136,12 @@ def test_server_errors_are_retried_then_reported() -> None:
     """llama_cpp.server without logits_all answers a logprobs request with a real HTTP 500."""
     process, url = _start_server(logits_all=False)
     try:
-        backend = OpenAICompatibleBackend(url, deadline_s=30, retries=2)
+        backend = OpenAICompatibleBackend(url, deadline_s=limit(30), retries=2)
         assert not backend.capabilities().logprobs
         started = time.monotonic()
         with pytest.raises(LLMBackendError, match="3 attempts.*HTTP 500"):
             backend._chat(
-                time.monotonic() + 30,
+                time.monotonic() + limit(30),
                 backend.capabilities().model,
                 [{"role": "user", "content": "1"}],
                 max_tokens=1,

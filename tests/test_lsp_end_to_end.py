@@ -197,6 +197,43 @@ async def test_measure_and_reference_code_actions(session: Session) -> None:
     assert edit.new_text.startswith("// kernelcast: reference=") and edit.range.start.line == 0
 
 
+def _kernels(*names: str) -> str:
+    return "".join(f"__global__ void {name}(float* x, int n) {{ int i = threadIdx.x; if (i < n) x[i] += 1.0f; }}\n" for name in names)
+
+
+async def test_set_reference_offers_only_targets_that_resolve(session: Session) -> None:
+    folder = session.root / "refs"
+    folder.mkdir()
+    (folder / "a_two_others.cu").write_text(_kernels("shift", "negate"))  # no `scale`, and two kernels: ambiguous
+    (folder / "b_single_other.cu").write_text(_kernels("double_it"))  # its only kernel: the file alone resolves
+    (folder / "c_defines_scale.cu").write_text(_kernels("negate", "scale"))  # defines the name
+    (folder / "d_no_kernels.cu").write_text("int helper(int x) { return x; }\n")
+    uri = session.open("refs/lone.cu", _kernels("scale"))
+    diagnostics = await session.diagnostics_for(uri)
+    actions = await session.client.text_document_code_action_async(
+        types.CodeActionParams(
+            types.TextDocumentIdentifier(uri=uri), diagnostics[0].range, types.CodeActionContext(diagnostics=diagnostics)
+        )
+    )
+    offered = [a for a in actions or [] if a.title.startswith("Set reference…")]
+    assert [a.title for a in offered] == ["Set reference… c_defines_scale.cu::scale", "Set reference… b_single_other.cu"]
+    assert [a.edit.changes[uri][0].new_text for a in offered] == [
+        "// kernelcast: reference=c_defines_scale.cu::scale\n",
+        "// kernelcast: reference=b_single_other.cu\n",
+    ]
+
+    # A reference typed by hand is checked the same way before it becomes a pragma.
+    answer = await session.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelcast.setReference",
+            arguments=[{"uri": uri, "position": {"line": 0, "character": 0}, "reference": "a_two_others.cu::scale"}],
+        )
+    )
+    assert answer["ok"] is False and "no kernel `scale` there; it has `shift`, `negate`" in answer["message"]
+    shown = [m.message for m in session.client.messages]
+    assert any("Set reference: " in m and "a_two_others.cu::scale" in m for m in shown), shown
+
+
 async def test_burst_of_edits_yields_one_forecast_for_the_final_text(session: Session) -> None:
     uri = session.open("vector_add_float4.cu")
     await session.diagnostics_for(uri)

