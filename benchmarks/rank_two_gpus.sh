@@ -16,7 +16,7 @@ DRY=0
 [ "${1:-}" = "--dry" ] && DRY=1
 
 "$PYTHON" benchmarks/rank_variants.py "$WORK"
-RANK=("$PYTHON" -m kernelcast rank "$WORK/variants" --reference "$WORK/reference.cu" --no-learn --json)
+RANK=("$PYTHON" -m kernelcast rank "$WORK/variants" --reference "$WORK/reference.cu" --allow-references-outside-workspace --no-learn --json)
 
 if [ "$DRY" = 1 ]; then
     "${RANK[@]}" --forecast-only > "$WORK/forecast.json"
