@@ -72,7 +72,7 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
     about the files (an ignored pragma, a reference read as given); ValueError says why none."""
     from kernelcast.analysis import analyse_text, build_request, fill_facts, problem_sizes
     from kernelcast.kernels_runtime.cuda_facts import first_error_line
-    from kernelcast.references import Reference
+    from kernelcast.references import OVERRIDE_ORIGIN, Reference
     from kernelcast.settings import Settings
 
     if not isinstance(line, dict):
@@ -104,7 +104,8 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
         notes = list(analysis.problems)
         if result.reference is None:
             if reference.language != "pytorch" or _has_kernels(reference_path):
-                raise ValueError(f"reference: {result.no_reference}")
+                # The reason names the temporary file as a --reference; the line's reference is meant.
+                raise ValueError(f"reference: {(result.no_reference or '').replace(f'{OVERRIDE_ORIGIN}: {override}: ', '')}")
             # Plain PyTorch (no KernelBench Model): the editor has no reading of it; it is read as given.
             result.reference = Reference(reference.code, "pytorch", reference.name, "batch", "as given", None, None)
             notes.append("reference read as given: it holds no kernel and no KernelBench Model")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import TextIO
@@ -13,8 +14,8 @@ LOG_EVERY_S = 10.0
 
 
 class Progress:
-    """`label N/M`: redrawn in place on a terminal, a plain line every `every_s` seconds
-    elsewhere, and always a last line at M/M."""
+    """`label N/M`: redrawn in place on a terminal, a plain line at the first step and then every
+    `every_s` seconds elsewhere, and always one at M/M."""
 
     def __init__(self, label: str, total: int, stream: TextIO | None = None, every_s: float = LOG_EVERY_S) -> None:
         self.label, self.total = label, total
@@ -22,7 +23,7 @@ class Progress:
         self.in_place = self.stream.isatty()
         self.every_s = REDRAW_S if self.in_place else every_s
         self.done = 0
-        self._shown_at = time.monotonic()
+        self._shown_at = -math.inf  # the first step shows at once: the run has begun
 
     def advance(self, count: int = 1) -> None:
         self.done += count

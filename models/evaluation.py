@@ -555,6 +555,7 @@ def run(
                 "probabilities": forecast.probabilities,
                 "confidence": forecast.confidence,
                 "calibration_id": forecast.provenance.get("calibration_id"),
+                "facts_used": forecast.provenance.get("facts_used", []),
             }
         )
         + "\n"
