@@ -23,7 +23,7 @@ from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
-from kernelcast.project_config import load_project_config
+from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
 from kernelcast.wire import Forecast, ForecastRequest, KernelSide, Measurement
@@ -161,16 +161,28 @@ def analyse_text(
             result.part_of = "ModelNew"
             analysis.results.append(result)
             continue
-        found = resolve_reference(
-            kernel, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override
-        )
-        if isinstance(found, NoReference):
-            result.no_reference = found.reason
-        else:
-            result.reference = found
-            result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
+        attach_reference(result, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override)
         analysis.results.append(result)
     return analysis
+
+
+def attach_reference(
+    result: KernelResult,
+    discovery: Discovery,
+    path: Path,
+    workspace_root: Path | None,
+    config: ProjectConfig,
+    allow_outside_workspace: bool,
+    reference_override: str | None,
+) -> None:
+    """The kernel's reference, or why it has none, and whether its code is the reference's."""
+    kernel = result.kernel
+    found = resolve_reference(kernel, discovery, path, workspace_root, config, allow_outside_workspace, reference_override)
+    if isinstance(found, NoReference):
+        result.no_reference = found.reason
+    else:
+        result.reference = found
+        result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
 
 
 def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None) -> dict[str, Any] | None:

@@ -62,7 +62,9 @@ def _hardware(gpu: Any) -> Any:
     if isinstance(gpu, dict):
         try:
             return GpuSpec.from_json(gpu)
-        except (KeyError, TypeError, ValueError) as error:
+        except KeyError as error:
+            raise ValueError(f"gpu: a spec object needs {error.args[0]!r}; or give a name such as {DEFAULT_GPU}") from None
+        except (TypeError, ValueError) as error:
             raise ValueError(f"gpu: not a GPU spec ({error}); give a name such as {DEFAULT_GPU}") from None
     raise ValueError(f"gpu must be a name such as {DEFAULT_GPU} or a spec object, got {gpu!r}")
 
@@ -100,8 +102,13 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
         analysis = analyse_text(candidate_path.as_uri(), None, candidate.code, candidate_path, root, Settings(), hardware, override)
         if analysis.disabled_reason:
             raise ValueError(f"candidate: {analysis.disabled_reason}")
-        result = _candidate_result(analysis, candidate.name)
         notes = list(analysis.problems)
+        if candidate.language == "pytorch" and not analysis.results:
+            # Plain PyTorch (no KernelBench ModelNew): the editor has no reading of it; it is read as given.
+            result = _whole_text(analysis, candidate, root, override)
+            notes.append("candidate read as given: it holds no kernel and no KernelBench ModelNew")
+        else:
+            result = _candidate_result(analysis, candidate.name)
         if result.reference is None:
             if reference.language != "pytorch" or _has_kernels(reference_path):
                 # The reason names the temporary file as a --reference; the line's reference is meant.
@@ -140,6 +147,18 @@ def _candidate_result(analysis: Any, name: str | None) -> Any:
     if len(shown) > 1:
         raise ValueError(f"candidate: {len(shown)} kernels ({names}); name one in candidate.name")
     return shown[0]
+
+
+def _whole_text(analysis: Any, side: KernelSide, root: Path, override: str) -> Any:
+    """A side's whole text as one PyTorch "kernel", with the line's reference resolved for it."""
+    from kernelcast.analysis import KernelResult, attach_reference
+    from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Span
+    from kernelcast.project_config import load_project_config
+
+    whole = Span(0, 0, len(analysis.lines), 0)
+    result = KernelResult(DiscoveredKernel(side.name or "candidate", "pytorch", whole, whole, side.code, None))
+    attach_reference(result, analysis.discovery, analysis.path, root, load_project_config(analysis.path, root), False, override)
+    return result
 
 
 def _has_kernels(path: Path) -> bool:

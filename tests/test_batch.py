@@ -166,6 +166,7 @@ def test_batch_reads_pragmas_names_and_plain_pytorch_as_the_editor_would(tmp_pat
             "reference": {"code": "def add(x, y):\n    return x + y\n", "language": "pytorch"},
             "candidate": _side("vector_add.cu"),
         },
+        {"id": "torch-candidate", "reference": _side("vector_add.cu"), "candidate": {"code": "y = x + z\n", "language": "pytorch"}},
         {"id": "off", "reference": _side("vector_add.cu"), "candidate": {"code": "// kernelcast: off\n" + two_kernels, "name": "first"}},
         {"id": "missing", "reference": {"code": two_kernels, "name": "third"}, "candidate": _side("vector_add.cu")},
         "[1, 2]",
@@ -173,19 +174,22 @@ def test_batch_reads_pragmas_names_and_plain_pytorch_as_the_editor_would(tmp_pat
     completed, rows = _batch(tmp_path, tmp_path / "home", lines, "--no-facts")
     assert completed.returncode == 1 and "4 line(s) could not be forecast" in completed.stderr
     by_id = {row["id"]: row for row in rows}
-    assert [row["id"] for row in rows] == ["pragma", "no-pragma", "named", "unnamed", "torch", "off", "missing", 8]
+    assert [row["id"] for row in rows] == ["pragma", "no-pragma", "named", "unnamed", "torch", "torch-candidate", "off", "missing", 9]
     # Without compiling, a side's facts are its pragma's launch: read from the candidate's code, not the line.
     assert by_id["pragma"]["provenance"]["facts_used"] == ["reference", "candidate"]
     assert by_id["no-pragma"]["provenance"]["facts_used"] == ["reference"]
     assert by_id["pragma"]["probabilities"] != by_id["no-pragma"]["probabilities"]
     assert "speedup" in by_id["named"] and "error" not in by_id["named"]
     assert "2 kernels (first, second); name one in candidate.name" in by_id["unnamed"]["error"]
+    # Plain PyTorch has no reading in the editor: such a side is read as given, and the line says so.
     assert by_id["torch"]["notes"] == ["reference read as given: it holds no kernel and no KernelBench Model"]
+    assert by_id["torch-candidate"]["notes"] == ["candidate read as given: it holds no kernel and no KernelBench ModelNew"]
+    assert by_id["torch-candidate"]["provenance"]["facts_used"] == ["reference"]
     assert "kernelcast: off in this file" in by_id["off"]["error"]
-    assert "no kernel `third` there" in by_id["missing"]["error"] and by_id["missing"]["error"].startswith("line 7: reference:")
-    assert "line 8: a line is a JSON object" in by_id[8]["error"]
+    assert "no kernel `third` there" in by_id["missing"]["error"] and by_id["missing"]["error"].startswith("line 8: reference:")
+    assert "line 9: a line is a JSON object" in by_id[9]["error"]
     assert completed.stdout == "", "results go to --out, progress to stderr"
-    assert "kernelcast forecast: read 8/8" in completed.stderr
+    assert "kernelcast forecast: read 9/9" in completed.stderr
 
 
 def test_parallel_batch_equals_one_process_and_its_compiles_land_in_the_disk_cache(tmp_path: Path) -> None:
