@@ -303,3 +303,18 @@ def test_mean_over_sources_leaves_out_what_a_source_cannot_judge() -> None:
         (result["by_source"]["a"]["brier"] + result["by_source"]["unnamed"]["brier"]) / 2
     )
     assert mean_over(result["by_source"])["n"] == 2
+
+
+def test_a_kernelbench_pair_is_forecast_as_the_cli_forecasts_its_file(tmp_path: Path) -> None:
+    """The line's reference is the problem's file (Model, sizes, get_inputs); the editor reads the same Model in the candidate's file."""
+    text = (EXAMPLES / "kernelbench_relu.py").read_text()
+    problem = text[: text.index("class ModelNew")] + text[text.index("batch_size = ") :]
+    pair = {"id": "relu", "reference": {"code": problem, "language": "pytorch"}, "candidate": {"code": text, "language": "pytorch"}}
+    completed, (row,) = _batch(tmp_path, tmp_path / "home", [pair], "--no-facts")
+    assert completed.returncode == 0, completed.stderr
+    cli = _kernelcast(tmp_path / "home", "forecast", str(EXAMPLES / "kernelbench_relu.py"), "--json", "--no-facts", "--gpu", GPU)
+    assert cli.returncode == 0, cli.stderr
+    (kernel,) = json.loads(cli.stdout)["kernels"]
+    assert kernel["kernel"] == "ModelNew" and kernel["reference"] == "Model in this file"
+    assert row["probabilities"] == kernel["forecast"]["probabilities"]
+    assert "notes" not in row
