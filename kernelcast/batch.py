@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.progress import Progress
-from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
+from kernelcast.wire import Forecast, ForecastRequest, KernelSide, LabelledPair
 
 DEFAULT_GPU = "H100-SXM"
 # A side's language → the suffix its file is written with: discovery reads kernels by it.
@@ -223,26 +223,48 @@ def forecast_batch(batch: Path, out: Path, forecaster: Any, threshold: float, co
     for index, outcome in in_parallel(prepare_line, arguments, jobs, progress):
         number = lines[index][0]
         prepared[index] = outcome if isinstance(outcome, dict) else {"id": number, "error": f"line {number}: failed: {outcome!r}"}
+    answers = _forecasts(forecaster, [ForecastRequest.from_json(entry["request"]) if "request" in entry else None for entry in prepared])
     failures = 0
     with sink:
-        for (number, _), entry in zip(lines, prepared):
+        for (number, _), entry, answer in zip(lines, prepared, answers):
             output: dict[str, Any] = {"id": entry["id"]}
-            if "request" in entry:
-                try:
-                    forecast = forecaster.forecast(ForecastRequest.from_json(entry["request"]))
-                    output.update(forecast.to_json())
-                    if entry["notes"]:
-                        output["notes"] = entry["notes"]
-                except (ValueError, KeyError) as error:
-                    output["error"] = f"line {number}: {error.args[0] if error.args else error}"
+            if isinstance(answer, Forecast):
+                output.update(answer.to_json())
+                if entry["notes"]:
+                    output["notes"] = entry["notes"]
             else:
-                output["error"] = entry["error"]
+                output["error"] = entry.get("error") or f"line {number}: {answer}"
             failures += "error" in output
             sink.write(json.dumps(output) + "\n")
     if failures:
         print(f"kernelcast forecast: {failures} line(s) could not be forecast; see 'error' in {out}", file=sys.stderr)
         return 1
     return 0
+
+
+# Requests per forecaster call: a batching backend predicts a chunk at once.
+FORECAST_CHUNK = 256
+
+
+def _forecasts(forecaster: Any, requests: list[ForecastRequest | None]) -> list[Forecast | str | None]:
+    """Each request's forecast, or why the backend gave none; None where there was no request.
+    A chunk the backend fails on is asked again request by request, so one bad line loses only itself."""
+    from kernelcast.models.service.llm_common import LLMBackendError
+
+    answers: list[Forecast | str | None] = [None] * len(requests)
+    asked = [index for index, request in enumerate(requests) if request is not None]
+    for start in range(0, len(asked), FORECAST_CHUNK):
+        chunk = asked[start : start + FORECAST_CHUNK]
+        try:
+            for index, forecast in zip(chunk, forecaster.forecast_many([requests[i] for i in chunk])):
+                answers[index] = forecast
+        except (ValueError, KeyError, LLMBackendError):
+            for index in chunk:
+                try:
+                    answers[index] = forecaster.forecast(requests[index])
+                except (ValueError, KeyError, LLMBackendError) as error:
+                    answers[index] = str(error.args[0] if error.args else error)
+    return answers
 
 
 def request_with_facts(request: dict[str, Any]) -> dict[str, Any]:

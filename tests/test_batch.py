@@ -170,11 +170,23 @@ def test_batch_reads_pragmas_names_and_plain_pytorch_as_the_editor_would(tmp_pat
         {"id": "off", "reference": _side("vector_add.cu"), "candidate": {"code": "// kernelcast: off\n" + two_kernels, "name": "first"}},
         {"id": "missing", "reference": {"code": two_kernels, "name": "third"}, "candidate": _side("vector_add.cu")},
         "[1, 2]",
+        {"id": "oracle", "reference": _side("vector_add.cu"), "candidate": _side("vector_add_float4.cu"), "backend": "oracle"},
     ]
     completed, rows = _batch(tmp_path, tmp_path / "home", lines, "--no-facts")
-    assert completed.returncode == 1 and "4 line(s) could not be forecast" in completed.stderr
+    assert completed.returncode == 1 and "5 line(s) could not be forecast" in completed.stderr
     by_id = {row["id"]: row for row in rows}
-    assert [row["id"] for row in rows] == ["pragma", "no-pragma", "named", "unnamed", "torch", "torch-candidate", "off", "missing", 9]
+    assert [row["id"] for row in rows] == [
+        "pragma",
+        "no-pragma",
+        "named",
+        "unnamed",
+        "torch",
+        "torch-candidate",
+        "off",
+        "missing",
+        9,
+        "oracle",
+    ]
     # Without compiling, a side's facts are its pragma's launch: read from the candidate's code, not the line.
     assert by_id["pragma"]["provenance"]["facts_used"] == ["reference", "candidate"]
     assert by_id["no-pragma"]["provenance"]["facts_used"] == ["reference"]
@@ -188,8 +200,9 @@ def test_batch_reads_pragmas_names_and_plain_pytorch_as_the_editor_would(tmp_pat
     assert "kernelcast: off in this file" in by_id["off"]["error"]
     assert "no kernel `third` there" in by_id["missing"]["error"] and by_id["missing"]["error"].startswith("line 8: reference:")
     assert "line 9: a line is a JSON object" in by_id[9]["error"]
+    assert by_id["oracle"]["error"] == "line 10: backend 'oracle' is not served here; served: embedded", "the others of its call are kept"
     assert completed.stdout == "", "results go to --out, progress to stderr"
-    assert "kernelcast forecast: read 9/9" in completed.stderr
+    assert "kernelcast forecast: read 10/10" in completed.stderr
 
 
 def test_parallel_batch_equals_one_process_and_its_compiles_land_in_the_disk_cache(tmp_path: Path) -> None:
