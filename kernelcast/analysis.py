@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.cache import ResultCache, content_key
+from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
-from kernelcast.project_config import load_project_config
+from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
 from kernelcast.wire import Forecast, ForecastRequest, KernelSide, Measurement
@@ -160,16 +161,28 @@ def analyse_text(
             result.part_of = "ModelNew"
             analysis.results.append(result)
             continue
-        found = resolve_reference(
-            kernel, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override
-        )
-        if isinstance(found, NoReference):
-            result.no_reference = found.reason
-        else:
-            result.reference = found
-            result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
+        attach_reference(result, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override)
         analysis.results.append(result)
     return analysis
+
+
+def attach_reference(
+    result: KernelResult,
+    discovery: Discovery,
+    path: Path,
+    workspace_root: Path | None,
+    config: ProjectConfig,
+    allow_outside_workspace: bool,
+    reference_override: str | None,
+) -> None:
+    """The kernel's reference, or why it has none, and whether its code is the reference's."""
+    kernel = result.kernel
+    found = resolve_reference(kernel, discovery, path, workspace_root, config, allow_outside_workspace, reference_override)
+    if isinstance(found, NoReference):
+        result.no_reference = found.reason
+    else:
+        result.reference = found
+        result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
 
 
 def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None) -> dict[str, Any] | None:
@@ -347,6 +360,37 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
                 result.reference_facts = _named(found, reference.name)
                 changed = changed or result.reference_facts is not None
     return changed
+
+
+def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache) -> tuple[KernelSide, str | None]:
+    """A request's side with the compiler facts and launch the editor attaches, its code read
+    as a file (its macros, its launch pragma), when it has no facts yet and is CUDA or Triton;
+    with why none could be compiled."""
+    if side.facts or side.language not in FACT_LANGUAGES:
+        return side, None
+    name = side.name or _only_kernel(side.code, side.language)
+    if name is None:
+        return side, "no facts: name the side's kernel (it holds none or several)"
+    try:
+        launch = find_launch_spec(side.code, name, side.language)
+    except LaunchSpecError as error:
+        launch = None
+        problem: str | None = f"{name}: launch pragma ignored: {error}"
+    else:
+        problem = None
+    found = _facts_for(side.code, side.language, name, launch, hardware, cache, True)
+    facts = _named(found, name) if found is not None else None
+    if facts is None and found is not None and found.error:
+        problem = f"{name}: no facts: {first_error_line(found.error)}"
+    return _side(side.code, side.language, name, facts, side.code, launch), problem
+
+
+def _only_kernel(code: str, language: str) -> str | None:
+    """The name of the one kernel of `language` in a side's code."""
+    found = [
+        kernel.name for kernel in discover(code, "side.cu" if language == "cuda" else "side.py").kernels if kernel.language == language
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:

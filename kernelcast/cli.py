@@ -88,7 +88,12 @@ def _forecast(args: argparse.Namespace) -> int:
         print(f"kernelcast forecast: {error.args[0]}", file=sys.stderr)
         return 2
     if args.batch:
-        return _forecast_batch(args, forecaster)
+        if not args.out:
+            print("kernelcast forecast: --batch needs --out OUT.jsonl", file=sys.stderr)
+            return 2
+        from kernelcast.batch import default_jobs, forecast_batch
+
+        return forecast_batch(Path(args.batch), Path(args.out), forecaster, args.threshold, not args.no_facts, args.jobs or default_jobs())
     if not args.file:
         print("kernelcast forecast: give a FILE, or --batch IN.jsonl --out OUT.jsonl", file=sys.stderr)
         return 2
@@ -269,41 +274,12 @@ def _measure(args: argparse.Namespace) -> int:
     return exit_code
 
 
-def _forecast_batch(args: argparse.Namespace, forecaster: Any) -> int:
-    from kernelcast.kernels_runtime.hardware import lookup
-    from kernelcast.wire import ForecastRequest
-
-    if not args.out:
-        print("kernelcast forecast: --batch needs --out OUT.jsonl", file=sys.stderr)
-        return 2
-    failures = 0
-    with open(args.batch, encoding="utf-8") as source, open(args.out, "w", encoding="utf-8") as sink:
-        for number, line in enumerate(source, 1):
-            if not line.strip():
-                continue
-            pair_id: Any = None
-            try:
-                pair = json.loads(line)
-                pair_id = pair.get("id", number)
-                gpu = pair.get("gpu", "H100-SXM")
-                spec = lookup(gpu) if isinstance(gpu, str) else None
-                hardware = {**spec.to_json(), "fingerprint": spec.fingerprint()} if spec else gpu
-                request = ForecastRequest.from_json({**pair, "hardware": hardware, "threshold": args.threshold})
-                output = {"id": pair_id, **forecaster.forecast(request).to_json()}
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
-                failures += 1
-                output = {"id": pair_id if pair_id is not None else number, "error": f"line {number}: {error}"}
-            sink.write(json.dumps(output) + "\n")
-    if failures:
-        print(f"kernelcast forecast: {failures} line(s) could not be forecast; see 'error' in {args.out}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def _eval(args: argparse.Namespace) -> int:
     from kernelcast.models.evaluation import run
 
-    return run(Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None)
+    return run(
+        Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None, not args.no_facts, args.jobs
+    )
 
 
 def _rank(args: argparse.Namespace) -> int:
@@ -403,6 +379,19 @@ def _first_line(command: list[str], last: bool = False) -> str:
     return (output[-1] if last else output[0]) if output else ""
 
 
+JOBS_HELP = "processes reading pairs and compiling their facts in parallel (default: the CPU count)"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 ALLOW_OUTSIDE_HELP = (
     "read a reference outside the workspace (the git top, else the file's folder), as the editor's allowReferencesOutsideWorkspace"
 )
@@ -449,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--no-facts", action="store_true", help="skip compiling for registers/occupancy (faster)")
     forecast.add_argument("--batch", help="JSONL of pairs to forecast")
     forecast.add_argument("--out", help="JSONL to write forecasts to (with --batch)")
+    forecast.add_argument("--jobs", type=_positive_int, default=None, help=JOBS_HELP)
     _add_backend_flags(forecast)
     forecast.set_defaults(run=_forecast)
 
@@ -456,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/wire.py)")
     evaluation.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
+    evaluation.add_argument("--no-facts", action="store_true", help="skip compiling facts for pair sides that have none (faster)")
+    evaluation.add_argument("--jobs", type=_positive_int, default=None, help=JOBS_HELP)
     _add_backend_flags(evaluation)
     evaluation.set_defaults(run=_eval)
 

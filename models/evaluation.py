@@ -26,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from kernelcast.batch import add_facts, default_jobs
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import true_bins
 from kernelcast.models.service.llm_common import LLMBackendError
 from kernelcast.paths import install_command
+from kernelcast.progress import Progress
 from kernelcast.wire import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, LabelledPair, _bin_bounds, read_pairs
 
 DIRECTION_MIN_LOG2 = 0.1
@@ -37,10 +39,13 @@ ECE_BUCKETS = 10
 NLL_FLOOR = 1e-12
 TOP_SHARE = 0.1
 HALF_COVERAGE = 0.5
+# The source of pairs that name none (LabelledPair.source).
+UNNAMED_SOURCE = "unnamed"
 # Bin centres in log2 S (outer bins one octave wide, as forecast.py interpolates them):
 # the values "expected s" averages over.
 BIN_CENTRES_LOG2 = np.array([sum(_bin_bounds(index)) / 2 for index in range(NUM_BINS)])
 PLOT_INSTALL_HINT = install_command("eval")
+FACT_PROBLEMS_SHOWN = 5
 
 
 # --- metric functions on arrays ---------------------------------------------------------
@@ -233,12 +238,16 @@ def evaluate(
     languages: Sequence[str] | None = None,
     groups: Sequence[str] | None = None,
     threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
+    sources: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Metrics overall and split by candidate language and by pair kind (docs/forecast.md)."""
+    """Metrics overall (pooled) and split by source, candidate language and pair kind
+    (docs/forecast.md); with sources, also their mean, which weighs every source alike: a
+    pooled number that one large easy source dominates hides the sources that fail."""
     p = np.asarray(probabilities, dtype=float)
     s = np.asarray(speedups, dtype=float)
     result: dict[str, Any] = {"overall": metrics(p, s, groups, threshold)}
-    for split, labels in (("by_language", languages), ("by_kind", kinds)):
+    named_sources = None if sources is None else [source or UNNAMED_SOURCE for source in sources]
+    for split, labels in (("by_source", named_sources), ("by_language", languages), ("by_kind", kinds)):
         if labels is None:
             continue
         labels = list(labels)
@@ -246,7 +255,27 @@ def evaluate(
         for label in sorted(set(labels)):
             chosen = [i for i, value in enumerate(labels) if value == label]
             result[split][label] = metrics(p[chosen], s[chosen], None if groups is None else [groups[i] for i in chosen], threshold)
+    if "by_source" in result:
+        result["mean_over_sources"] = mean_over(result["by_source"])
     return result
+
+
+# Counts add up over sources; every other number of `metrics` is averaged.
+SUMMED = ("n", "n_direction", "top10_groups")
+
+
+def mean_over(splits: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each scalar metric averaged over the splits that have it (a metric with no pairs to
+    judge in a split, None, is left out of that mean); counts summed; `sources` says how many."""
+    values = list(splits.values())
+    mean: dict[str, Any] = {"sources": len(values)}
+    for key, first in values[0].items():
+        if key in SUMMED:
+            mean[key] = sum(v[key] for v in values)
+        elif first is None or (isinstance(first, (int, float)) and not isinstance(first, bool)):
+            numbers = [v[key] for v in values if v[key] is not None]
+            mean[key] = float(np.mean(numbers)) if numbers else None
+    return mean
 
 
 # --- running a backend on a pairs file -----------------------------------------------------
@@ -256,14 +285,14 @@ def forecast_pairs(pairs: list[LabelledPair], forecaster: Forecaster) -> tuple[l
     """Each pair forecast in-process, calibrated as the service does; a pair the backend fails on is named, not fatal."""
     forecasts: list[Forecast | None] = []
     failed = []
-    for number, pair in enumerate(pairs, start=1):
+    progress = Progress("kernelcast eval: forecast", len(pairs))
+    for pair in pairs:
         try:
             forecasts.append(forecaster.forecast(pair.request))
         except LLMBackendError as error:
             forecasts.append(None)
             failed.append({"id": pair.id, "error": str(error)})
-        if sys.stderr.isatty():
-            print(f"\r  forecast {number}/{len(pairs)}", end="" if number < len(pairs) else "\n", file=sys.stderr, flush=True)
+        progress.advance()
     return forecasts, failed
 
 
@@ -292,6 +321,10 @@ COLUMNS = (
 
 def _rows(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     rows = [("overall", result["overall"])]
+    if "mean_over_sources" in result:
+        count = result["mean_over_sources"]["sources"]
+        rows.append((f"mean of {count} source{'s' if count != 1 else ''}", result["mean_over_sources"]))
+        rows += [(f"source: {label}", values) for label, values in result["by_source"].items()]
     for split in ("by_language", "by_kind"):
         rows += [(label, values) for label, values in result.get(split, {}).items()]
     return rows
@@ -326,6 +359,9 @@ def report_markdown(report: dict[str, Any], plots: list[str], plot_note: str) ->
         f"- backend `{report['backend']}`, model `{report['model_id']}`, calibration {', '.join(report['calibration_ids']) or '–'}",
         f"- direction metrics over the {overall['n_direction']} pairs with |log2 S| ≥ {DIRECTION_MIN_LOG2}; "
         f"ECE, bins and scores over all {overall['n']}",
+        "- overall pools every pair; the mean of sources weighs each source alike (a metric a source cannot "
+        "judge, e.g. top-10% without groups, is left out of its mean); pairs naming no source are "
+        f"“{UNNAMED_SOURCE}”",
         "",
         _markdown_table(report),
         "",
@@ -445,8 +481,13 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def run(pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Path | None) -> int:
-    """`kernelcast eval`: exit 0 with metrics, 2 on bad input (nothing written), 1 when nothing could be forecast."""
+def run(
+    pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Path | None, compile_facts: bool = True, jobs: int | None = None
+) -> int:
+    """`kernelcast eval`: exit 0 with metrics, 2 on bad input (nothing written), 1 when nothing could be forecast.
+
+    Sides without compiler facts get them as the editor compiles them (unless not `compile_facts`),
+    in `jobs` processes (default: the CPU count)."""
     try:
         pairs = list(read_pairs(pairs_file))
     except OSError as error:
@@ -463,6 +504,12 @@ def run(pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Pat
     except (KeyError, LLMBackendError) as error:
         print(f"kernelcast eval: backend {backend!r} cannot run: {error.args[0]}", file=sys.stderr)
         return 2
+    if compile_facts:
+        without_facts = add_facts(pairs, jobs or default_jobs())
+        for problem in without_facts[:FACT_PROBLEMS_SHOWN]:
+            print(f"kernelcast eval: {problem}", file=sys.stderr)
+        if len(without_facts) > FACT_PROBLEMS_SHOWN:
+            print(f"kernelcast eval: … and {len(without_facts) - FACT_PROBLEMS_SHOWN} more sides without compiler facts", file=sys.stderr)
     forecasts, failed = forecast_pairs(pairs, forecaster)
     done = [(pair, forecast) for pair, forecast in zip(pairs, forecasts) if forecast is not None]
     for failure in failed:
@@ -476,6 +523,7 @@ def run(pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Pat
         kinds=[pair.kind for pair, _ in done],
         languages=[pair.language for pair, _ in done],
         groups=[pair.group for pair, _ in done],
+        sources=[pair.source for pair, _ in done],
     )
     first = done[0][1].provenance
     report = {
@@ -501,11 +549,13 @@ def run(pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Pat
                 "kind": pair.kind,
                 "language": pair.language,
                 "group": pair.group,
+                "source": pair.source or UNNAMED_SOURCE,
                 "speedup": pair.speedup,
                 "true_bin": pair.true_bin,
                 "probabilities": forecast.probabilities,
                 "confidence": forecast.confidence,
                 "calibration_id": forecast.provenance.get("calibration_id"),
+                "facts_used": forecast.provenance.get("facts_used", []),
             }
         )
         + "\n"

@@ -238,13 +238,16 @@ def test_eval_llama_cpp_on_the_small_file(tmp_path: Path) -> None:
 
 
 def test_pairs_the_backend_cannot_forecast_are_named_and_left_out(tmp_path: Path) -> None:
-    """A real failure: SmolLM2 with a 1024-token context cannot take the register-blocked SGEMM pair (~1260 tokens)."""
+    """A real failure: SmolLM2 with a 1024-token context cannot take the register-blocked SGEMM pair (~1260 tokens
+    without compiler facts, which lengthen every prompt)."""
     gguf = require_llama_and_model()
     lines = {json.loads(line)["id"]: line for line in PAIRS.read_text().splitlines()}
     subset = tmp_path / "two.jsonl"
     subset.write_text(lines["vadd-torch-vs-cuda"] + "\n" + lines["sgemm-regblock"] + "\n")
     report = tmp_path / "report"
-    completed = _eval(tmp_path, str(subset), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "1024", "--report", str(report))
+    completed = _eval(
+        tmp_path, str(subset), "--no-facts", "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "1024", "--report", str(report)
+    )
     assert completed.returncode == 0, completed.stderr
     assert "1 of 2 pairs forecast" in completed.stdout and "sgemm-regblock: prompt has" in completed.stderr
     written = json.loads((report / "metrics.json").read_text())
@@ -252,7 +255,17 @@ def test_pairs_the_backend_cannot_forecast_are_named_and_left_out(tmp_path: Path
     assert "`sgemm-regblock`: prompt has" in (report / "report.md").read_text()
 
     nothing = _eval(
-        tmp_path, str(subset), "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "256", "--report", str(tmp_path / "none")
+        tmp_path,
+        str(subset),
+        "--no-facts",
+        "--backend",
+        "llama-cpp",
+        "--gguf",
+        str(gguf),
+        "--llm-ctx",
+        "256",
+        "--report",
+        str(tmp_path / "none"),
     )
     assert nothing.returncode == 1 and "could forecast none of the 2 pairs" in nothing.stderr
     assert not (tmp_path / "none").exists()

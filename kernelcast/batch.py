@@ -1,0 +1,303 @@
+"""Many pairs at once, read as the editor reads files: `kernelcast forecast --batch` and the facts
+`kernelcast eval` adds to its pairs.
+
+A batch line's sides are written to a folder of their own and the candidate's file is analysed
+as the editor analyses it (analysis.py), with the reference file as its reference: the same
+kernels, launch pragmas, sizes and compiler facts, so a search loop or CI gets the forecast the
+editor shows. Lines are read in parallel processes; compiles go through the disk cache, where
+the editor finds them too, so a second run is fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from kernelcast.progress import Progress
+from kernelcast.wire import Forecast, ForecastRequest, KernelSide, LabelledPair
+
+DEFAULT_GPU = "H100-SXM"
+# A side's language → the suffix its file is written with: discovery reads kernels by it.
+SUFFIXES = {"cuda": ".cu", "triton": ".py", "pytorch": ".py"}
+EDITOR_KERNELS = "a __global__ function, a @triton.jit function or a KernelBench ModelNew"
+
+_cache: Any = None
+
+
+def default_jobs() -> int:
+    """The CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _disk_cache() -> Any:
+    """One ResultCache per process (the parent's, or a pool worker's)."""
+    global _cache
+    if _cache is None:
+        from kernelcast import paths
+        from kernelcast.cache import ResultCache
+
+        _cache = ResultCache(paths.cache_dir())
+    return _cache
+
+
+def _hardware(gpu: Any) -> Any:
+    """A GPU name (as --gpu takes it) or a spec object; ValueError in words otherwise."""
+    from kernelcast.kernels_runtime.hardware import GpuSpec, lookup
+
+    if isinstance(gpu, str):
+        try:
+            return lookup(gpu)
+        except KeyError as error:
+            raise ValueError(error.args[0]) from None
+    if isinstance(gpu, dict):
+        try:
+            return GpuSpec.from_json(gpu)
+        except KeyError as error:
+            raise ValueError(f"gpu: a spec object needs {error.args[0]!r}; or give a name such as {DEFAULT_GPU}") from None
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"gpu: not a GPU spec ({error}); give a name such as {DEFAULT_GPU}") from None
+    raise ValueError(f"gpu must be a name such as {DEFAULT_GPU} or a spec object, got {gpu!r}")
+
+
+def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) -> tuple[ForecastRequest, list[str]]:
+    """The request the editor would send for this batch line, with what the editor would note
+    about the files (an ignored pragma, a reference read as given); ValueError says why none."""
+    from kernelcast.analysis import analyse_text, build_request, fill_facts, problem_sizes
+    from kernelcast.kernels_runtime.cuda_facts import first_error_line
+    from kernelcast.references import OVERRIDE_ORIGIN, Reference
+    from kernelcast.settings import Settings
+
+    if not isinstance(line, dict):
+        raise ValueError("a line is a JSON object with 'reference' and 'candidate'")
+    sides = {}
+    for role in ("reference", "candidate"):
+        if role not in line:
+            raise ValueError(f"a line needs '{role}'")
+        try:
+            sides[role] = KernelSide.from_json(line[role])
+        except ValueError as error:
+            raise ValueError(f"{role}: {error}") from None
+    problem = line.get("problem")
+    if problem is not None and not isinstance(problem, dict):
+        raise ValueError('problem must be an object of sizes, e.g. {"N": 4096}')
+    hardware = _hardware(line.get("gpu", DEFAULT_GPU))
+    reference, candidate = sides["reference"], sides["candidate"]
+    with tempfile.TemporaryDirectory(prefix="kernelcast-batch-") as folder:
+        root = Path(folder).resolve()
+        reference_path = root / f"reference{SUFFIXES[reference.language]}"
+        candidate_path = root / f"candidate{SUFFIXES[candidate.language]}"
+        reference_path.write_text(reference.code, encoding="utf-8")
+        candidate_path.write_text(candidate.code, encoding="utf-8")
+        override = f"{reference_path}::{reference.name}" if reference.name else str(reference_path)
+        analysis = analyse_text(candidate_path.as_uri(), None, candidate.code, candidate_path, root, Settings(), hardware, override)
+        if analysis.disabled_reason:
+            raise ValueError(f"candidate: {analysis.disabled_reason}")
+        notes = list(analysis.problems)
+        if candidate.language == "pytorch" and not analysis.results:
+            # Plain PyTorch (no KernelBench ModelNew): the editor has no reading of it; it is read as given.
+            result = _whole_text(analysis, candidate, root, override)
+            notes.append("candidate read as given: it holds no kernel and no KernelBench ModelNew")
+        else:
+            result = _candidate_result(analysis, candidate.name)
+        if result.reference is None:
+            if reference.language != "pytorch" or _has_kernels(reference_path):
+                # The reason names the temporary file as a --reference; the line's reference is meant.
+                raise ValueError(f"reference: {(result.no_reference or '').replace(f'{OVERRIDE_ORIGIN}: {override}: ', '')}")
+            # Plain PyTorch (no KernelBench Model): the editor has no reading of it; it is read as given.
+            result.reference = Reference(reference.code, "pytorch", reference.name, "batch", "as given", None, None)
+            notes.append("reference read as given: it holds no kernel and no KernelBench Model")
+        if result.unchanged:
+            notes.append("same code as the reference")
+        analysis.results = [result]
+        if compile_facts:
+            fill_facts(analysis, _disk_cache(), True, lambda: True)
+        if result.facts_error:
+            notes.append(f"{result.kernel.name}: no compiler facts: {first_error_line(result.facts_error)}")
+        sizes = problem_sizes(result, candidate_path, root)
+        if problem:
+            sizes = {**(sizes or {}), **problem}
+        request = build_request(analysis, result, sizes, threshold)
+    if isinstance(line.get("backend"), str):
+        request.backend = line["backend"]
+    return request, notes
+
+
+def _candidate_result(analysis: Any, name: str | None) -> Any:
+    """The candidate's kernel the line means: the named one, else the file's only one."""
+    shown = [result for result in analysis.results if result.part_of is None]
+    names = ", ".join(result.kernel.name for result in shown)
+    if name is not None:
+        chosen = [result for result in shown if result.kernel.name == name]
+        if not chosen:
+            raise ValueError(f"candidate: no kernel named {name!r} (kernels: {names or 'none'})")
+        return chosen[0]
+    if not shown:
+        found = "; ".join(analysis.problems)
+        raise ValueError(f"candidate: no kernel found ({EDITOR_KERNELS})" + (f": {found}" if found else ""))
+    if len(shown) > 1:
+        raise ValueError(f"candidate: {len(shown)} kernels ({names}); name one in candidate.name")
+    return shown[0]
+
+
+def _whole_text(analysis: Any, side: KernelSide, root: Path, override: str) -> Any:
+    """A side's whole text as one PyTorch "kernel", with the line's reference resolved for it."""
+    from kernelcast.analysis import KernelResult, attach_reference
+    from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Span
+    from kernelcast.project_config import load_project_config
+
+    whole = Span(0, 0, len(analysis.lines), 0)
+    result = KernelResult(DiscoveredKernel(side.name or "candidate", "pytorch", whole, whole, side.code, None))
+    attach_reference(result, analysis.discovery, analysis.path, root, load_project_config(analysis.path, root), False, override)
+    return result
+
+
+def _has_kernels(path: Path) -> bool:
+    from kernelcast.kernels_runtime.source.discovery import discover
+
+    found = discover(path.read_text(encoding="utf-8"), str(path))
+    return bool(found.kernels or found.reference_model)
+
+
+def prepare_line(number: int, text: str, threshold: float, compile_facts: bool) -> dict[str, Any]:
+    """One line of a batch file → {"id", "request", "notes"} or {"id", "error"}; runs in a pool worker."""
+    pair_id: Any = number
+    try:
+        line = json.loads(text)
+        if isinstance(line, dict):
+            pair_id = line.get("id", number)
+        request, notes = editor_request(line, threshold, compile_facts)
+    except json.JSONDecodeError as error:
+        return {"id": pair_id, "error": f"line {number}: not JSON ({error.msg})"}
+    except (ValueError, OSError) as error:
+        return {"id": pair_id, "error": f"line {number}: {error}"}
+    return {"id": pair_id, "request": request.to_json(), "notes": notes}
+
+
+def in_parallel(job: Callable[..., Any], arguments: list[tuple[Any, ...]], jobs: int, progress: Progress) -> Iterator[tuple[int, Any]]:
+    """(index, result) of `job` on each argument tuple as they finish, in `jobs` spawned processes
+    (in this one when one is enough). A job that died (a worker killed) yields the exception."""
+    if jobs <= 1 or len(arguments) <= 1:
+        for index, args in enumerate(arguments):
+            try:
+                result = job(*args)
+            except Exception as error:  # any bug of one line must not lose the others
+                result = error
+            progress.advance()
+            yield index, result
+        return
+    with ProcessPoolExecutor(min(jobs, len(arguments)), mp_context=get_context("spawn")) as pool:
+        futures: dict[Future[Any], int] = {pool.submit(job, *args): index for index, args in enumerate(arguments)}
+        for future in as_completed(futures):
+            progress.advance()
+            try:
+                yield futures[future], future.result()
+            except Exception as error:
+                yield futures[future], error
+
+
+def forecast_batch(batch: Path, out: Path, forecaster: Any, threshold: float, compile_facts: bool, jobs: int) -> int:
+    """`kernelcast forecast --batch`: one output line per input line, in order; exit 1 when any failed, 2 when the input cannot be read."""
+    try:
+        lines = [(number, text) for number, text in enumerate(batch.read_text(encoding="utf-8").splitlines(), 1) if text.strip()]
+    except (OSError, UnicodeDecodeError) as error:
+        print(f"kernelcast forecast: cannot read {batch}: {getattr(error, 'strerror', None) or error}", file=sys.stderr)
+        return 2
+    try:
+        sink = open(out, "w", encoding="utf-8")
+    except OSError as error:
+        print(f"kernelcast forecast: cannot write {out}: {error.strerror}", file=sys.stderr)
+        return 2
+    prepared: list[dict[str, Any]] = [{} for _ in lines]
+    progress = Progress("kernelcast forecast: read", len(lines))
+    arguments = [(number, text, threshold, compile_facts) for number, text in lines]
+    for index, outcome in in_parallel(prepare_line, arguments, jobs, progress):
+        number = lines[index][0]
+        prepared[index] = outcome if isinstance(outcome, dict) else {"id": number, "error": f"line {number}: failed: {outcome!r}"}
+    answers = _forecasts(forecaster, [ForecastRequest.from_json(entry["request"]) if "request" in entry else None for entry in prepared])
+    failures = 0
+    with sink:
+        for (number, _), entry, answer in zip(lines, prepared, answers):
+            output: dict[str, Any] = {"id": entry["id"]}
+            if isinstance(answer, Forecast):
+                output.update(answer.to_json())
+                if entry["notes"]:
+                    output["notes"] = entry["notes"]
+            else:
+                output["error"] = entry.get("error") or f"line {number}: {answer}"
+            failures += "error" in output
+            sink.write(json.dumps(output) + "\n")
+    if failures:
+        print(f"kernelcast forecast: {failures} line(s) could not be forecast; see 'error' in {out}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# Requests per forecaster call: a batching backend predicts a chunk at once.
+FORECAST_CHUNK = 256
+
+
+def _forecasts(forecaster: Any, requests: list[ForecastRequest | None]) -> list[Forecast | str | None]:
+    """Each request's forecast, or why the backend gave none; None where there was no request.
+    A chunk the backend fails on is asked again request by request, so one bad line loses only itself."""
+    from kernelcast.models.service.llm_common import LLMBackendError
+
+    answers: list[Forecast | str | None] = [None] * len(requests)
+    asked = [index for index, request in enumerate(requests) if request is not None]
+    for start in range(0, len(asked), FORECAST_CHUNK):
+        chunk = asked[start : start + FORECAST_CHUNK]
+        try:
+            for index, forecast in zip(chunk, forecaster.forecast_many([requests[i] for i in chunk])):
+                answers[index] = forecast
+        except (ValueError, KeyError, LLMBackendError):
+            for index in chunk:
+                try:
+                    answers[index] = forecaster.forecast(requests[index])
+                except (ValueError, KeyError, LLMBackendError) as error:
+                    answers[index] = str(error.args[0] if error.args else error)
+    return answers
+
+
+def request_with_facts(request: dict[str, Any]) -> dict[str, Any]:
+    """A pair's request (JSON) with facts added to the sides that lack them; runs in a pool worker."""
+    from kernelcast.analysis import side_with_facts
+    from kernelcast.kernels_runtime.hardware import GpuSpec
+
+    parsed = ForecastRequest.from_json(request)
+    spec = parsed.hardware
+    hardware = GpuSpec.from_json(spec) if "compute_capability" in spec else _hardware(spec.get("key", DEFAULT_GPU))
+    parsed.reference, reference_problem = side_with_facts(parsed.reference, hardware, _disk_cache())
+    parsed.candidate, candidate_problem = side_with_facts(parsed.candidate, hardware, _disk_cache())
+    return {"request": parsed.to_json(), "problems": [p for p in (reference_problem, candidate_problem) if p]}
+
+
+def add_facts(pairs: list[LabelledPair], jobs: int) -> list[str]:
+    """Compiler facts for every pair side that lacks them, compiled as the editor compiles them
+    (in place); returns why a side got none, per pair."""
+    wanting = [i for i, pair in enumerate(pairs) if any(_wants_facts(side) for side in (pair.request.reference, pair.request.candidate))]
+    progress = Progress("kernelcast eval: compiler facts", len(wanting))
+    problems = []
+    arguments = [(pairs[index].request.to_json(),) for index in wanting]
+    for position, outcome in in_parallel(request_with_facts, arguments, jobs, progress):
+        pair = pairs[wanting[position]]
+        if isinstance(outcome, dict):
+            pair.request = ForecastRequest.from_json(outcome["request"])
+            problems += [f"{pair.id}: {problem}" for problem in outcome["problems"]]
+        else:
+            problems.append(f"{pair.id}: no compiler facts: {outcome!r}")
+    return problems
+
+
+def _wants_facts(side: KernelSide) -> bool:
+    from kernelcast.analysis import FACT_LANGUAGES
+
+    return not side.facts and side.language in FACT_LANGUAGES
