@@ -27,6 +27,7 @@ import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities
@@ -43,6 +44,7 @@ READER_MODULES = (
     "kernelcast.models.embedded.features",
     "kernelcast.models.embedded.boosted",
     "kernelcast.models.embedded.spread",
+    "kernelcast.models.embedded.novelty",
     __name__,
 )
 
@@ -204,9 +206,10 @@ def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:
 class EmbeddedBackend:
     name = "embedded"
 
-    def __init__(self, path: Path = WEIGHTS_PATH) -> None:
+    def __init__(self, path: Path = WEIGHTS_PATH, novelty_path: Path = NOVELTY_PATH) -> None:
         self.model = TimeModel.load(path)
-        self.model_id = self.model.model_id
+        self.novelty = NoveltyTable.load(novelty_path)
+        self.model_id = f"{self.model.model_id}+novelty-{source_digest([novelty_path])}"
         # Same weights read by another feature reader give other forecasts: cached ones must not be served.
         self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
 
@@ -217,12 +220,19 @@ class EmbeddedBackend:
         return self.predict_many([request])[0]
 
     def predict_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
-        prediction = self.model.predict(np.stack([pair_features(request) for request in requests]))
+        features = np.stack([pair_features(request) for request in requests])
+        prediction = self.model.predict(features)
+        novelty = self.novelty.scores(features)
+        widened = self.novelty.widened(prediction.sd, novelty)
         raw = []
-        for mean, sd, (reference, candidate) in zip(prediction.mean.tolist(), prediction.sd.tolist(), prediction.log2_time.tolist()):
+        for mean, sd, learned, unfamiliar, (reference, candidate) in zip(
+            prediction.mean.tolist(), widened.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist()
+        ):
             details = {
                 "mean_log2": round(mean, 4),
                 "spread_log2": round(sd, 4),
+                "learned_spread_log2": round(learned, 4),
+                "novelty": round(unfamiliar, 3),
                 "reference_log2_time": round(reference, 3),
                 "candidate_log2_time": round(candidate, 3),
             }
