@@ -30,7 +30,7 @@ from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
-from kernelcast.wire import ForecastRequest, normal_bin_probabilities
+from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ForecastRequest, KernelSide, normal_bin_probabilities
 
 WEIGHTS_PATH = Path(__file__).parents[1] / "weights" / "embedded.npz"
 # The code between a request and the weights: a change in any of it changes the forecast
@@ -220,24 +220,48 @@ class EmbeddedBackend:
         return self.predict_many([request])[0]
 
     def predict_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
-        features = np.stack([pair_features(request) for request in requests])
+        guessing = [index for index, request in enumerate(requests) if ASSUMED_LAUNCHES & set(request.assumed)]
+        features = np.stack([pair_features(request) for request in [*requests, *(without_launches(requests[i]) for i in guessing)]])
         prediction = self.model.predict(features)
         novelty = self.novelty.scores(features)
         widened = self.novelty.widened(prediction.sd, novelty)
+        mean, sd = prediction.mean[: len(requests)].copy(), widened[: len(requests)].copy()
+        # Where a launch was guessed, the forecast is an even mixture of the guess and of both sides read from their code alone.
+        for alternative, index in enumerate(guessing, start=len(requests)):
+            mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         raw = []
-        for mean, sd, learned, unfamiliar, (reference, candidate) in zip(
-            prediction.mean.tolist(), widened.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist()
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate) in zip(
+            mean.tolist(), sd.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist()
         ):
             details = {
-                "mean_log2": round(mean, 4),
-                "spread_log2": round(sd, 4),
+                "mean_log2": round(mean_log2, 4),
+                "spread_log2": round(sd_log2, 4),
                 "learned_spread_log2": round(learned, 4),
                 "novelty": round(unfamiliar, 3),
                 "reference_log2_time": round(reference, 3),
                 "candidate_log2_time": round(candidate, 3),
             }
-            raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean, sd), details=details))
+            raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean_log2, sd_log2), details=details))
         return raw
+
+
+ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH}
+
+
+def without_launches(request: ForecastRequest) -> ForecastRequest:
+    """The request with neither side's launch list: each side read from its code alone."""
+
+    def side(kernel: KernelSide) -> KernelSide:
+        facts = {key: value for key, value in (kernel.facts or {}).items() if key != "launches"}
+        return replace(kernel, facts=facts or None)
+
+    return replace(request, reference=side(request.reference), candidate=side(request.candidate))
+
+
+def even_mixture(mean_a: float, sd_a: float, mean_b: float, sd_b: float) -> tuple[float, float]:
+    """Mean and sd of a half-and-half mixture of two normals: the spread covers both and the distance between them."""
+    gap = 0.5 * (mean_a - mean_b)
+    return 0.5 * (mean_a + mean_b), float(np.sqrt(0.5 * (sd_a**2 + sd_b**2) + gap**2))
 
 
 def create(options: dict[str, Any]) -> EmbeddedBackend:

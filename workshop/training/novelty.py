@@ -39,7 +39,9 @@ import numpy as np
 from kernelcast.models.embedded.backend import WEIGHTS_PATH, TimeModel
 from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.models.embedded.novelty import FAMILIAR, NOVELTY_PATH, NoveltyTable, nearest_distances, pair_vectors
-from kernelcast.wire import LabelledPair
+from kernelcast.models.embedded.spread import MIN_SD
+from kernelcast.models.service.calibration import SHIPPED_PATH, CalibrationTable
+from kernelcast.wire import DEFAULT_CONFIDENCE_THRESHOLD, LabelledPair, normal_bin_probabilities
 from workshop.training import CLIP_LOG2, cuda_l1
 from workshop.training.copies import COPIES, RESPELLED, as_editor_sends, respelled
 
@@ -48,8 +50,6 @@ CENTRES = 256
 COMPONENTS = 24
 # Novelty bins of the k fit, as quantiles of the held-out source's novelty.
 FIT_BINS = 20
-# z of the normal's 0.8 quantile: a forecast with |mean| / sd below it has confidence below 0.8.
-DEFER_Z = 0.8416
 # Floor of a feature's spread: a feature constant over the training rows would make any other value infinitely far.
 MIN_SCALE = 0.25
 
@@ -168,6 +168,21 @@ def fit_k(bins: dict[str, list[dict[str, float]]]) -> tuple[float, float]:
     return math.sqrt(max(float(k_squared), 0.0)), float(intercept)
 
 
+def novelty_capping(k: float, confidence: float) -> float | None:
+    """The least novelty (to 0.1) past which a forecast of |log2 S| = CLIP_LOG2 with the smallest learned
+    spread has calibrated confidence below `confidence` on every GPU class; None if none up to 100."""
+    table = CalibrationTable(SHIPPED_PATH, local=Path("/nonexistent/no-local-learning.json"))
+    classes = sorted({key.split("/")[1] for key in json.loads(SHIPPED_PATH.read_text()) if key.startswith("embedded/")})
+    for novelty in np.arange(FAMILIAR, 100.0, 0.1):
+        sd = math.hypot(MIN_SD, k * (novelty - FAMILIAR))
+        rows = [
+            table.calibrate("embedded", gpu, normal_bin_probabilities(mean, sd))[0] for gpu in classes for mean in (-CLIP_LOG2, CLIP_LOG2)
+        ]
+        if all(max(sum(row[len(row) // 2 :]), sum(row[: len(row) // 2])) / sum(row) < confidence for row in rows):
+            return round(float(novelty), 1)
+    return None
+
+
 def forecasts(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The shipped model's mean and sd of log2 S (before novelty), in batches."""
     model = TimeModel.load()
@@ -212,9 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "intercept": intercept,
             "bins": bins,
         },
-        # Past this novelty a forecast within the training labels' range (|log2 S| <= CLIP_LOG2) has
-        # |mean| / sd below the normal's 0.8 quantile: it defers at the default threshold.
-        "defers_past": FAMILIAR + CLIP_LOG2 / (DEFER_Z * k) if k > 0 else None,
+        # Past these, every forecast within the training labels' range (|log2 S| <= CLIP_LOG2), after
+        # the shipped calibration, has confidence below 0.8 (it defers at the default threshold) and 0.9.
+        "defers_past": novelty_capping(k, DEFAULT_CONFIDENCE_THRESHOLD),
+        "below_90_past": novelty_capping(k, 0.9),
     }
     table = replace(fit_table(features, args.seed, meta), k=k)
     table.save(args.out)
@@ -235,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 },
                 "intercept": round(intercept, 4),
                 "defers_past": table.meta["defers_past"],
+                "below_90_past": table.meta["below_90_past"],
             },
             indent=1,
         )
