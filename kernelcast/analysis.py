@@ -204,6 +204,8 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     )
     if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
+    # Without sizes the forecast is made as for the corpus copies the weights learnt without them,
+    # whose spread covers not knowing the sizes; the request says so, for the hover.
     if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not (reference_launch or candidate_launch):
         assumed.append(ASSUMED_SIZES)
     return ForecastRequest(

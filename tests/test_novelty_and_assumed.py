@@ -21,8 +21,9 @@ from kernelcast.models.embedded.backend import EmbeddedBackend, even_mixture
 from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.novelty import FAMILIAR, NOVELTY_PATH, NoveltyTable
 from kernelcast.models.service.calibration import CalibrationTable
-from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ForecastRequest, KernelSide, normal_bin_probabilities
+from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_SIZES, ForecastRequest, KernelSide, normal_bin_probabilities
 from workshop.training import CLIP_LOG2
+from workshop.training.novelty import error_bins, fit_k
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
 VECTOR_ADD = (EXAMPLES / "vector_add.cu").read_text()
@@ -211,3 +212,34 @@ async def test_the_hover_says_which_inputs_were_assumed(tmp_path: Path) -> None:
         await client.shutdown_session()
         await client.stop()
         stop_service(home)
+
+
+def test_a_launch_stands_in_only_for_a_kernel_with_the_same_parameters(tmp_path: Path) -> None:
+    (tmp_path / "vector_add.cu").write_text(VECTOR_ADD)
+    (tmp_path / "same.cu").write_text(VECTOR_ADD_COPY)
+    (tmp_path / "other.cu").write_text(VECTOR_ADD_COPY.replace("int N)", "int count)").replace("< N", "< count"))
+    same, other = _forecast(tmp_path, "same.cu"), _forecast(tmp_path, "other.cu")
+    assert same["provenance"]["assumed"] == other["provenance"]["assumed"] == [ASSUMED_CANDIDATE_LAUNCH]
+    assert same["provenance"]["facts_used"] == ["reference", "candidate"]  # the reference's launch, as the candidate's
+    assert other["provenance"]["facts_used"] == ["reference"]  # read from its code alone
+
+
+def test_sizes_nothing_states_are_marked_assumed(tmp_path: Path) -> None:
+    """No launch pragma and no sizes on either side: the forecast is made without sizes, as the weights
+    learnt on copies of the corpus without them, and the request says so."""
+    plain = VECTOR_ADD.split("\n", 2)[2]  # without its comment and launch pragma
+    (tmp_path / "vector_add.cu").write_text(plain)
+    (tmp_path / "copy.cu").write_text(VECTOR_ADD_COPY)
+    forecast = _forecast(tmp_path, "copy.cu")
+    assert forecast["provenance"]["assumed"] == [ASSUMED_SIZES]
+
+
+def test_k_is_recovered_from_error_that_grows_with_novelty() -> None:
+    rng = np.random.default_rng(0)
+    bins = {}
+    for source, low, high in (("near", 0.2, 1.0), ("far", 0.8, 2.5)):
+        novelty = rng.uniform(low, high, 20_000)
+        squared_error = (0.3 + 0.25 * novelty**2) * rng.chisquare(1, novelty.size)
+        bins[source] = error_bins(novelty, squared_error, np.full(novelty.size, 0.3))
+    k, intercept = fit_k(bins)
+    assert k == pytest.approx(0.5, abs=0.05) and intercept == pytest.approx(0.3, abs=0.05)
