@@ -285,7 +285,7 @@ class ForecastRequest:
 
 
 # What a request may say it assumed: a side's launch (from the other side's pragma when their
-# parameters match, else read from the code alone), and problem sizes nothing stated.
+# parameters match, else read from the code alone), and problem sizes that nothing read gave.
 ASSUMED_CANDIDATE_LAUNCH = "candidate launch"
 ASSUMED_REFERENCE_LAUNCH = "reference launch"
 ASSUMED_SIZES = "problem sizes"

@@ -80,7 +80,7 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
     ]
     lines += _pool_lines(provenance.get("details") or {})
     if provenance.get("assumed"):
-        lines += ["", f"Assumed, not stated: {', '.join(provenance['assumed'])}. The spread covers what the guess could be."]
+        lines += ["", f"Assumed, not read from the code: {', '.join(provenance['assumed'])}. The spread covers what the guess could be."]
     if provenance.get("local_learning"):
         count = provenance.get("local_measurements")
         lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]

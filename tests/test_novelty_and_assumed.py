@@ -206,7 +206,7 @@ async def test_the_hover_says_which_inputs_were_assumed(tmp_path: Path) -> None:
             if "Point estimate" in markdown:
                 break
             await asyncio.sleep(0.1)
-        assert "Assumed, not stated: candidate launch" in markdown, markdown
+        assert "Assumed, not read from the code: candidate launch" in markdown, markdown
         assert "spread covers" in markdown
     finally:
         await client.shutdown_session()
