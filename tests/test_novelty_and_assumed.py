@@ -21,7 +21,14 @@ from kernelcast.models.embedded.backend import EmbeddedBackend, even_mixture
 from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.novelty import FAMILIAR, NOVELTY_PATH, NoveltyTable
 from kernelcast.models.service.calibration import CalibrationTable
-from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_SIZES, ForecastRequest, KernelSide, normal_bin_probabilities
+from kernelcast.wire import (
+    ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_SIZES,
+    ForecastRequest,
+    KernelSide,
+    normal_bin_probabilities,
+)
 from workshop.training import CLIP_LOG2
 from workshop.training.novelty import error_bins, fit_k
 
@@ -243,3 +250,12 @@ def test_k_is_recovered_from_error_that_grows_with_novelty() -> None:
         bins[source] = error_bins(novelty, squared_error, np.full(novelty.size, 0.3))
     k, intercept = fit_k(bins)
     assert k == pytest.approx(0.5, abs=0.05) and intercept == pytest.approx(0.3, abs=0.05)
+
+
+def test_a_reference_without_a_launch_takes_the_candidates(tmp_path: Path) -> None:
+    launch = VECTOR_ADD.splitlines()[1]
+    (tmp_path / "vector_add.cu").write_text(VECTOR_ADD.replace(launch + "\n", ""))
+    (tmp_path / "copy.cu").write_text(VECTOR_ADD_COPY.replace("\n", f"\n{launch}\n", 1))
+    forecast = _forecast(tmp_path, "copy.cu")
+    assert forecast["provenance"]["assumed"] == [ASSUMED_REFERENCE_LAUNCH]
+    assert forecast["provenance"]["facts_used"] == ["reference", "candidate"]
