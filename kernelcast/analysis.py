@@ -12,7 +12,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,15 @@ from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS,
 from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
-from kernelcast.wire import Forecast, ForecastRequest, KernelSide, Measurement
+from kernelcast.wire import (
+    ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_SIZES,
+    Forecast,
+    ForecastRequest,
+    KernelSide,
+    Measurement,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +103,7 @@ def forecast_key(request: ForecastRequest, backend: Any) -> str:
             "languages": [side.language for side in sides],
             "facts": [side.facts for side in sides],
             "problem": request.problem or {},
+            "assumed": list(request.assumed),
             "hardware": request.hardware.get("fingerprint"),
             "backend": [backend.name, backend.model_id, backend.version, backend.calibration_version],
         },
@@ -202,14 +211,63 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     assert result.reference is not None and analysis.hardware is not None
     reference, kernel = result.reference, result.kernel
     reference_file = _reference_file(reference, analysis)
-    reference_launch = _launch_in(reference_file, reference)
+    reference_launch, candidate_launch, assumed = _launches_or_assumed(
+        _LaunchedSide(reference.code, reference.language, reference.name, _launch_in(reference_file, reference)),
+        _LaunchedSide(kernel.code, kernel.language, kernel.name, result.launch),
+    )
+    if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
+        problem = {**candidate_launch.problem_sizes(), **(problem or {})}
+    # Without sizes the forecast is made as for the corpus copies the weights learnt without them,
+    # whose spread covers not knowing the sizes; the request says so, for the hover.
+    if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not (reference_launch or candidate_launch):
+        assumed.append(ASSUMED_SIZES)
     return ForecastRequest(
         reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
-        candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, result.launch),
+        candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch),
         hardware={**analysis.hardware.to_json(), "fingerprint": analysis.hardware.fingerprint()},
-        problem=_with_precision(problem, reference_launch, result.launch),
+        problem=_with_precision(problem, reference_launch, candidate_launch),
         threshold=threshold,
+        assumed=tuple(assumed),
     )
+
+
+@dataclass(frozen=True)
+class _LaunchedSide:
+    code: str
+    language: str
+    name: str | None
+    launch: LaunchSpec | None  # its launch pragma
+
+
+def _launches_or_assumed(reference: _LaunchedSide, candidate: _LaunchedSide) -> tuple[LaunchSpec | None, LaunchSpec | None, list[str]]:
+    """Each side's launch, and which were assumed. A CUDA or Triton side without a launch pragma, where
+    the other side has one, is a guess either way: read from its code alone, or, when the two kernels
+    take the same parameters (a copy, an edit), launched as the other side is, the likelier guess."""
+    launches = {"reference": reference.launch, "candidate": candidate.launch}
+    assumed = []
+    for missing, known, words in ((candidate, reference, ASSUMED_CANDIDATE_LAUNCH), (reference, candidate, ASSUMED_REFERENCE_LAUNCH)):
+        if missing.launch is not None or known.launch is None or known.launch.kind != "kernel" or missing.language not in FACT_LANGUAGES:
+            continue
+        parameters = _parameters(missing)
+        if missing.name is not None and parameters is not None and missing.language == known.language and parameters == _parameters(known):
+            launches["candidate" if missing is candidate else "reference"] = replace(known.launch, kernel=missing.name)
+        assumed.append(words)
+    return launches["reference"], launches["candidate"], assumed
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def _parameters(side: _LaunchedSide) -> tuple[str, ...] | None:
+    """The names of the kernel's parameters, in order, or None where its signature is not found: in CUDA the
+    last word of each (after its type), in Python the first (before its annotation or default)."""
+    found = re.search(rf"\b{re.escape(side.name or '')}\s*\(([^)]*)\)", side.code) if side.name else None
+    if found is None:
+        return None
+    parts = [part for part in found.group(1).split(",") if part.strip()]
+    if side.language == "cuda":
+        return tuple((_IDENTIFIER.findall(part.split("=")[0]) or [""])[-1] for part in parts)
+    return tuple((_IDENTIFIER.findall(part.split(":")[0].split("=")[0]) or [""])[0] for part in parts)
 
 
 def _with_precision(problem: dict[str, Any] | None, *launches: LaunchSpec | None) -> dict[str, Any] | None:

@@ -242,6 +242,8 @@ class ForecastRequest:
     problem: dict[str, Any] | None = None
     threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
     backend: str | None = None
+    # Inputs the editor guessed rather than read (ASSUMED_INPUTS): the forecast must cover what they could be.
+    assumed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -254,6 +256,8 @@ class ForecastRequest:
             data["problem"] = self.problem
         if self.backend:
             data["backend"] = self.backend
+        if self.assumed:
+            data["assumed"] = list(self.assumed)
         return data
 
     @classmethod
@@ -276,7 +280,22 @@ class ForecastRequest:
             problem=data.get("problem") or None,
             threshold=threshold,
             backend=data.get("backend"),
+            assumed=_assumed_inputs(data.get("assumed") or []),
         )
+
+
+# What a request may say it assumed: a side's launch (from the other side's pragma when their
+# parameters match, else read from the code alone), and problem sizes that nothing read gave.
+ASSUMED_CANDIDATE_LAUNCH = "candidate launch"
+ASSUMED_REFERENCE_LAUNCH = "reference launch"
+ASSUMED_SIZES = "problem sizes"
+ASSUMED_INPUTS = (ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_SIZES)
+
+
+def _assumed_inputs(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or any(item not in ASSUMED_INPUTS for item in value):
+        raise ValueError(f"assumed must be a list of {', '.join(repr(item) for item in ASSUMED_INPUTS)}, got {value!r}")
+    return tuple(value)
 
 
 # How close a candidate's outputs must be to the reference's: a setting of the editor and a

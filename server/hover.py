@@ -79,6 +79,8 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
     lines += _pool_lines(provenance.get("details") or {})
+    if provenance.get("assumed"):
+        lines += ["", f"Assumed, not read from the code: {', '.join(provenance['assumed'])}. The spread covers what the guess could be."]
     if provenance.get("local_learning"):
         count = provenance.get("local_measurements")
         lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]

@@ -27,9 +27,10 @@ import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
-from kernelcast.wire import ForecastRequest, normal_bin_probabilities
+from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ForecastRequest, KernelSide, normal_bin_probabilities
 
 WEIGHTS_PATH = Path(__file__).parents[1] / "weights" / "embedded.npz"
 # The code between a request and the weights: a change in any of it changes the forecast
@@ -45,6 +46,7 @@ READER_MODULES = (
     "kernelcast.models.embedded.features",
     "kernelcast.models.embedded.boosted",
     "kernelcast.models.embedded.spread",
+    "kernelcast.models.embedded.novelty",
     __name__,
 )
 
@@ -206,9 +208,10 @@ def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:
 class EmbeddedBackend:
     name = "embedded"
 
-    def __init__(self, path: Path = WEIGHTS_PATH) -> None:
+    def __init__(self, path: Path = WEIGHTS_PATH, novelty_path: Path = NOVELTY_PATH) -> None:
         self.model = TimeModel.load(path)
-        self.model_id = self.model.model_id
+        self.novelty = NoveltyTable.load(novelty_path)
+        self.model_id = f"{self.model.model_id}+novelty-{source_digest([novelty_path])}"
         # Same weights read by another feature reader give other forecasts: cached ones must not be served.
         self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
 
@@ -219,17 +222,48 @@ class EmbeddedBackend:
         return self.predict_many([request])[0]
 
     def predict_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
-        prediction = self.model.predict(np.stack([pair_features(request) for request in requests]))
+        guessing = [index for index, request in enumerate(requests) if ASSUMED_LAUNCHES & set(request.assumed)]
+        features = np.stack([pair_features(request) for request in [*requests, *(without_launches(requests[i]) for i in guessing)]])
+        prediction = self.model.predict(features)
+        novelty = self.novelty.scores(features)
+        widened = self.novelty.widened(prediction.sd, novelty)
+        mean, sd = prediction.mean[: len(requests)].copy(), widened[: len(requests)].copy()
+        # Where a launch was guessed, the forecast is an even mixture of the guess and of both sides read from their code alone.
+        for alternative, index in enumerate(guessing, start=len(requests)):
+            mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         raw = []
-        for mean, sd, (reference, candidate) in zip(prediction.mean.tolist(), prediction.sd.tolist(), prediction.log2_time.tolist()):
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate) in zip(
+            mean.tolist(), sd.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist()
+        ):
             details = {
-                "mean_log2": round(mean, 4),
-                "spread_log2": round(sd, 4),
+                "mean_log2": round(mean_log2, 4),
+                "spread_log2": round(sd_log2, 4),
+                "learned_spread_log2": round(learned, 4),
+                "novelty": round(unfamiliar, 3),
                 "reference_log2_time": round(reference, 3),
                 "candidate_log2_time": round(candidate, 3),
             }
-            raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean, sd), details=details))
+            raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean_log2, sd_log2), details=details))
         return raw
+
+
+ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH}
+
+
+def without_launches(request: ForecastRequest) -> ForecastRequest:
+    """The request with neither side's launch list: each side read from its code alone."""
+
+    def side(kernel: KernelSide) -> KernelSide:
+        facts = {key: value for key, value in (kernel.facts or {}).items() if key != "launches"}
+        return replace(kernel, facts=facts or None)
+
+    return replace(request, reference=side(request.reference), candidate=side(request.candidate))
+
+
+def even_mixture(mean_a: float, sd_a: float, mean_b: float, sd_b: float) -> tuple[float, float]:
+    """Mean and sd of a half-and-half mixture of two normals: the spread covers both and the distance between them."""
+    gap = 0.5 * (mean_a - mean_b)
+    return 0.5 * (mean_a + mean_b), float(np.sqrt(0.5 * (sd_a**2 + sd_b**2) + gap**2))
 
 
 def create(options: dict[str, Any]) -> EmbeddedBackend:

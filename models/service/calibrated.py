@@ -102,6 +102,8 @@ class Forecaster:
             "elapsed_ms": elapsed_ms,
             "details": raw.details,
         }
+        if request.assumed:
+            provenance["assumed"] = list(request.assumed)
         return Forecast.from_probabilities(probabilities, request.threshold, provenance)
 
     def learn(self, request: ForecastRequest, measured_speedup: float) -> dict[str, Any]:

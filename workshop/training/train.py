@@ -20,7 +20,6 @@ import concurrent.futures
 import hashlib
 import json
 import multiprocessing
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,9 +35,10 @@ from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd, log_squared_error
 from kernelcast.models.evaluation import evaluate
 from kernelcast.models.service import calibration
-from kernelcast.wire import KernelSide, LabelledPair, normal_bin_probabilities, read_pairs
-from workshop.training import CLIP_LOG2, cuda_l1
+from kernelcast.wire import LabelledPair, normal_bin_probabilities, read_pairs
+from workshop.training import CLIP_LOG2, copies, cuda_l1
 from workshop.training.boosting import DIRECTION_SETTINGS, SPREAD_SETTINGS, TreeSettings, train_direction, train_spread, train_trees
+from workshop.training.copies import COPIES, RESPELLED, VARIANTS, as_editor_sends, respelled
 from workshop.training.learner import Settings, train
 
 BACKEND = "embedded"
@@ -51,17 +51,6 @@ AUGMENTED_WEIGHT = 0.5
 EDIT_WEIGHT = 10.0
 # Featurizing in processes pays only for chunks this large (spawning one costs ~2 s).
 MIN_ROWS_PER_JOB = 2000
-# Copies: compiler facts without the corpus's launch list (a compiler, but no launch pragma
-# for the kernel), compiler facts and a launch but no SASS mix (a pragma, and nvcc without
-# nvdisasm/cuobjdump: pip's nvcc), and no facts at all (no compiler installed).
-VARIANTS = ("facts without launches", "facts without SASS", "without facts")
-# A copy of each CUDA pair in the spellings users write and the generator never does: no
-# `__restrict__`, no `(long long)` index casts (so `x[row * n + col]` reads as users write it),
-# so that user code is not a region the model never saw. It moves held-out numbers by less
-# than a seed does; it is there for code written unlike the corpus (models/training/README.md).
-RESPELLED = "respelled"
-COPIES = (*VARIANTS, RESPELLED)
-_GENERATOR_SPELLINGS = re.compile(r"[ \t]*\b__restrict__\b|\(\s*(?:long long|int64_t|size_t)\s*\)\s*")
 CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
 # Share of the boosted trees in the blended forecast (0: the MLP alone). On the proxy of
 # held-out operations an even blend beat either learner alone; judged with the full recipe
@@ -114,53 +103,6 @@ def _source(pair: LabelledPair) -> str:
     return "cuda-l1" if pair.source.startswith("cuda-l1") else "corpus"
 
 
-def as_editor_sends(pair: LabelledPair, variant: str) -> LabelledPair:
-    """The pair as the editor sends it: facts without the launch list, without the SASS mix, or no facts at all.
-
-    Training on these copies keeps forecasts sane where the LSP knows less than the
-    corpus (no launch list, no nvcc, a PyTorch side) instead of leaving that input region
-    to chance.
-    """
-    request = pair.request
-
-    # Every other copy also loses the problem sizes (without facts) or the SASS mix (facts
-    # without launches: no nvdisasm/cuobjdump on the user's machine).
-    halve = int(hashlib.sha256(pair.id.encode()).hexdigest(), 16) % 2 == 0
-    dropped = {
-        "facts without launches": ("launches", "kernels", "sass") if halve else ("launches", "kernels"),
-        "facts without SASS": ("sass",),
-    }.get(variant, ())
-
-    def kept(facts: dict[str, Any]) -> dict[str, Any]:
-        return {key: value for key, value in facts.items() if key not in dropped}
-
-    def side(kernel: KernelSide) -> KernelSide:
-        if variant == "without facts" or not kernel.facts:
-            return replace(kernel, facts=None)
-        facts = kept(kernel.facts)
-        if isinstance(facts.get("kernels"), dict):  # each kernel's own facts (features read the heaviest's) lose the same
-            facts["kernels"] = {name: kept(own) if isinstance(own, dict) else own for name, own in facts["kernels"].items()}
-        return replace(kernel, facts=facts)
-
-    drop_sizes = variant == "without facts" and halve
-    stripped = replace(
-        request, reference=side(request.reference), candidate=side(request.candidate), problem=None if drop_sizes else request.problem
-    )
-    return replace(pair, id=f"{pair.id}/{variant}", request=stripped)
-
-
-def respelled(pair: LabelledPair) -> LabelledPair:
-    """The pair with both CUDA sides in user spellings (see RESPELLED); facts and launches kept."""
-    request = pair.request
-
-    def side(kernel: KernelSide) -> KernelSide:
-        return replace(kernel, code=_GENERATOR_SPELLINGS.sub("", kernel.code)) if kernel.language == "cuda" else kernel
-
-    return replace(
-        pair, id=f"{pair.id}/{RESPELLED}", request=replace(request, reference=side(request.reference), candidate=side(request.candidate))
-    )
-
-
 def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = None, jobs: int = 1) -> Dataset:
     """Pairs as rows; `jobs` > 1 featurizes contiguous chunks in that many processes (the
     features are pure Python, 2–4 ms a row: 300k rows take 10–20 min in one process)."""
@@ -188,11 +130,11 @@ def featurize(pairs: Sequence[LabelledPair], variants: Sequence[str] | None = No
 
 def _cached(cache: Path | None, name: str, build: Callable[[], Dataset]) -> Dataset:
     """`build()`, kept in `cache` under `name` and the digest of the code that builds rows
-    (the embedded backend's readers, the CUDA-L1 converter, this module's copies), so changed
-    code never reuses stale rows."""
+    (the embedded backend's readers, the CUDA-L1 converter, the editor copies, this module), so
+    changed code never reuses stale rows."""
     if cache is None:
         return build()
-    readers = [*READER_MODULES, cuda_l1.__name__, __name__]
+    readers = [*READER_MODULES, cuda_l1.__name__, copies.__name__, __name__]
     digest = hashlib.sha256(b"".join(Path(str(sys.modules[name].__file__)).read_bytes() for name in readers)).hexdigest()[:12]
     path = cache / f"{name}-{digest}.npz"
     if path.exists():
