@@ -275,7 +275,7 @@ def _measure(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from kernelcast.models.evaluation import run
+    from kernelcast.evaluation import run
 
     return run(
         Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None, not args.no_facts, args.jobs

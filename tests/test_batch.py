@@ -20,7 +20,7 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-from kernelcast.models.evaluation import evaluate, mean_over, metrics
+from kernelcast.evaluation import evaluate, mean_over, metrics
 from kernelcast.progress import Progress
 from kernelcast.wire import BIN_WORDS, Forecast
 
@@ -189,7 +189,10 @@ def test_batch_reads_pragmas_names_and_plain_pytorch_as_the_editor_would(tmp_pat
     ]
     # Without compiling, a side's facts are its pragma's launch: read from the candidate's code, not the line.
     assert by_id["pragma"]["provenance"]["facts_used"] == ["reference", "candidate"]
-    assert by_id["no-pragma"]["provenance"]["facts_used"] == ["reference"]
+    # Without its own, the candidate's launch is assumed from the reference's pragma (same parameters), and said so.
+    assert by_id["no-pragma"]["provenance"]["facts_used"] == ["reference", "candidate"]
+    assert by_id["no-pragma"]["provenance"]["assumed"] == ["candidate launch"]
+    assert "assumed" not in by_id["pragma"]["provenance"]
     assert by_id["pragma"]["probabilities"] != by_id["no-pragma"]["probabilities"]
     assert "speedup" in by_id["named"] and "error" not in by_id["named"]
     assert "2 kernels (first, second); name one in candidate.name" in by_id["unnamed"]["error"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelcast.evaluation import metrics
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.models.evaluation import metrics
 from kernelcast.models.service import calibration
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
 

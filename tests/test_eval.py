@@ -14,7 +14,7 @@ import pytest
 from lsp_support import isolated_env
 from test_llm_llama_cpp import require_llama_and_model
 
-from kernelcast.models.evaluation import PLOT_INSTALL_HINT, evaluate, metrics, risk_coverage, top_recovery
+from kernelcast.evaluation import PLOT_INSTALL_HINT, evaluate, metrics, risk_coverage, top_recovery
 from kernelcast.wire import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"

@@ -15,10 +15,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="training needs torch: pip install 'kernelcast[train]'")
 # Imported after the skip: the training modules import torch.
 
+from kernelcast.evaluation import nll  # noqa: E402
 from kernelcast.models.embedded.backend import TimeModel  # noqa: E402
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX  # noqa: E402
 from kernelcast.models.embedded.spread import learned_sd  # noqa: E402
-from kernelcast.models.evaluation import nll  # noqa: E402
 from kernelcast.models.service.calibration import true_bins  # noqa: E402
 from kernelcast.wire import read_pairs  # noqa: E402
 from workshop.training import train as train_cli  # noqa: E402

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from kernelcast.evaluation import evaluate
 from kernelcast.models.embedded.backend import READER_MODULES, Prediction, TimeModel, blend
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd, log_squared_error
-from kernelcast.models.evaluation import evaluate
 from kernelcast.models.service import calibration
 from kernelcast.wire import LabelledPair, normal_bin_probabilities, read_pairs
 from workshop.training import CLIP_LOG2, copies, cuda_l1
