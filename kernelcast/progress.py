@@ -24,16 +24,31 @@ class Progress:
         self.every_s = REDRAW_S if self.in_place else every_s
         self.done = 0
         self._shown_at = -math.inf  # the first step shows at once: the run has begun
+        self._open_line = False
 
-    def advance(self, count: int = 1) -> None:
-        self.done += count
+    def advance(self, count: int = 1, note: str = "") -> None:
+        self.update(self.done + count, note)
+
+    def update(self, done: int, note: str = "", total: int | None = None) -> None:
+        """`done` of the total so far (the total may be restated), with a note on what was done last."""
+        self.done = done
+        if total is not None:
+            self.total = total
         now = time.monotonic()
         if self.done < self.total and now - self._shown_at < self.every_s:
             return
         self._shown_at = now
-        text = f"{self.label} {self.done}/{self.total}"
+        text = " ".join(part for part in (self.label, f"{self.done}/{self.total}", note) if part)
         if self.in_place:
-            self.stream.write(f"\r{text}\x1b[K" + ("\n" if self.done >= self.total else ""))
+            self._open_line = self.done < self.total
+            self.stream.write(f"\r{text}\x1b[K" + ("" if self._open_line else "\n"))
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
+
+    def finish(self) -> None:
+        """End a line a terminal still shows in place (a run that stopped before its total)."""
+        if self._open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open_line = False

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the run imports these; --help does not
     from kernelcast.kernels_runtime.hardware import GpuSpec
     from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.progress import Progress
     from kernelcast.rank.cluster import DaskMeasurer, LocalMeasurer
-    from kernelcast.rank.report import Progress
     from kernelcast.rank.variants import Variant
     from kernelcast.wire import Measurement
 
@@ -64,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--settle {args.settle:g}: a chance between 0 and 1")
     from kernelcast.kernels_runtime.hardware import resolve_target
     from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.progress import Progress
     from kernelcast.rank import cluster, variants
-    from kernelcast.rank.report import Progress
 
     try:
         hardware = resolve_target(args.gpu)
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         except cluster.ClusterError as error:
             return _fail(str(error))
     try:
-        return _rank(args, ranked, skipped, reference, hardware, forecaster, measurer, Progress())
+        return _rank(args, ranked, skipped, reference, hardware, forecaster, measurer, Progress("", len(ranked), every_s=0.0))
     finally:
         if measurer is not None:
             measurer.close()
@@ -111,10 +111,10 @@ def _rank(
     from kernelcast.rank.search import Budget, SearchState, search
 
     if not args.no_facts:
-        progress.step(0, len(ranked), "compiling facts")
+        progress.update(0, "compiling facts")
         variants.attach_facts(ranked, reference, hardware, args.kernel, os.cpu_count() or 1)
     variants.forecast_all(ranked, forecaster, args.threshold)
-    progress.step(len(ranked), len(ranked), "forecast")
+    progress.update(len(ranked), "forecast")
     learning_failed: list[str] = []
 
     def learn(variant: Variant, measurement: Measurement) -> None:
@@ -129,7 +129,7 @@ def _rank(
     def shown(state: SearchState, result: dict[str, Any]) -> None:
         best = state.best
         words = f"best {best[1].speedup:.2f}× ({state.variants[best[0]].name})" if best else "no correct variant yet"
-        progress.step(len(state.outcomes), len(ranked), f"measured {state.variants[result['index']].name} · {words}")
+        progress.update(len(state.outcomes), f"measured {state.variants[result['index']].name} · {words}")
 
     if measurer is None:
         state = SearchState(ranked, stopped="--forecast-only: nothing measured")
@@ -153,8 +153,8 @@ def _rank(
 
 def _replay(args: argparse.Namespace) -> int:
     from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.progress import Progress
     from kernelcast.rank import replay
-    from kernelcast.rank.report import Progress
 
     try:
         groups = replay.read_groups(Path(args.replay), args.min_group, args.max_groups)
@@ -168,8 +168,8 @@ def _replay(args: argparse.Namespace) -> int:
         forecaster = Forecaster([args.backend], options={})
     except KeyError as error:
         return _fail(str(error.args[0]))
-    progress = Progress()
-    replay.forecast_groups(groups, forecaster, lambda done, total: progress.step(done, total, "pairs forecast"))
+    progress = Progress("", 0, every_s=0.0)
+    replay.forecast_groups(groups, forecaster, lambda done, total: progress.update(done, "pairs forecast", total))
     progress.finish()
     summary = replay.replay(groups)
     if args.json:

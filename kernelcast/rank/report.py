@@ -3,36 +3,11 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from kernelcast.rank.search import SearchState
 from kernelcast.rank.variants import Variant
-
-
-class Progress:
-    """A bar redrawn in place on a terminal; elsewhere (CI logs, pipes) one plain line per step."""
-
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self.stream = stream
-        self.redraw = stream.isatty()
-        self._drawn = False
-
-    def step(self, done: int, total: int, text: str) -> None:
-        if self.redraw:
-            filled = round(20 * done / max(total, 1))
-            self.stream.write(f"\r[{'#' * filled}{' ' * (20 - filled)}] {done}/{total} {text}\x1b[K")
-            self._drawn = True
-        else:
-            self.stream.write(f"{done}/{total} {text}\n")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
 
 
 def estimate_all_seconds(state: SearchState) -> float | None:
