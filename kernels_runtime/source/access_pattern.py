@@ -168,7 +168,7 @@ _PRECEDENCE = {
 }
 _ASSIGNMENTS = frozenset(("=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="))
 
-Pair = tuple  # (value for threadIdx.x = 0, value for threadIdx.x = 1)
+Pair = tuple[float, float]  # (value for threadIdx.x = 0, value for threadIdx.x = 1)
 
 
 class _Unresolved(ExpressionError):
@@ -348,7 +348,8 @@ class _Binary(_Node):
             short_circuit = int(self.operator == "||")
             needs_right = [bool(value) != bool(short_circuit) for value in left]
             right = self.right.evaluate(depth) if any(needs_right) else left
-            return tuple(int(bool(right[lane])) if needs_right[lane] else short_circuit for lane in (0, 1))
+            values = [int(bool(right[lane])) if needs_right[lane] else short_circuit for lane in (0, 1)]
+            return (values[0], values[1])
         right = self.right.evaluate(depth)
         operation = C_BINARY[self.operator]
         return (operation(left[0], right[0]), operation(left[1], right[1]))
@@ -536,7 +537,8 @@ def _evaluated(evaluate: Callable[[], Pair]) -> Pair | None:
 
 
 def _offset(pointer: _Pointer, depth: int) -> Pair:
-    first = second = 0
+    first: float = 0
+    second: float = 0
     for node, scale in pointer.terms:
         a, b = node.evaluate(depth)
         first += a * scale
@@ -891,10 +893,12 @@ class _Reader:
         found: list[tuple[_Pointer, bool]] = []
         _collect(node, False, found)
         for location, store in found:
-            offsets = _evaluated(lambda location=location: _offset(location, 0))
-            distance = None
-            if offsets is not None and isinstance(offsets[1] - offsets[0], int):
-                distance = abs(offsets[1] - offsets[0])
+            offsets = _evaluated(functools.partial(_offset, location, 0))
+            distance: int | None = None
+            if offsets is not None:
+                difference = offsets[1] - offsets[0]
+                if isinstance(difference, int):
+                    distance = abs(difference)
             self.accesses.append(_Access(location.space, store, location.element_bytes, distance))
 
     # expressions
@@ -1415,9 +1419,10 @@ def _summary(code: str, language: str, launches: tuple[tuple[str, _LaunchShape],
         (count - broadcast - scattered) / count if count else 0.0,
         broadcast / count if count else 0.0,
         scattered / count if count else 0.0,
-        sum(math.log2(1 + access.distance / 4) for access in global_known) / count if count else 0.0,  # type: ignore[operator]
+        sum(math.log2(1 + access.distance / 4) for access in global_known if access.distance is not None) / count if count else 0.0,
         sum(uncoalesced(access) for access in stores) / len(stores) if stores else 0.0,
-        sum(math.log2(_conflict_degree(access.distance, access.width)) for access in shared_known) / len(shared_known)  # type: ignore[arg-type]
+        sum(math.log2(_conflict_degree(access.distance, access.width)) for access in shared_known if access.distance is not None)
+        / len(shared_known)
         if shared_known
         else 0.0,
         unresolved / len(accesses) if accesses else 0.0,

@@ -434,7 +434,9 @@ def _scan_one(text: str, masked: str, qualifier: str, keyword: int, floor: int, 
         bounds = before.end() - 1  # `__launch_bounds__(128) __global__ void k()`
     launch_bounds = _arguments(text, masked, bounds) if bounds is not None else None
 
-    def function(signature_end: int, end: int, parameters: tuple[int, int] | None, body: tuple[int, int] | None, unfinished: str | None):
+    def function(
+        signature_end: int, end: int, parameters: tuple[int, int] | None, body: tuple[int, int] | None, unfinished: str | None
+    ) -> Function:
         return Function(
             name, qualifier, start, name_start, signature_end, end, parameters, body, template, launch_bounds, extern_c, unfinished
         )
@@ -469,10 +471,10 @@ def _scan_head(masked: str, position: int, limit: int) -> tuple[str, int, int, i
             last_word, last_start = token.group(), token.start()
             position = token.end()
         elif token.lastgroup == "attribute":
-            close = masked.find("]]", token.end(), limit)
-            if close < 0:
+            attribute_close = masked.find("]]", token.end(), limit)
+            if attribute_close < 0:
                 return None
-            position = close + 2
+            position = attribute_close + 2
         elif last_word in _SIGNATURE_CALLS:
             close = match_close(masked, token.start(), limit)
             if close is None:

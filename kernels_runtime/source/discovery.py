@@ -109,7 +109,10 @@ def source_text(data: bytes) -> tuple[str, None] | tuple[None, str]:
 def discover_bytes(data: bytes, path: str) -> Discovery:
     """`discover` for raw file contents (`source_text`)."""
     text, problem = source_text(data)
-    return _refused(problem) if text is None else discover(text, path)
+    if text is not None:
+        return discover(text, path)
+    assert problem is not None  # source_text says why whenever it gives no text
+    return _refused(problem)
 
 
 def normalise_code(code: str, language: str) -> str:
@@ -484,13 +487,14 @@ class _AstPositions:
             return start + col
         return start + len(line.encode("utf-8", "surrogatepass")[:col].decode("utf-8", "ignore"))
 
-    def start_of(self, node: ast.AST) -> int:
+    def start_of(self, node: ast.stmt | ast.expr) -> int:
         return self.offset(node.lineno, node.col_offset)
 
-    def end_of(self, node: ast.AST) -> int:
+    def end_of(self, node: ast.stmt | ast.expr) -> int:
+        assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets both
         return self.offset(node.end_lineno, node.end_col_offset)
 
-    def definition_start(self, node: ast.AST) -> int:
+    def definition_start(self, node: ast.stmt) -> int:
         """Where a statement starts, at the `@` of its first decorator if it has one."""
         decorators = getattr(node, "decorator_list", None)
         if not decorators:
@@ -578,7 +582,11 @@ def _string_leaves(root: ast.expr | None, module_values: dict[str, ast.expr]) ->
 
 def _literal_map(node: ast.expr, source: _PythonSource, positions: _AstPositions) -> _StringMap | None:
     """The literal's value mapped to the file: exact when our decoding agrees with Python's."""
-    expected = node.value if isinstance(node, ast.Constant) else "".join(v.value for v in node.values)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        expected = node.value
+    else:
+        assert isinstance(node, ast.JoinedStr)  # _string_leaves yields str constants and f-strings of constants
+        expected = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
     pieces = source.strings_between(positions.start_of(node), positions.end_of(node))
     if not pieces:
         return None
@@ -615,6 +623,7 @@ def _outline_from_scan(source: _PythonSource) -> _Outline:
         _TritonFunction(statement.name, statement.start, statement.keyword, statement.end)
         for statement in statements
         if statement.kind == "def"
+        and statement.name is not None  # a def always has one
         and any(is_triton_jit(m.group("name"), aliases) for m in _DECORATOR.finditer(masked, statement.start, statement.keyword))
     ]
     return _Outline(statements, triton, _embedded_from_scan(source))

@@ -268,12 +268,12 @@ def _value(node: ast.AST, names: Mapping[str, Any], dialect: Dialect) -> Any:
         form = dialect.forms.get(name)
         if form is not None:
             return form(node, lambda inner: evaluate(inner, names, dialect), names)
-        operation = dialect.functions.get(name)
-        if operation is None:
+        value_of = dialect.functions.get(name)
+        if value_of is None:
             raise ExpressionError(f"function '{name}' has no value here")
         values = [evaluate(argument, names, dialect) for argument in node.args]
         try:
-            return dialect.checked(operation(*values))
+            return dialect.checked(value_of(*values))
         except (TypeError, ArithmeticError) as error:
             raise ExpressionError(f"{name}() of {values}: {error}") from None
     raise ExpressionError(f"{type(node).__name__} has no value here")

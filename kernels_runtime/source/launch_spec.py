@@ -42,7 +42,7 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -258,9 +258,10 @@ def _number(token: _Token) -> int | float:
         raise LaunchSpecError(f"bad number '{token.text}'", token.column) from None
 
 
-def _evaluate(expr: _Expr, names: dict[str, int | float]) -> int | float:
+def _evaluate(expr: _Expr, names: Mapping[str, int | float]) -> int | float:
     try:
-        return expressions.evaluate(expr, names, _DIALECT)
+        value: int | float = expressions.evaluate(expr, names, _DIALECT)
+        return value
     except expressions.UnboundName as error:
         raise LaunchSpecError(
             f"name '{error.name}' is not bound: add a scalar argument like {error.name}:i32=1024 or a key {error.name}=1024",
@@ -436,7 +437,7 @@ def parse_launch_pragma(text: str, language: str = "cuda") -> LaunchSpec:
         if "block" not in items:
             raise LaunchSpecError("a CUDA launch needs block=(...), e.g. block=(256)", len(text))
     elif "block" in items or "smem" in items:
-        key = items.get("block", items.get("smem"))[0]
+        key = (items["block"] if "block" in items else items["smem"])[0]
         raise LaunchSpecError(f"{key.text}= is for CUDA kernels; Triton takes num_warps= and constexpr keys", key.column)
     return _bind(items, language, text)
 
@@ -530,7 +531,7 @@ def _bind(items: dict[str, tuple[_Token, Any]], language: str, text: str) -> Lau
     options: dict[str, int] = {}
     keys = [(token, expr) for name, (token, expr) in items.items() if name not in CUDA_KEYS]
     # Scalars and keys may refer to each other in any order: evaluate until nothing changes.
-    unresolved: list[tuple[str, _Expr, int]] = [(raw.name.text, raw.value, raw.name.column) for raw in pending]
+    unresolved: list[tuple[str, _Expr, int]] = [(raw.name.text, raw.value, raw.name.column) for raw in pending if raw.value is not None]
     unresolved += [(token.text, expr, token.column) for token, expr in keys]
     while unresolved:
         progress = []

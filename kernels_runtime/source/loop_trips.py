@@ -71,7 +71,7 @@ class ThreadWork(NamedTuple):
     global_atomics: float = 0.0
     shared_atomics: float = 0.0
 
-    def __add__(self, other: tuple) -> ThreadWork:  # type: ignore[override]
+    def __add__(self, other: tuple[float, ...]) -> ThreadWork:  # type: ignore[override]
         return ThreadWork(*(a + b for a, b in zip(self, other)))
 
     def times(self, factor: float) -> ThreadWork:
@@ -160,9 +160,11 @@ def _trips(start: Any, relation: str, bound: Any, step: str, amount: Any) -> flo
     upward, downward = relation in ("<", "<=", "!="), relation in (">", ">=")
     try:
         if step == "+=" and amount > 0 and upward:
-            return max(0, math.ceil((bound - start + inclusive) / amount))
+            counted_up: int = max(0, math.ceil((bound - start + inclusive) / amount))
+            return counted_up
         if step == "-=" and amount > 0 and (downward or relation == "!="):
-            return max(0, math.ceil((start - bound + inclusive) / amount))
+            counted_down: int = max(0, math.ceil((start - bound + inclusive) / amount))
+            return counted_down
         factor = amount if step == "*=" else 2**amount if step == "<<=" and amount < 63 else 0
         if factor > 1 and upward and start > 0:
             return _geometric(start, lambda value: value * factor, lambda value: value <= bound if inclusive else value < bound)
@@ -216,7 +218,7 @@ class _Memory(NamedTuple):
 
     @staticmethod
     def of(body: str, parameter_pointers: set[str], helpers: dict[str, tuple[list[str], str]], depth: int = 0) -> _Memory:
-        shared = set()
+        shared: set[str] = set()
         for declaration in _SHARED.finditer(body):  # `__shared__ float a[N], b[N];` declares a and b
             shared.update(
                 found.group(1) for part in split_top_level(declaration.group(1), ",") if (found := re.match(r"\s*([A-Za-z_]\w*)", part))
