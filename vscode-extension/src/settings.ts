@@ -19,6 +19,7 @@ export const SERVER_SETTING_DEFAULTS: Readonly<Record<string, SettingValue>> = {
   targetGpu: '',
   debounceMs: 400,
   'measure.kernelTimeoutMs': 10000,
+  'measure.tolerance': 'auto',
   allowReferencesOutsideWorkspace: false,
   cacheDir: '',
 };
@@ -59,7 +60,13 @@ export function buildServerSettings(read: SettingReader): Record<string, unknown
   return settings;
 }
 
+/** Settings that take either a word or a number (the server names the words it accepts). */
+const WORD_OR_NUMBER_KEYS: readonly string[] = ['measure.tolerance'];
+
 function sanitize(key: string, value: unknown, fallback: SettingValue): SettingValue {
+  if (WORD_OR_NUMBER_KEYS.includes(key)) {
+    return typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value)) ? value : fallback;
+  }
   if (Array.isArray(fallback)) {
     return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : fallback;
   }

@@ -24,10 +24,17 @@ test('defaults become the nested object the server reads', () => {
     forecaster: { url: '', backend: 'embedded', timeoutMs: 10000 },
     targetGpu: '',
     debounceMs: 400,
-    measure: { kernelTimeoutMs: 10000 },
+    measure: { kernelTimeoutMs: 10000, tolerance: 'auto' },
     allowReferencesOutsideWorkspace: false,
     cacheDir: '',
   });
+});
+
+test('the measure tolerance takes a word or a number, and nothing else', () => {
+  assert.equal(buildServerSettings(reader({ 'measure.tolerance': 'strict' })).measure.tolerance, 'strict');
+  assert.equal(buildServerSettings(reader({ 'measure.tolerance': 0.001 })).measure.tolerance, 0.001);
+  assert.equal(buildServerSettings(reader({ 'measure.tolerance': [1] })).measure.tolerance, 'auto');
+  assert.equal(buildServerSettings(reader({ 'measure.tolerance': Number.NaN })).measure.tolerance, 'auto');
 });
 
 test('user values pass through under their nested keys', () => {
@@ -83,7 +90,7 @@ test('package.json contributes exactly the settings the code knows, with the sam
     assert.deepEqual(property.default, fallback, key);
     assert.ok(property.description, `${key} is documented`);
     const expectedType = Array.isArray(fallback) ? 'array' : Number.isInteger(fallback) && key !== 'confidenceThreshold' ? 'integer' : typeof fallback;
-    assert.equal(property.type, expectedType, key);
+    assert.deepEqual(property.type, key === 'measure.tolerance' ? ['string', 'number'] : expectedType, key);
   }
   assert.deepEqual(contributed['kernelcast.targetGpu'].enum, ['', 'H100-SXM', 'H100-PCIe', 'H200', 'A100', 'L40S', 'RTX4090', 'B200']);
   assert.deepEqual(contributed['kernelcast.trace.server'].enum, ['off', 'messages', 'verbose']);

@@ -49,6 +49,7 @@ test('the manifest contributes every setting the server and client read', () => 
     'kernelcast.hover.enable',
     'kernelcast.inlayHints.enable',
     'kernelcast.measure.kernelTimeoutMs',
+    'kernelcast.measure.tolerance',
     'kernelcast.python',
     'kernelcast.targetGpu',
     'kernelcast.trace.server',
