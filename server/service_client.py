@@ -273,6 +273,8 @@ def stop_service(state_dir: Path) -> tuple[bool, str]:
     state = read_state(state_dir)
     if state is None:
         return True, f"no service running (no state file in {state_dir})"
+    import httpx
+
     pid, url = state.get("pid"), state["url"]
     headers = {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
     try:
