@@ -19,6 +19,23 @@ SERVER_COMMAND = [sys.executable, "-m", "kernelcast", "lsp"]
 FAST = {"debounceMs": 0, "compilerFacts": {"enable": False}}
 
 
+async def initialize_in_workspace(client: Any, root: Path, settings: dict[str, Any]) -> None:
+    """Initialize a pytest-lsp client as neovim would, with `root` as its one workspace folder and
+    `settings` (the whole {"kernelcast": {...}} object) answered for workspace/configuration too."""
+    from lsprotocol import types
+    from pytest_lsp import client_capabilities
+
+    client.set_configuration(settings)
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("neovim"),
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="workspace")],
+            initialization_options=settings,
+        )
+    )
+
+
 def isolated_env(home: Path) -> dict[str, str]:
     """An environment whose kernelcast state (cache, service, token) lives under `home`."""
     env = dict(os.environ)

@@ -14,10 +14,10 @@ from typing import Any
 
 import diskcache
 import pytest
-from lsp_support import EXAMPLES, SERVER_COMMAND, isolated_env, stop_service
+from lsp_support import EXAMPLES, SERVER_COMMAND, initialize_in_workspace, isolated_env, stop_service
 from lsprotocol import types
 from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 from kernelcast.evaluation import evaluate, mean_over, metrics
@@ -72,16 +72,8 @@ async def _editor_hover(root: Path, home: Path, name: str) -> tuple[str, str]:
 
     settings = {"kernelcast": {"debounceMs": 0, "targetGpu": GPU}}
     client = await ClientServerConfig(server_command=SERVER_COMMAND, server_env=isolated_env(home), client_factory=factory).start()
-    client.set_configuration(settings)
     try:
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=client_capabilities("neovim"),
-                root_uri=root.as_uri(),
-                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="workspace")],
-                initialization_options=settings,
-            )
-        )
+        await initialize_in_workspace(client, root, settings)
         path = root / name
         uri, text = path.as_uri(), path.read_text()
         client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "cuda", 1, text)))

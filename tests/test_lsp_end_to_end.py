@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_support import EXAMPLES, SERVER_COMMAND, isolated_env, stop_service
+from lsp_support import EXAMPLES, SERVER_COMMAND, initialize_in_workspace, isolated_env, stop_service
 from lsprotocol import types
 from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 pytestmark = pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")
@@ -114,15 +114,7 @@ async def _start(root: Path, home: Path, settings: dict[str, Any] | None = None)
         server_command=SERVER_COMMAND, server_env=isolated_env(home), client_factory=_client_with_recorder(recorder)
     )
     client = await config.start()
-    client.set_configuration({"kernelcast": settings or {}})
-    await client.initialize_session(
-        types.InitializeParams(
-            capabilities=client_capabilities("neovim"),
-            root_uri=root.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="workspace")],
-            initialization_options={"kernelcast": settings or {}},
-        )
-    )
+    await initialize_in_workspace(client, root, {"kernelcast": settings or {}})
     return client, recorder
 
 

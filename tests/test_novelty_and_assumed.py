@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lsp_support import EXAMPLES, isolated_env, stop_service
+from lsp_support import EXAMPLES, initialize_in_workspace, isolated_env, stop_service
 from lsprotocol import types
 from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend, even_mixture
@@ -191,15 +191,7 @@ async def test_the_hover_says_which_inputs_were_assumed(tmp_path: Path) -> None:
     client = await config.start()
     try:
         settings = {"kernelcast": {"debounceMs": 0, "compilerFacts": {"enable": False}}}
-        client.set_configuration(settings)
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=client_capabilities("neovim"),
-                root_uri=root.as_uri(),
-                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="workspace")],
-                initialization_options=settings,
-            )
-        )
+        await initialize_in_workspace(client, root, settings)
         uri = (root / "copy.cu").as_uri()
         client.text_document_did_open(
             types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=VECTOR_ADD_COPY))
