@@ -185,7 +185,8 @@ def test_triton_fixture_spec_is_found_past_the_decorator() -> None:
 def test_kernelbench_files_need_no_pragma_and_give_sizes() -> None:
     spec = find_launch_spec((FIXTURES / "kernelbench_relu.py").read_text(), "ModelNew", "pytorch")
     assert spec.kind == "kernelbench"
-    assert spec.problem_sizes() == {"batch_size": 64, "dim": 65536}
+    inputs = [{"shape": [64, 65536], "numel": 64 * 65536}]  # get_inputs() returns torch.randn(batch_size, dim)
+    assert spec.problem_sizes() == {"batch_size": 64, "dim": 65536, "inputs": inputs}
     assert find_launch_spec("x = 1\n", "ModelNew", "pytorch") is None
 
 

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelcast.kernels_runtime.source import cuda_text, expressions
+from kernelcast.kernels_runtime.source import cuda_text, expressions, host_values
 from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 
 PRAGMA_MARKER = "kernelcast:"
@@ -70,8 +70,7 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
 MAX_DYNAMIC_SMEM = 227 * 1024
-# Values beyond this cannot be sizes on any GPU; refusing early keeps arithmetic sane.
-MAX_VALUE = 2**62
+MAX_VALUE = host_values.MAX_VALUE
 # Parser and evaluator recurse once per bracket, sign, power and chained operator: a pragma
 # like `N=((((…1))))` or `1+1+…+1` must be refused, not exhaust Python's stack.
 MAX_NESTING = 64
@@ -317,10 +316,18 @@ class LaunchSpec:
     options: dict[str, int] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     pragma: str = ""
+    # A launch read from host code (host_launch.py): the parts it assumed rather than read ("grid", "config").
+    guessed: tuple[str, ...] = ()
+    # A KernelBench file's `get_inputs()` shapes, where literal.
+    inputs: tuple[tuple[int, ...], ...] = ()
 
-    def problem_sizes(self) -> dict[str, int]:
-        """Named ints (N, M, K, batch_size…) for roofline and forecast inputs."""
-        return dict(self.sizes)
+    def problem_sizes(self) -> dict[str, Any]:
+        """Named ints (N, M, K, batch_size…) for roofline and forecast inputs, and the inputs' shapes
+        and element counts where the file states them (a list: the roofline's sizes stay the named ints)."""
+        sizes: dict[str, Any] = dict(self.sizes)
+        if self.inputs:
+            sizes["inputs"] = [{"shape": list(shape), "numel": math.prod(shape)} for shape in self.inputs]
+        return sizes
 
     def float_dtype(self) -> str | None:
         """The dtype of the largest floating array: the precision a problem is named by."""
@@ -363,10 +370,13 @@ class LaunchSpec:
 
     def triton_signature(self) -> dict[str, str | int | float]:
         """The arguments as Triton's JIT specialises on them: arrays as pointer types, scalars by their values."""
-        return {
-            arg.name: f"*{_TRITON_TYPES[arg.dtype]}" if arg.is_array else arg.value if arg.value is not None else _TRITON_TYPES[arg.dtype]
-            for arg in self.args
-        }
+        signature: dict[str, str | int | float] = {}
+        for arg in self.args:
+            if arg.is_array:
+                signature[arg.name] = f"*{_TRITON_TYPES[arg.dtype]}"
+            elif arg.value is not None:  # a host launch's run-time values are not given
+                signature[arg.name] = arg.value
+        return signature
 
     def signature(self) -> list[tuple[str, str, tuple[int, ...] | None, bool]]:
         """What two sides must agree on to be compared: names, dtypes, shapes, outputs."""
@@ -713,7 +723,40 @@ def _kernelbench_spec(file_text: str, class_name: str | None) -> LaunchSpec | No
             continue
         if isinstance(value, int):
             sizes[match.group(1)] = value
-    return LaunchSpec("kernelbench", "pytorch", class_name, sizes=sizes)
+    return LaunchSpec("kernelbench", "pytorch", class_name, sizes=sizes, inputs=_kernelbench_inputs(file_text))
+
+
+# Tensor factories whose positional arguments (or one tuple of them) are the shape; randint's is its third, full's its first.
+_SHAPED_FACTORIES = {"randn": None, "rand": None, "zeros": None, "ones": None, "empty": None, "randint": 2, "full": 0}
+
+
+def _kernelbench_inputs(file_text: str) -> tuple[tuple[int, ...], ...]:
+    """The shapes `get_inputs()` returns (`[torch.randn(batch_size, dim)]`, or names assigned such
+    calls first), with the module's constants; inputs whose shape is not literal are left out."""
+    tree = host_values.parse_module(file_text)
+    function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "get_inputs"), None) if tree else None
+    returned = next((node.value for node in ast.walk(function) if isinstance(node, ast.Return)), None) if function else None
+    if tree is None or function is None or not isinstance(returned, (ast.List, ast.Tuple)):
+        return ()
+    bound = {**host_values.bindings(tree.body), **host_values.bindings(function.body)}
+    values = host_values.Values(bound, host_values.PYTHON)
+    shapes = []
+    for item in returned.elts:
+        call = bound.get(item.id) if isinstance(item, ast.Name) else item
+        if not isinstance(call, ast.Call) or (name := host_values.callee_name(call)) not in _SHAPED_FACTORIES:
+            continue
+        at = _SHAPED_FACTORIES[name]
+        keywords = {keyword.arg: keyword.value for keyword in call.keywords}
+        shape: ast.expr | list[ast.expr] | None = keywords.get("size") or (
+            call.args[at] if at is not None and len(call.args) > at else None
+        )
+        if at is None and shape is None:
+            shape = call.args[0] if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else list(call.args)
+        dims = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else shape if isinstance(shape, list) else [shape] if shape else []
+        found = [host_values.value(dim, values) for dim in dims]
+        if found and all(isinstance(dim, int) and dim > 0 for dim in found):
+            shapes.append(tuple(int(dim or 0) for dim in found))
+    return tuple(shapes)
 
 
 # --- the code action's text ----------------------------------------------------------------

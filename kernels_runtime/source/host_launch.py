@@ -1,0 +1,575 @@
+"""Launches as people write them, read from the file that holds the kernel, so that a side without a
+launch pragma is forecast with the launch its code makes (issue 34: block-size edits in host code
+all read as 1.00×):
+
+- CUDA host code: `kernel<<<grid, block[, smem[, stream]]>>>(args)`, the grid and block spelled as
+  literals, `const`/`constexpr` ints, `#define`s, `dim3 b(x, y)` / `dim3 b = {x, y}`, ceil
+  divisions (`(n + b - 1) / b`, `at::ceil_div`, one-line helpers such as `cdiv`), in a `.cu` file
+  or in the CUDA strings of a Python file (`load_inline(cuda_sources=...)`);
+- CuPy: `kern((grid,), (block,), (args...), shared_mem=...)` for `kern = cupy.RawKernel(src, "name")`
+  or `module.get_function("name")`;
+- Triton: `kernel[grid](args, BLOCK=1024, num_warps=4)`, a grid lambda over `meta['BLOCK']`, and the
+  configs of `@triton.autotune` (one config is known; several make the launch one of them).
+
+What the code fixes is kept, what it leaves to run time is guessed and named in `guessed`:
+`"grid"` where the grid depends on sizes the text does not state (`n = x.numel()`; the unknowns
+then read as the problem's elements, one thread per element when that gives no sane grid), and
+`"config"` where the block, shared memory or Triton options are one of several or computed at run
+time. The first launch site of a kernel is the one read. Pure functions of text, no IO.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kernelcast.kernels_runtime.source import cuda_text, expressions, host_values
+from kernelcast.kernels_runtime.source.launch_spec import (
+    MAX_BLOCK,
+    MAX_DYNAMIC_SMEM,
+    MAX_GRID,
+    MAX_THREADS_PER_BLOCK,
+    TRITON_LAUNCH_OPTIONS,
+    ArgSpec,
+    LaunchSpec,
+)
+from kernelcast.kernels_runtime.source.triton_text import dotted, triton_kernels
+
+# Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
+DEFAULT_ELEMENTS = 1 << 20
+TRITON_DEFAULT_WARPS = 4  # what Triton launches with when num_warps is not given
+GUESSED_GRID = "grid"
+GUESSED_CONFIG = "config"
+
+Dims = tuple[ast.expr, ...]
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One launch as written: its dims as expression trees, what names meant there, how to evaluate them."""
+
+    kernel: str
+    grid: Dims
+    block: Dims | None  # None: Triton (num_warps instead)
+    smem: ast.expr | None
+    args: tuple[ast.expr, ...]
+    keywords: Mapping[str, ast.expr]  # Triton's keywords; CuPy's shared_mem is `smem`
+    names: Mapping[str, ast.expr]
+    dialect: expressions.Dialect
+    configs: tuple[Mapping[str, int], ...] = ()  # Triton autotune configs: constexprs with num_warps/num_stages
+    configs_unread: bool = False  # an autotune whose configs are not literal
+
+
+def host_launch(file_text: str, kernel_name: str, language: str, *, python_file: bool, elements: int | None = None) -> LaunchSpec | None:
+    """The kernel's first launch in its file as a launch spec (`kind` "kernel", `pragma` ""), or None
+    where the file launches it nowhere this reader understands. `elements`: the problem's size,
+    which unknown sizes in a grid are read as (DEFAULT_ELEMENTS when None)."""
+    if language == "cuda":
+        site = next(iter(_cupy_sites(file_text).get(kernel_name, ())), None) if python_file else None
+        site = site or next(iter(_cuda_sites(_cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)
+    elif language == "triton":
+        site = next(iter(_triton_sites(file_text).get(kernel_name, ())), None)
+    else:
+        return None
+    if site is None:
+        return None
+    return _bind(site, language, file_text, python_file, elements or DEFAULT_ELEMENTS)
+
+
+# --- binding a site ----------------------------------------------------------------------------------
+
+
+def _bind(site: _Site, language: str, file_text: str, python_file: bool, elements: int) -> LaunchSpec:
+    """Evaluate the site's expressions: first as the text fixes them, then, for what it does not, with the guess."""
+    guessed: list[str] = []
+    exact = host_values.Values(site.names, site.dialect)
+    config = dict(site.configs[0]) if site.configs else {}
+    if len(site.configs) > 1 or site.configs_unread:
+        guessed.append(GUESSED_CONFIG)
+    options: dict[str, int] = {}
+    parameters = _parameters(file_text, site.kernel, language, python_file)
+    constexprs = _triton_constexprs(file_text, site.kernel) if language == "triton" else set()
+    positional = dict(zip(parameters, site.args))
+    given = {**positional, **{name: bound for name, bound in site.keywords.items() if name in parameters or name in TRITON_LAUNCH_OPTIONS}}
+    for name, bound in given.items():
+        if name in constexprs or name in TRITON_LAUNCH_OPTIONS:
+            number = _int(host_values.value(bound, exact))
+            if number is None:
+                guessed.append(GUESSED_CONFIG)
+            else:
+                options[name] = number
+    for name, number in config.items():
+        options.setdefault(name, number)
+    if language == "triton":
+        options.setdefault("num_warps", TRITON_DEFAULT_WARPS)
+    args = tuple(
+        _argument(name, host_values.value(given[name], exact) if name in given else None) for name in parameters if name not in constexprs
+    )
+    sizes = {arg.name: arg.value for arg in args if isinstance(arg.value, int) and not isinstance(arg.value, bool)}
+    block = None
+    if site.block is not None:
+        block = _dims(site.block, exact, MAX_BLOCK, options)
+        if block is None or math.prod(block) > MAX_THREADS_PER_BLOCK:
+            guessed.append(GUESSED_CONFIG)
+            block = _dims(site.block, host_values.Values(site.names, site.dialect, elements), MAX_BLOCK, options)
+            block = block if block is not None and math.prod(block) <= MAX_THREADS_PER_BLOCK else None
+    smem = 0
+    if site.smem is not None:
+        found = _int(host_values.value(site.smem, exact))
+        if found is None or not 0 <= found <= MAX_DYNAMIC_SMEM:
+            guessed.append(GUESSED_CONFIG)
+        else:
+            smem = found
+    grid = _dims(site.grid, exact, MAX_GRID, options)
+    if grid is None:
+        guessed.append(GUESSED_GRID)
+        grid = _guessed_grid(site, elements, options, block)
+    return LaunchSpec("kernel", language, site.kernel, args, grid, block, smem, options, sizes, guessed=tuple(dict.fromkeys(guessed)))
+
+
+def _guessed_grid(site: _Site, elements: int, options: Mapping[str, int], block: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The grid with every unknown read as `elements`, when that asks for no more blocks than elements
+    (`cdiv(n, BLOCK)`); else one thread (CUDA) or one tile of the largest constexpr (Triton) per element."""
+    guessed = _dims(site.grid, host_values.Values(site.names, site.dialect, elements), MAX_GRID, options)
+    if guessed is not None and math.prod(guessed) <= elements:
+        return guessed
+    if block is not None:
+        share = math.prod(block)
+    else:
+        share = max((value for name, value in options.items() if name not in TRITON_LAUNCH_OPTIONS), default=1024)
+    return (min(expressions.cdiv(elements, max(1, share)), MAX_GRID[0]),)
+
+
+def _dims(dims: Dims, names: host_values.Values, limits: tuple[int, ...], options: Mapping[str, int]) -> tuple[int, ...] | None:
+    """The dims' ints within CUDA's limits, or None; Triton's `meta['BLOCK']` reads the launch's options."""
+    values = host_values.Values(
+        {**names.bound, **{name: ast.Constant(number) for name, number in options.items()}}, names.dialect, names.guess
+    )
+    found = [_int(host_values.value(dim, values)) for dim in dims]
+    if not found or len(found) > 3 or any(value is None or not 1 <= value <= limit for value, limit in zip(found, limits)):
+        return None
+    return tuple(value for value in found if value is not None)
+
+
+def _int(number: int | float | None) -> int | None:
+    if isinstance(number, float):
+        return int(number) if number.is_integer() else None
+    return number
+
+
+def _argument(name: str, number: int | float | None) -> ArgSpec:
+    """A kernel argument as launch specs hold one: a scalar with its value where the text fixes one, else
+    a value the launch does not give (an array, a run-time size)."""
+    return ArgSpec(name, "f32" if isinstance(number, float) else "i32", value=number)
+
+
+def _parameters(file_text: str, kernel_name: str, language: str, python_file: bool) -> list[str]:
+    if language == "triton":
+        kernel = next((kernel for kernel in triton_kernels(file_text) if kernel.name == kernel_name), None)
+        return [argument.arg for argument in kernel.args.args] if kernel else []
+    code = _cuda_text_of(file_text) if python_file else file_text
+    function = cuda_text.function_named(code, kernel_name)
+    return function.parameter_names(code) if function else []
+
+
+def _triton_constexprs(file_text: str, kernel_name: str) -> set[str]:
+    kernel = next((kernel for kernel in triton_kernels(file_text) if kernel.name == kernel_name), None)
+    if kernel is None:
+        return set()
+    return {argument.arg for argument in kernel.args.args if argument.annotation and dotted(argument.annotation).endswith("constexpr")}
+
+
+# --- CUDA host code --------------------------------------------------------------------------------
+
+_DECLARATION_WORDS = frozenset(
+    "const constexpr static inline volatile register unsigned signed int long short char size_t ssize_t int64_t int32_t "
+    "uint64_t uint32_t uint auto dim3 unsigned_int index_t __host__".split()
+)
+_CONTROL = frozenset({"if", "for", "while", "switch", "return", "sizeof", "else", "do", "case"})
+_HELPER = re.compile(
+    r"\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?:const\s*)?(?:noexcept\s*)?\{\s*return\b([^;{}]*);\s*\}",
+)
+_QUALIFIER = re.compile(r"\b(?:[A-Za-z_]\w*\s*::\s*)+(?=[A-Za-z_])")
+_SIZEOF = re.compile(r"\bsizeof\s*\(\s*(float|int|double|half|__half|__nv_bfloat16|char|short|long)\s*\)")
+_SIZES_OF = {"float": 4, "int": 4, "double": 8, "half": 2, "__half": 2, "__nv_bfloat16": 2, "char": 1, "short": 2, "long": 8}
+_STATIC_CAST = re.compile(r"\b(?:static_cast|reinterpret_cast)\s*<[^<>]*>")
+
+
+def _cuda_text_of(python_text: str) -> str:
+    """The CUDA a Python file holds in its strings (load_inline's sources, CuPy's code): every string
+    constant that reads as CUDA or C++, joined, so their macros and helpers meet their launches."""
+    tree = host_values.parse_module(python_text)
+    if tree is None:
+        return ""
+    pieces = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"<<<|__global__|#\s*define|#include", node.value)
+    ]
+    return "\n".join(pieces)
+
+
+@functools.lru_cache(maxsize=16)
+def _cuda_sites(text: str) -> dict[str, tuple[_Site, ...]]:
+    """Each kernel's `<<<...>>>` launches in the text, in order, with what names meant at each."""
+    if "<<<" not in text:
+        return {}
+    code = cuda_text.masked(text)
+    tokens = cuda_text.tokens(code)
+    partners = cuda_text.token_partners(tokens)
+    macros = cuda_text.MacroTable.of(text)
+    dialect = _c_dialect(code, macros)
+    sites: dict[str, list[_Site]] = {}
+    scopes: list[dict[str, ast.expr | Dims]] = [{}]
+    statement: list[str] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token == "<<" and index + 1 < len(tokens) and tokens[index + 1] == "<":
+            site, index = _cuda_site(tokens, partners, index, scopes, macros, dialect)
+            if site is not None:
+                sites.setdefault(site.kernel, []).append(site)
+            statement = []
+            continue
+        if token == "{" and _initializer(statement):
+            end = min(partners[index], len(tokens) - 1)
+            statement.extend(tokens[index : end + 1])
+            index = end + 1
+            continue
+        if token in ("{", "}", ";"):
+            if token == ";":
+                _declare(statement, scopes, macros)
+            elif token == "{":
+                scopes.append({})
+            elif len(scopes) > 1:
+                scopes.pop()
+            statement = []
+        else:
+            statement.append(token)
+        index += 1
+    return {name: tuple(found) for name, found in sites.items()}
+
+
+def _initializer(statement: Sequence[str]) -> bool:
+    """Whether a `{` opens a value (`= {...}`, `dim3 g{...}`, a braced argument) rather than a block."""
+    if not statement:
+        return False
+    return statement[-1] in ("=", "(", ",") or ("dim3" in statement and _IDENTIFIER.match(statement[-1]) is not None)
+
+
+def _c_dialect(code: str, macros: cuda_text.MacroTable) -> expressions.Dialect:
+    """C's arithmetic with ceil divisions and the text's own one-line helpers (`int cdiv(int a, int b) { return ...; }`)
+    as functions; a helper is evaluated without the other helpers, so helpers cannot recurse."""
+    helpers: dict[str, Callable[..., int | float]] = {}
+    for found in _HELPER.finditer(code):
+        name, parameters, body = found.groups()
+        if name in _CONTROL or name in host_values.C.functions:
+            continue
+        names = [words[-1] for part in cuda_text.split_top_level(parameters, ",") if (words := re.findall(r"[A-Za-z_]\w*", part))]
+        tree = _c_expression(cuda_text.tokens(body), macros)
+        if tree is not None:
+            helpers[name] = _helper(tree, names)
+    return expressions.Dialect(
+        host_values.C.binary, host_values.C.unary, {**host_values.C.functions, **helpers}, host_values.C.forms, host_values.C.limit
+    )
+
+
+def _helper(tree: ast.expr, parameters: list[str]) -> Callable[..., int | float]:
+    def call(*arguments: int | float) -> int | float:
+        if len(arguments) != len(parameters):
+            raise expressions.ExpressionError("a helper called with the wrong number of arguments")
+        bound = {name: ast.Constant(argument) for name, argument in zip(parameters, arguments)}
+        found = host_values.value(tree, host_values.Values(bound, host_values.C))
+        if found is None:
+            raise expressions.ExpressionError("a helper without a value here")
+        return found
+
+    return call
+
+
+def _c_expression(tokens: Sequence[str], macros: cuda_text.MacroTable) -> ast.expr | None:
+    """A C expression's tokens as a tree: macros expanded, `sizeof(float)` as 4, `std::`/`at::`
+    qualifiers, `static_cast<T>` and `->` dropped."""
+    if not tokens:
+        return None
+    text = " ".join(macros.expand(tokens)).replace("->", ".")
+    text = _SIZEOF.sub(lambda found: str(_SIZES_OF[found.group(1)]), text)  # before parse_c reads `(float)` as a cast
+    text = _QUALIFIER.sub("", _STATIC_CAST.sub("", text.replace(" :: ", "::")))
+    try:
+        return expressions.parse_c(text)
+    except expressions.ExpressionError:
+        return None
+
+
+def _declare(statement: list[str], scopes: list[dict[str, ast.expr | Dims]], macros: cuda_text.MacroTable) -> None:
+    """Record what a statement binds: `T n = e`, `n = e`, `dim3 g(a, b)`, `dim3 g = {a, b}`, `g.x = e`, `T a = 1, b = 2`;
+    a declaration of another type (`torch::Tensor t = ...`), a call or an element store binds nothing."""
+    declaration = is_dim3 = False
+    for number, part in enumerate(_split(statement, ",")):
+        equals = _first_top_level(part, "=")
+        left, right = (part, None) if equals is None else (part[:equals], part[equals + 1 :])
+        if len(left) == 3 and left[1] == "." and left[2] in ("x", "y", "z") and number == 0:  # g.x = e
+            dims, tree = _lookup(scopes, left[0]), _c_expression(right or [], macros)
+            if isinstance(dims, tuple) and tree is not None:
+                axis = "xyz".index(left[2])
+                _assign(scopes, left[0], dims[:axis] + (tree,) + dims[axis + 1 :], False)
+            return
+        cut = next((index for index, token in enumerate(left) if token in ("(", "{")), len(left))
+        head = [token for index, token in enumerate(left[:cut]) if token != "::" and left[index + 1 : index + 2] != ["::"]]
+        if not head or not _IDENTIFIER.match(head[-1]) or head[-1] in _CONTROL:
+            return
+        if number == 0:
+            if any(token not in _DECLARATION_WORDS for token in head[:-1]) or (len(head) == 1 and (right is None or cut < len(left))):
+                return
+            declaration, is_dim3 = len(head) > 1, "dim3" in head
+        elif not declaration or len(head) != 1:
+            return
+        name = head[-1]
+        if is_dim3:
+            _assign(scopes, name, _dim3(left[cut:] or right or [], macros), declaration)
+        elif right is not None:
+            _assign(scopes, name, _c_expression(right, macros) or host_values.UNKNOWN, declaration)
+
+
+def _first_top_level(tokens: Sequence[str], wanted: str) -> int | None:
+    depth = 0
+    for index, token in enumerate(tokens):
+        if token == wanted and depth == 0:
+            return index
+        depth += 1 if token in ("(", "[", "{") else -1 if token in (")", "]", "}") else 0
+    return None
+
+
+def _dim3(tokens: Sequence[str], macros: cuda_text.MacroTable) -> Dims:
+    """`(a, b)`, `{a, b}`, `dim3(a, b)` or a scalar `e`: x, y, z (missing ones 1)."""
+    tokens = list(tokens)
+    if tokens[:1] == ["dim3"]:
+        tokens = tokens[1:]
+    if tokens[:1] in (["("], ["{"]) and tokens[-1:] in ([")"], ["}"]):
+        pieces = _split(tokens[1:-1], ",")
+    else:
+        pieces = [tokens] if tokens else []
+    dims = [_c_expression(piece, macros) or host_values.UNKNOWN for piece in pieces[:3]]
+    return tuple(dims + [ast.Constant(1)] * (3 - len(dims)))
+
+
+def _split(tokens: Sequence[str], separator: str) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    depth = 0
+    for token in tokens:
+        depth += 1 if token in ("(", "[", "{") else -1 if token in (")", "]", "}") else 0
+        if token == separator and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return parts if parts != [[]] else []
+
+
+def _lookup(scopes: list[dict[str, ast.expr | Dims]], name: str) -> ast.expr | Dims | None:
+    return next((scope[name] for scope in reversed(scopes) if name in scope), None)
+
+
+def _assign(scopes: list[dict[str, ast.expr | Dims]], name: str, bound: ast.expr | Dims, declaration: bool) -> None:
+    """A declaration binds in the innermost block; an assignment rebinds where the name lives (the file's scope if nowhere)."""
+    if declaration:
+        scopes[-1][name] = bound
+        return
+    next((scope for scope in reversed(scopes) if name in scope), scopes[0])[name] = bound
+
+
+def _cuda_site(
+    tokens: Sequence[str],
+    partners: Sequence[int],
+    open_at: int,
+    scopes: list[dict[str, ast.expr | Dims]],
+    macros: cuda_text.MacroTable,
+    dialect: expressions.Dialect,
+) -> tuple[_Site | None, int]:
+    """The launch whose `<<<` starts at `open_at`, and the token index after it."""
+    close = next((index for index in range(open_at + 2, len(tokens) - 1) if tokens[index] == ">>" and tokens[index + 1] == ">"), None)
+    if close is None:
+        return None, open_at + 2
+    name_at = open_at - 1
+    if name_at >= 0 and tokens[name_at] == ">":  # kernel<T><<<: skip the template arguments
+        depth = 0
+        while name_at >= 0:
+            depth += {">": 1, "<": -1}.get(tokens[name_at], 0)
+            name_at -= 1
+            if depth == 0:
+                break
+    after = close + 2
+    if name_at < 0 or not _IDENTIFIER.match(tokens[name_at]) or after >= len(tokens) or tokens[after] != "(":
+        return None, after
+    end = min(partners[after], len(tokens))
+    config = _split(tokens[open_at + 2 : close], ",")
+    if len(config) < 2:
+        return None, end
+    flat: dict[str, ast.expr | Dims] = {}
+    for scope in scopes:
+        flat.update(scope)
+    names = {name: bound for name, bound in flat.items() if isinstance(bound, ast.expr)}
+    grid, block = (_launch_dims(part, flat, macros) for part in config[:2])
+    smem = _c_expression(config[2], macros) if len(config) > 2 else None
+    args = tuple(_c_expression(part, macros) or host_values.UNKNOWN for part in _split(tokens[after + 1 : end], ","))
+    return _Site(tokens[name_at], grid, block, smem, args, {}, names, dialect), end + 1
+
+
+def _launch_dims(tokens: Sequence[str], flat: Mapping[str, ast.expr | Dims], macros: cuda_text.MacroTable) -> Dims:
+    """A launch's grid or block: a dim3 variable, an inline `dim3(...)`, or one expression (x)."""
+    if len(tokens) == 1 and isinstance(bound := flat.get(tokens[0]), tuple):
+        return bound
+    if tokens[:1] == ["dim3"]:
+        return _dim3(tokens, macros)
+    tree = _c_expression(tokens, macros)
+    return (tree if tree is not None else host_values.UNKNOWN,)
+
+
+# --- Python call sites: CuPy and Triton ------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=16)
+def _cupy_sites(text: str) -> dict[str, tuple[_Site, ...]]:
+    """Calls of CuPy kernels: `k = cupy.RawKernel(code, "name")` or `k = module.get_function("name")`, then `k(grid, block, args)`."""
+    tree = host_values.parse_module(text) if "RawKernel" in text or "get_function" in text else None
+    if tree is None:
+        return {}
+    kernels: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and (name := _cupy_kernel_name(node.value)):
+            kernels.update((dotted(target), name) for target in node.targets if dotted(target))
+    sites: dict[str, list[_Site]] = {}
+    for node in _calls_in_order(tree):
+        name = kernels.get(dotted(node.func))
+        if name is None or len(node.args) < 3:
+            continue
+        names = host_values.scope_at(tree, node.lineno)
+        grid, block = (_python_dims(argument, names) for argument in node.args[:2])
+        args = _python_items(node.args[2], names)
+        smem = next((keyword.value for keyword in node.keywords if keyword.arg == "shared_mem"), None)
+        sites.setdefault(name, []).append(_Site(name, grid, block, smem, args, {}, names, host_values.PYTHON))
+    return {name: tuple(found) for name, found in sites.items()}
+
+
+def _cupy_kernel_name(call: ast.Call) -> str | None:
+    callee = host_values.callee_name(call)
+    arguments = {keyword.arg: keyword.value for keyword in call.keywords}
+    if callee == "RawKernel":
+        found = call.args[1] if len(call.args) > 1 else arguments.get("name")
+    elif callee == "get_function":
+        found = call.args[0] if call.args else arguments.get("name")
+    else:
+        return None
+    return found.value if isinstance(found, ast.Constant) and isinstance(found.value, str) else None
+
+
+def _calls_in_order(tree: ast.Module) -> list[ast.Call]:
+    return sorted((node for node in ast.walk(tree) if isinstance(node, ast.Call)), key=lambda node: (node.lineno, node.col_offset))
+
+
+def _python_items(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[ast.expr, ...]:
+    """A tuple's or list's items (through a name bound to one); one item otherwise."""
+    if isinstance(node, ast.Name) and isinstance(names.get(node.id), (ast.Tuple, ast.List)):
+        node = names[node.id]
+    return tuple(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else (node,)
+
+
+def _python_dims(node: ast.expr, names: Mapping[str, ast.expr]) -> Dims:
+    """A grid or block: a tuple, a name bound to one, or a lambda over `meta` whose `meta['X']` reads option X."""
+    if isinstance(node, ast.Name) and isinstance(names.get(node.id), ast.Lambda):
+        node = names[node.id]
+    if isinstance(node, ast.Lambda):
+        meta = {argument.arg for argument in node.args.args}
+        node = _MetaReads(meta).visit(ast.fix_missing_locations(ast.Expression(copy.deepcopy(node.body)))).body
+    return _python_items(node, names)
+
+
+class _MetaReads(ast.NodeTransformer):
+    """`meta['BLOCK']` as the name BLOCK, bound to the launch's option."""
+
+    def __init__(self, meta: set[str]) -> None:
+        self.meta = meta
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        key = node.slice
+        if isinstance(node.value, ast.Name) and node.value.id in self.meta and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return ast.copy_location(ast.Name(key.value), node)
+        return self.generic_visit(node)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=16)
+def _triton_sites(text: str) -> dict[str, tuple[_Site, ...]]:
+    """Calls `kernel[grid](...)` of the file's Triton kernels, with their autotune configs."""
+    tree = host_values.parse_module(text)
+    kernels = {kernel.name: kernel for kernel in triton_kernels(text)}
+    if tree is None or not kernels:
+        return {}
+    sites: dict[str, list[_Site]] = {}
+    for node in _calls_in_order(tree):
+        launched = node.func
+        if not isinstance(launched, ast.Subscript) or (name := dotted(launched.value).rsplit(".", 1)[-1]) not in kernels:
+            continue
+        names = host_values.scope_at(tree, node.lineno)
+        configs, unread = _autotune_configs(kernels[name], host_values.bindings(tree.body))
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+        site = _Site(
+            name, _python_dims(launched.slice, names), None, None, tuple(node.args), keywords, names, host_values.PYTHON, configs, unread
+        )
+        sites.setdefault(name, []).append(site)
+    return {name: tuple(found) for name, found in sites.items()}
+
+
+def autotune_configs(file_text: str, kernel_name: str) -> tuple[tuple[Mapping[str, int], ...], bool]:
+    """The configs of the kernel's `@triton.autotune` (each its constexprs with num_warps/num_stages), and
+    whether some could not be read (not literal); ((), False) where it has none."""
+    kernel = next((kernel for kernel in triton_kernels(file_text) if kernel.name == kernel_name), None)
+    tree = host_values.parse_module(file_text)
+    if kernel is None or tree is None:
+        return (), False
+    return _autotune_configs(kernel, host_values.bindings(tree.body))
+
+
+def _autotune_configs(kernel: ast.FunctionDef, module: Mapping[str, ast.expr]) -> tuple[tuple[Mapping[str, int], ...], bool]:
+    autotune = next((node for node in kernel.decorator_list if isinstance(node, ast.Call) and dotted(node).endswith("autotune")), None)
+    if autotune is None:
+        return (), False
+    listed = next((keyword.value for keyword in autotune.keywords if keyword.arg == "configs"), autotune.args[0] if autotune.args else None)
+    if isinstance(listed, ast.Name):
+        listed = module.get(listed.id)
+    if not isinstance(listed, (ast.List, ast.Tuple)):
+        return (), True
+    values = host_values.Values(module, host_values.PYTHON)
+    configs: list[Mapping[str, int]] = []
+    unread = False
+    for element in listed.elts:
+        config = _config(element, values)
+        if config is None:
+            unread = True
+        else:
+            configs.append(config)
+    return tuple(configs), unread
+
+
+def _config(node: ast.expr, values: host_values.Values) -> Mapping[str, int] | None:
+    """`triton.Config({'BLOCK': 128}, num_warps=4, num_stages=2)` as {'BLOCK': 128, 'num_warps': 4, 'num_stages': 2}."""
+    if (
+        not isinstance(node, ast.Call)
+        or host_values.callee_name(node) != "Config"
+        or not node.args
+        or not isinstance(node.args[0], ast.Dict)
+    ):
+        return None
+    pairs: list[tuple[ast.expr | None, ast.expr]] = [*zip(node.args[0].keys, node.args[0].values)]
+    pairs += [(ast.Constant(keyword.arg), keyword.value) for keyword in node.keywords if keyword.arg in TRITON_LAUNCH_OPTIONS]
+    config = {}
+    for key, bound in pairs:
+        number = _int(host_values.value(bound, values))
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, str) or number is None:
+            return None
+        config[key.value] = number
+    return config

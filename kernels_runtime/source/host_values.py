@@ -1,0 +1,217 @@
+"""The values host code gives names, for launch sites and KernelBench inputs: Python modules read
+with `ast`, C host code handed in as expression trees (host_launch.py), both evaluated by the one
+evaluator (expressions.py), never run.
+
+Host code computes a launch from sizes it only knows at run time (`n = x.numel()`); such a
+value is *unknown*, not an error, and what depends on it is unknown too. `Values` evaluates
+names lazily through the assignments that bind them, and, given a guess, reads every unknown
+(a run-time size, a parameter, a method call) as that guess: a grid `(n + 255) / 256` is then
+one thread per guessed element, and the caller says the grid was assumed.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import math
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kernelcast.kernels_runtime.source import expressions
+
+# Values past this cannot be sizes on any GPU; refusing early keeps arithmetic sane.
+MAX_VALUE = 2**62
+
+
+def _next_power_of_2(value: Any) -> int:
+    """`triton.next_power_of_2`: block sizes are often spelled with it."""
+    if not isinstance(value, int) or value < 0:
+        raise expressions.ExpressionError("next_power_of_2 needs a non-negative int")
+    return 1 << (value - 1).bit_length() if value > 1 else 1
+
+
+_COMMON: dict[str, Any] = {"cdiv": expressions.cdiv, "min": min, "max": max}
+# Ceil-division helpers as people name them (`at::ceil_div`, `cute::ceil_div`, `DIV_UP` macros expand first).
+CEIL_DIVISIONS = ("cdiv", "ceil_div", "ceildiv", "div_up", "divup", "DivUp", "ceilDiv", "div_round_up", "round_up_div")
+PYTHON = expressions.Dialect(
+    expressions.PYTHON_BINARY,
+    expressions.PYTHON_UNARY,
+    {**_COMMON, "next_power_of_2": _next_power_of_2, "ceil": math.ceil, "int": int},
+    limit=MAX_VALUE,
+)
+C = expressions.Dialect(
+    expressions.C_BINARY,
+    expressions.C_UNARY,
+    {**expressions.C_FUNCTIONS, **dict.fromkeys(CEIL_DIVISIONS, expressions.cdiv)},
+    limit=MAX_VALUE,
+)
+
+
+class Values(Mapping[str, Any]):
+    """Names bound to expression trees, evaluated on first use; with `guess`, a name that has no
+    value (unbound, or bound to something unknown) reads as the guess."""
+
+    def __init__(self, bound: Mapping[str, ast.expr], dialect: expressions.Dialect, guess: int | None = None) -> None:
+        self.bound = bound
+        self.dialect = dialect
+        self.guess = guess
+        self.known: dict[str, Any] = {}
+        self.active: set[str] = set()  # names being evaluated: `n = n * 2` is unknown, not a loop
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.known:
+            return self.known[name]
+        expression = self.bound.get(name)
+        found = None
+        if expression is not None and name not in self.active:
+            self.active.add(name)
+            try:
+                found = value(expression, self)
+            finally:
+                self.active.discard(name)
+        if found is None:
+            if self.guess is None:
+                raise KeyError(name)
+            found = self.guess
+        self.known[name] = found
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.bound)
+
+    def __len__(self) -> int:
+        return len(self.bound)
+
+
+def value(expression: ast.expr, names: Values) -> int | float | None:
+    """The expression's number, or None where the text does not fix it (with no guess)."""
+    try:
+        found = expressions.evaluate(opaque(expression, names.dialect), names, names.dialect)
+    except (expressions.ExpressionError, KeyError, TypeError, ArithmeticError, RecursionError):
+        return None
+    return found if isinstance(found, (int, float)) and not isinstance(found, bool) else None
+
+
+def opaque(expression: ast.expr, dialect: expressions.Dialect) -> ast.expr:
+    """A copy where what the evaluator cannot know (attributes, subscripts, calls of other functions,
+    strings) is a name spelled as the source: `x.numel()` is one unknown, the same each time it appears."""
+    return _Opaque(dialect).visit(copy.deepcopy(expression))  # type: ignore[no-any-return]
+
+
+class _Opaque(ast.NodeTransformer):
+    def __init__(self, dialect: expressions.Dialect) -> None:
+        self.dialect = dialect
+
+    def _unknown(self, node: ast.expr) -> ast.Name:
+        return ast.copy_location(ast.Name(ast.unparse(node)), node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        return self._unknown(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        return self._unknown(node)
+
+    def visit_Constant(self, node: ast.Constant) -> ast.expr:
+        return node if isinstance(node.value, (int, float)) and not isinstance(node.value, bool) else self._unknown(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        name = callee_name(node)
+        if name in self.dialect.forms:
+            return node
+        if name not in self.dialect.functions or node.keywords:
+            return self._unknown(node)
+        node.args = [self.visit(argument) for argument in node.args]
+        return node
+
+
+def callee_name(call: ast.Call) -> str:
+    """The last part of a call's callee: `triton.cdiv` -> `cdiv`."""
+    function = call.func
+    return function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+
+
+# --- Python modules ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=16)
+def parse_module(text: str) -> ast.Module | None:
+    """The module's tree, or None while it does not parse (a half-typed file has no launches to read). Shared: do not change it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def bindings(statements: list[ast.stmt], before_line: int | None = None) -> dict[str, ast.expr]:
+    """Names the statements assign (`a = e`, `a: int = e`, `a, b = e1, e2`), nested blocks included, the
+    last assignment above `before_line` winning; a name assigned otherwise (`a += 1`, a loop) is unknown."""
+    found: dict[str, ast.expr] = {}
+    for node in sorted(_assignments(statements), key=lambda node: (node.lineno, node.col_offset)):
+        if before_line is not None and node.lineno >= before_line:
+            break
+        for name, bound in _bound(node):
+            found[name] = bound
+    return found
+
+
+def _assignments(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Assignments among the statements and inside their blocks, not inside nested functions or classes."""
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
+            yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+
+
+# A value the text does not give: never bound, so it reads as unknown, or as the guess.
+UNKNOWN = ast.Name("<unknown>")
+
+
+def _bound(node: ast.stmt) -> Iterator[tuple[str, ast.expr]]:
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            yield from _pairs(target, node.value)
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        yield from _pairs(node.target, node.value)
+    elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        yield node.target.id, UNKNOWN
+    elif isinstance(node, ast.For):
+        yield from ((name.id, UNKNOWN) for name in ast.walk(node.target) if isinstance(name, ast.Name))
+
+
+def _pairs(target: ast.expr, bound: ast.expr) -> Iterator[tuple[str, ast.expr]]:
+    if isinstance(target, ast.Name):
+        yield target.id, bound
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        items = bound.elts if isinstance(bound, (ast.Tuple, ast.List)) and len(bound.elts) == len(target.elts) else None
+        for index, element in enumerate(target.elts):
+            yield from _pairs(element, items[index] if items else UNKNOWN)
+
+
+def scope_at(tree: ast.Module, line: int) -> dict[str, ast.expr]:
+    """What names mean on `line`: the module's assignments, then those of each function around the line above it."""
+    names = bindings(tree.body)
+    body: list[ast.stmt] = tree.body
+    while True:
+        around = next(
+            (
+                node
+                for node in body
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and node.lineno <= line <= (node.end_lineno or node.lineno)
+            ),
+            None,
+        )
+        if around is None:
+            return names
+        if not isinstance(around, ast.ClassDef):
+            parameters = around.args.posonlyargs + around.args.args + around.args.kwonlyargs
+            names = {name: bound for name, bound in names.items() if name not in {parameter.arg for parameter in parameters}}
+            names.update(bindings(around.body, line))
+        body = around.body
