@@ -22,12 +22,17 @@ from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_f
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
+from kernelcast.kernels_runtime.source.host_launch import GUESSED_CONFIG, GUESSED_GRID, host_launch
 from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
 from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
 from kernelcast.wire import (
+    ASSUMED_CANDIDATE_CONFIG,
+    ASSUMED_CANDIDATE_GRID,
     ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_REFERENCE_CONFIG,
+    ASSUMED_REFERENCE_GRID,
     ASSUMED_REFERENCE_LAUNCH,
     ASSUMED_SIZES,
     Forecast,
@@ -59,8 +64,9 @@ class KernelResult:
     part_of: str | None = None  # a kernel inside a KernelBench ModelNew: forecast as part of it
     computed_at: float | None = None
     from_cache: bool = False
-    launch: LaunchSpec | None = None
+    launch: LaunchSpec | None = None  # its launch pragma
     launch_error: str | None = None
+    host_launch: LaunchSpec | None = None  # without a pragma: the launch its file's host code makes
     facts: KernelFacts | None = None
     reference_facts: KernelFacts | None = None
     facts_error: str | None = None
@@ -166,13 +172,25 @@ def analyse_text(
         except LaunchSpecError as error:
             result.launch_error = f"{kernel.name}: launch pragma ignored: {error}"
             analysis.problems.append(result.launch_error)
+        if result.launch is None and result.launch_error is None and kernel.language in FACT_LANGUAGES:
+            result.host_launch = host_launch(text, kernel.name, kernel.language, python_file=path.suffix == ".py")
         if discovery.kind == "kernelbench" and kernel.name != "ModelNew":
             result.part_of = "ModelNew"
             analysis.results.append(result)
             continue
         attach_reference(result, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override)
+        if result.unchanged and result.reference is not None:  # the same code launched otherwise is a change
+            reference_launch = _launch_in(_reference_file(result.reference, analysis), result.reference)
+            result.unchanged = _same_launch(result.launch or result.host_launch, reference_launch)
         analysis.results.append(result)
     return analysis
+
+
+def _same_launch(one: LaunchSpec | None, other: LaunchSpec | None) -> bool:
+    """Whether two launches are the same as the forecaster sees them (a side whose launch is not read counts as the same)."""
+    if one is None or other is None:
+        return True
+    return {**one.as_launch(), "kernel": None} == {**other.as_launch(), "kernel": None}
 
 
 def attach_reference(
@@ -211,15 +229,24 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     assert result.reference is not None and analysis.hardware is not None
     reference, kernel = result.reference, result.kernel
     reference_file = _reference_file(reference, analysis)
+    # A launch read from host code guesses what it leaves to run time as the problem's elements.
+    elements = _elements(problem)
+    candidate_read = result.launch
+    if candidate_read is None and result.host_launch is not None:
+        candidate_read = host_launch(
+            analysis.text, kernel.name, kernel.language, python_file=analysis.path.suffix == ".py", elements=elements
+        )
     reference_launch, candidate_launch, assumed = _launches_or_assumed(
-        _LaunchedSide(reference.code, reference.language, reference.name, _launch_in(reference_file, reference)),
-        _LaunchedSide(kernel.code, kernel.language, kernel.name, result.launch),
+        _LaunchedSide(reference.code, reference.language, reference.name, _launch_in(reference_file, reference, elements)),
+        _LaunchedSide(kernel.code, kernel.language, kernel.name, candidate_read),
     )
     if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
     # Without sizes the forecast is made as for the corpus copies the weights learnt without them,
-    # whose spread covers not knowing the sizes; the request says so, for the hover.
-    if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not (reference_launch or candidate_launch):
+    # whose spread covers not knowing the sizes; the request says so, for the hover. A launch with
+    # a grid it read states how much work there is.
+    stating = [launch for launch in (reference_launch, candidate_launch) if launch is not None and GUESSED_GRID not in launch.guessed]
+    if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not stating:
         assumed.append(ASSUMED_SIZES)
     return ForecastRequest(
         reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
@@ -236,15 +263,25 @@ class _LaunchedSide:
     code: str
     language: str
     name: str | None
-    launch: LaunchSpec | None  # its launch pragma
+    launch: LaunchSpec | None  # its launch pragma, else the launch its host code makes
+
+
+# The words of a request for the parts of a side's host launch it guessed (host_launch.py's `guessed`).
+_GUESSED_WORDS = {
+    ("candidate", GUESSED_GRID): ASSUMED_CANDIDATE_GRID,
+    ("candidate", GUESSED_CONFIG): ASSUMED_CANDIDATE_CONFIG,
+    ("reference", GUESSED_GRID): ASSUMED_REFERENCE_GRID,
+    ("reference", GUESSED_CONFIG): ASSUMED_REFERENCE_CONFIG,
+}
 
 
 def _launches_or_assumed(reference: _LaunchedSide, candidate: _LaunchedSide) -> tuple[LaunchSpec | None, LaunchSpec | None, list[str]]:
-    """Each side's launch, and which were assumed. A CUDA or Triton side without a launch pragma, where
+    """Each side's launch, and which were assumed. A CUDA or Triton side without a launch, where
     the other side has one, is a guess either way: read from its code alone, or, when the two kernels
-    take the same parameters (a copy, an edit), launched as the other side is, the likelier guess."""
+    take the same parameters (a copy, an edit), launched as the other side is, the likelier guess.
+    A launch read from host code names the parts it guessed (its grid, its config)."""
     launches = {"reference": reference.launch, "candidate": candidate.launch}
-    assumed = []
+    assumed = [_GUESSED_WORDS[role, part] for role, launch in launches.items() if launch is not None for part in launch.guessed]
     for missing, known, words in ((candidate, reference, ASSUMED_CANDIDATE_LAUNCH), (reference, candidate, ASSUMED_REFERENCE_LAUNCH)):
         if missing.launch is not None or known.launch is None or known.launch.kind != "kernel" or missing.language not in FACT_LANGUAGES:
             continue
@@ -302,14 +339,31 @@ def _side(code: str, language: str, name: str | None, facts: KernelFacts | None,
     return KernelSide(code, language, name, facts_json or None)
 
 
-def _launch_in(file_text: str, reference: Reference) -> LaunchSpec | None:
-    """The reference's own launch pragma, when its file has one that parses."""
+def _launch_in(file_text: str, reference: Reference, elements: int | None = None) -> LaunchSpec | None:
+    """The reference's own launch pragma, when its file has one that parses, else (without a pragma)
+    the launch its host code makes, its unknowns read as `elements`."""
     if reference.name is None or reference.language not in FACT_LANGUAGES:
         return None
     try:
-        return find_launch_spec(file_text, reference.name, reference.language)
+        pragma = find_launch_spec(file_text, reference.name, reference.language)
     except LaunchSpecError:
         return None
+    python_file = Path(reference.path).suffix == ".py" if reference.path else reference.language == "triton"
+    return pragma or host_launch(file_text, reference.name, reference.language, python_file=python_file, elements=elements)
+
+
+def _elements(problem: dict[str, Any] | None) -> int | None:
+    """How many elements the problem has, for a host launch's unknown sizes: its largest input, else
+    the product of its two largest sizes (as the forecaster reads sizes), else None (not stated)."""
+    problem = problem or {}
+    inputs = [item.get("numel") for item in problem.get("inputs") or () if isinstance(item, dict)]
+    counts = [count for count in inputs if isinstance(count, int) and count > 0]
+    if counts:
+        return max(counts)
+    sizes = sorted(
+        (value for value in problem.values() if isinstance(value, int) and not isinstance(value, bool) and value > 0), reverse=True
+    )
+    return sizes[0] * sizes[1] if len(sizes) > 1 else sizes[0] if sizes else None
 
 
 def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -394,7 +448,7 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
                 _facts_source(kernel.code, whole_file),
                 kernel.language,
                 kernel.name,
-                result.launch,
+                result.launch or result.host_launch,
                 analysis.hardware,
                 cache,
                 compile_missing,
@@ -405,11 +459,12 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
                 changed = changed or result.facts is not None
         reference = result.reference
         if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
+            reference_file = _reference_file(reference, analysis)
             found = _facts_for(
-                _reference_file(reference, analysis),
+                reference_file,
                 reference.language,
                 reference.name,
-                result.launch,
+                result.launch if result.launch is not None else _launch_in(reference_file, reference),
                 analysis.hardware,
                 cache,
                 compile_missing,
@@ -436,6 +491,7 @@ def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache) -> 
         problem: str | None = f"{name}: launch pragma ignored: {error}"
     else:
         problem = None
+        launch = launch or host_launch(side.code, name, side.language, python_file=side.language == "triton")
     found = _facts_for(side.code, side.language, name, launch, hardware, cache, True)
     facts = _named(found, name) if found is not None else None
     if facts is None and found is not None and found.error:

@@ -285,11 +285,25 @@ class ForecastRequest:
 
 
 # What a request may say it assumed: a side's launch (from the other side's pragma when their
-# parameters match, else read from the code alone), and problem sizes that nothing read gave.
+# parameters match, else read from the code alone), and problem sizes that nothing read gave;
+# of a launch read from host code, its grid (computed from sizes only known at run time) or its
+# config (block, shared memory, Triton options: one of several autotune configs, or computed).
 ASSUMED_CANDIDATE_LAUNCH = "candidate launch"
 ASSUMED_REFERENCE_LAUNCH = "reference launch"
 ASSUMED_SIZES = "problem sizes"
-ASSUMED_INPUTS = (ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_SIZES)
+ASSUMED_CANDIDATE_GRID = "candidate grid"
+ASSUMED_REFERENCE_GRID = "reference grid"
+ASSUMED_CANDIDATE_CONFIG = "candidate launch config"
+ASSUMED_REFERENCE_CONFIG = "reference launch config"
+ASSUMED_INPUTS = (
+    ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_SIZES,
+    ASSUMED_CANDIDATE_GRID,
+    ASSUMED_REFERENCE_GRID,
+    ASSUMED_CANDIDATE_CONFIG,
+    ASSUMED_REFERENCE_CONFIG,
+)
 
 
 def _assumed_inputs(value: Any) -> tuple[str, ...]:

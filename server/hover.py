@@ -11,9 +11,20 @@ from kernelcast.analysis import FileAnalysis, KernelResult
 from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import roofline_floor_ms
 from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS
 from kernelcast.server.state import KernelcastServer
 from kernelcast.server.verdicts import verdict
-from kernelcast.wire import BIN_WORDS, Forecast
+from kernelcast.wire import (
+    ASSUMED_CANDIDATE_CONFIG,
+    ASSUMED_CANDIDATE_GRID,
+    ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_REFERENCE_CONFIG,
+    ASSUMED_REFERENCE_GRID,
+    ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_SIZES,
+    BIN_WORDS,
+    Forecast,
+)
 
 BAR_WIDTH = 20
 
@@ -80,11 +91,26 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
     ]
     lines += _pool_lines(provenance.get("details") or {})
     if provenance.get("assumed"):
-        lines += ["", f"Assumed, not read from the code: {', '.join(provenance['assumed'])}. The spread covers what the guess could be."]
+        lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
         count = provenance.get("local_measurements")
         lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]
     return lines
+
+
+def _assumed_words(assumed: list[str]) -> str:
+    """Which inputs were guessed, and how: a grid its host code computes from sizes known only at run time
+    is read for the problem's elements; a config is the first of several autotune configs or a guess."""
+    words = [f"Assumed, not read from the code: {', '.join(assumed)}."]
+    if any(item in (ASSUMED_CANDIDATE_GRID, ASSUMED_REFERENCE_GRID) for item in assumed):
+        words.append(
+            f"A grid computed from run-time sizes is taken for the problem's elements ({DEFAULT_ELEMENTS:,} where none is stated)."
+        )
+    if any(item in (ASSUMED_CANDIDATE_CONFIG, ASSUMED_REFERENCE_CONFIG) for item in assumed):
+        words.append("A launch config chosen at run time (autotune) is taken as its first.")
+    if any(item in (ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_SIZES) for item in assumed):
+        words.append("The spread covers what the guess could be.")
+    return " ".join(words)
 
 
 def _stand_in_line(result: KernelResult) -> str:
