@@ -1,0 +1,317 @@
+"""Launches read from host code as people write them (kernels_runtime/source/host_launch.py), and
+the forecast that follows them: issue 34 found every block-size edit in host code forecast 1.00×."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelcast.analysis import analyse_text, build_request, problem_sizes
+from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS, autotune_configs, host_launch
+from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
+from kernelcast.models.embedded.backend import EmbeddedBackend
+from kernelcast.settings import Settings
+from kernelcast.wire import ASSUMED_CANDIDATE_CONFIG, ASSUMED_CANDIDATE_GRID, ASSUMED_REFERENCE_GRID, ForecastRequest
+
+SCALE = """__global__ void scale(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def _cuda(host: str, prelude: str = "") -> str:
+    return prelude + SCALE + "\nvoid run(const float* x, float* y, int n) {\n" + host + "\n}\n"
+
+
+def _cuda_launch(host: str, prelude: str = "", elements: int | None = None) -> Any:
+    return host_launch(_cuda(host, prelude), "scale", "cuda", python_file=False, elements=elements)
+
+
+def test_literals_give_the_whole_launch() -> None:
+    launch = _cuda_launch("    scale<<<4096, 256, 1024>>>(x, y, 1 << 20);")
+    assert (launch.grid, launch.block, launch.smem, launch.guessed) == ((4096,), (256,), 1024, ())
+    assert launch.kind == "kernel" and launch.pragma == "" and launch.sizes == {"n": 1 << 20}
+
+
+@pytest.mark.parametrize(
+    "prelude, host",
+    [
+        ("#define THREADS 128\n", "    scale<<<1024, THREADS>>>(x, y, n);"),
+        ("constexpr int THREADS = 128;\n", "    scale<<<1024, THREADS>>>(x, y, n);"),
+        ("", "    const int threads = 128;\n    scale<<<1024, threads>>>(x, y, n);"),
+        ("", "    dim3 block(128);\n    scale<<<1024, block>>>(x, y, n);"),
+        ("", "    dim3 block = {128, 1, 1};\n    scale<<<1024, block>>>(x, y, n);"),
+        ("#define BLOCK_DIM 128\n", "    scale<<<dim3(1024), dim3(BLOCK_DIM)>>>(x, y, n);"),
+        ("", "    int threads = 64;\n    threads = 128;\n    scale<<<1024, threads>>>(x, y, n);"),  # the last assignment counts
+    ],
+    ids=["define", "constexpr", "const-local", "dim3-ctor", "dim3-braces", "dim3-inline", "reassigned"],
+)
+def test_the_block_is_read_through_names_macros_and_dim3(prelude: str, host: str) -> None:
+    launch = _cuda_launch(host, prelude)
+    assert launch.block in ((128,), (128, 1, 1)) and launch.grid in ((1024,), (1024, 1, 1)) and launch.guessed == ()
+
+
+def test_a_name_declared_in_another_function_is_not_seen() -> None:
+    other = "void other() { const int threads = 512; }\n"
+    assert _cuda_launch("    scale<<<1024, threads>>>(x, y, n);", other).guessed == ("config",)
+
+
+@pytest.mark.parametrize(
+    "prelude, grid",
+    [
+        ("", "(N + 255) / 256"),
+        ("", "at::ceil_div(N, 256)"),
+        ("static inline int div_round(int a, int b) { return (a + b - 1) / b; }\n", "div_round(N, 256)"),
+        ("#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))\n", "CEIL_DIV(N, 256)"),
+    ],
+    ids=["ceil-div", "at-ceil-div", "helper", "macro"],
+)
+def test_ceil_divisions_of_known_sizes_give_the_grid(prelude: str, grid: str) -> None:
+    launch = _cuda_launch(f"    const int N = 1000000;\n    scale<<<{grid}, 256>>>(x, y, N);", prelude)
+    assert launch.grid == (3907,) and launch.guessed == () and launch.sizes == {"n": 1000000}
+
+
+def test_a_run_time_size_keeps_the_block_and_guesses_the_grid_for_the_problem() -> None:
+    host = "    int size = x.numel();\n    int blocks = (size + 255) / 256;\n    scale<<<blocks, 256>>>(x, y, size);"
+    launch = _cuda_launch(host)
+    assert launch.block == (256,) and launch.guessed == ("grid",) and launch.grid == (DEFAULT_ELEMENTS // 256,)
+    assert _cuda_launch(host, elements=4096).grid == (16,)  # the problem's elements, when stated
+
+
+def test_a_grid_that_guessing_would_blow_up_covers_the_elements_one_thread_each() -> None:
+    launch = _cuda_launch("    dim3 grid(x.size(0), x.size(1));\n    scale<<<grid, dim3(16, 16)>>>(x, y, n);")
+    assert launch.block == (16, 16, 1) and launch.grid == (DEFAULT_ELEMENTS // 256,) and launch.guessed == ("grid",)
+
+
+def test_a_templated_kernel_with_a_stream_and_shared_memory_is_read() -> None:
+    text = SCALE.replace("__global__", "template <typename T>\n__global__") + (
+        "void run(float* x, float* y, int n, cudaStream_t stream) {\n"
+        "    scale<float><<<64, 128, 32 * sizeof(float), stream>>>(x, y, n);\n}\n"
+    )
+    launch = host_launch(text, "scale", "cuda", python_file=False)
+    assert (launch.grid, launch.block, launch.smem) == ((64,), (128,), 128)
+
+
+def test_a_kernel_launched_nowhere_has_no_host_launch() -> None:
+    assert host_launch(SCALE, "scale", "cuda", python_file=False) is None
+    assert _cuda_launch("    other<<<1, 32>>>(x);") is None
+
+
+LOAD_INLINE = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = """
+#define BLOCK 512
+__global__ void relu_kernel(const float* x, float* y, int size) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < size) y[i] = x[i] > 0 ? x[i] : 0;
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto size = x.numel();
+    auto y = torch::empty_like(x);
+    const int block_size = BLOCK;
+    const int num_blocks = (size + block_size - 1) / block_size;
+    relu_kernel<<<num_blocks, block_size>>>(x.data_ptr<float>(), y.data_ptr<float>(), size);
+    return y;
+}
+"""
+relu = load_inline(name="relu", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);", cuda_sources=cuda_source, functions=["relu_cuda"])
+'''
+
+
+def test_the_wrapper_in_a_load_inline_string_gives_the_launch() -> None:
+    launch = host_launch(LOAD_INLINE, "relu_kernel", "cuda", python_file=True, elements=16 * 16384)
+    assert launch.block == (512,) and launch.grid == (512,) and launch.guessed == ("grid",)
+
+
+CUPY = '''import cupy
+
+source = r"""
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+N = 1 << 22
+THREADS = 128
+scale = cupy.RawKernel(source, "scale")
+
+
+def run(x, y):
+    scale(((N + THREADS - 1) // THREADS,), (THREADS,), (x, y, N), shared_mem=64)
+'''
+
+
+def test_a_cupy_raw_kernel_call_gives_the_launch() -> None:
+    launch = host_launch(CUPY, "scale", "cuda", python_file=True)
+    assert (launch.grid, launch.block, launch.smem, launch.guessed) == ((32768,), (128,), 64, ())
+    assert launch.sizes == {"n": 1 << 22}
+
+
+TRITON = """import torch
+import triton
+import triton.language as tl
+
+BLOCK = 1024
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = 1 << 24
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=BLOCK, num_warps=8)
+    return out
+"""
+
+
+def test_a_triton_launch_reads_its_keywords_module_constants_and_grid_lambda() -> None:
+    launch = host_launch(TRITON, "add_kernel", "triton", python_file=True)
+    assert launch.options == {"BLOCK_SIZE": 1024, "num_warps": 8} and launch.grid == (1 << 14,) and launch.guessed == ()
+    assert launch.triton_signature() == {"n": 1 << 24}  # the pointers' types are the compiler's to guess
+    launched = launch.as_launch()
+    assert launched["block"] == [256] and launched["constexprs"] == {"BLOCK_SIZE": 1024}
+    unknown = host_launch(TRITON.replace("n = 1 << 24", "n = out.numel()"), "add_kernel", "triton", python_file=True)
+    assert unknown.guessed == ("grid",) and unknown.grid == (DEFAULT_ELEMENTS // 1024,)
+    default_warps = host_launch(TRITON.replace(", num_warps=8", ""), "add_kernel", "triton", python_file=True)
+    assert default_warps.options["num_warps"] == 4  # what Triton launches with
+
+
+AUTOTUNED = """import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[{configs}], key=["n"])
+@triton.jit
+def tuned(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def run(x, n):
+    tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
+"""
+ONE = "triton.Config({'BLOCK': 256}, num_warps=4)"
+TWO = "triton.Config({'BLOCK': 128}, num_warps=2), triton.Config({'BLOCK': 512}, num_warps=8, num_stages=3)"
+
+
+def test_autotune_configs_are_a_set_one_is_known_several_are_partly_assumed() -> None:
+    text = AUTOTUNED.format(configs=TWO)
+    assert autotune_configs(text, "tuned") == (({"BLOCK": 128, "num_warps": 2}, {"BLOCK": 512, "num_warps": 8, "num_stages": 3}), False)
+    several = host_launch(text, "tuned", "triton", python_file=True)
+    assert several.options == {"BLOCK": 128, "num_warps": 2} and several.guessed == ("config", "grid")
+    one = host_launch(AUTOTUNED.format(configs=ONE), "tuned", "triton", python_file=True)
+    assert one.options == {"BLOCK": 256, "num_warps": 4} and one.guessed == ("grid",)
+    assert one.grid == (DEFAULT_ELEMENTS // 256,)
+
+
+def test_kernelbench_constants_and_get_inputs_give_the_problem() -> None:
+    text = """import torch
+import torch.nn as nn
+
+batch_size = 16
+dim = 16384
+M = 1024 * 2
+
+
+class Model(nn.Module):
+    def forward(self, x, w):
+        return x @ w
+
+
+class ModelNew(Model):
+    pass
+
+
+def get_inputs():
+    w = torch.rand((dim, M))
+    return [torch.randn(batch_size, dim), w]
+
+
+def get_init_inputs():
+    return []
+"""
+    for name in ("Model", "ModelNew"):
+        sizes = find_launch_spec(text, name, "pytorch").problem_sizes()
+        assert sizes == {
+            "batch_size": 16,
+            "dim": 16384,
+            "M": 2048,
+            "inputs": [{"shape": [16, 16384], "numel": 16 * 16384}, {"shape": [16384, 2048], "numel": 16384 * 2048}],
+        }
+
+
+# --- through the analysis, to the forecast ----------------------------------------------------------------
+
+
+def _request(folder: Path, name: str, text: str, reference: str) -> ForecastRequest:
+    path = folder / name
+    path.write_text(text)
+    analysis = analyse_text(path.as_uri(), 1, text, path, folder, Settings(), SPECS["H100-SXM"], str(folder / reference))
+    (result,) = analysis.results
+    assert result.reference is not None and not result.unchanged
+    return build_request(analysis, result, problem_sizes(result, path, folder), 0.8)
+
+
+def _speedup(request: ForecastRequest) -> float:
+    return float(EmbeddedBackend().predict(request).details["mean_log2"])
+
+
+def test_a_block_size_edit_in_host_code_moves_the_forecast(tmp_path: Path) -> None:
+    """Issue 34: `<<<(n+255)/256, 256>>>` against `<<<(n+31)/32, 32>>>` forecast exactly 1.00×."""
+    reference = _cuda("    scale<<<(n + 255) / 256, 256>>>(x, y, n);")
+    (tmp_path / "reference.cu").write_text(reference)
+    edited = reference.replace("2.0f * x[i]", "x[i] * 2.0f")  # a change the analysis forecasts rather than calls unchanged
+    same = _request(tmp_path, "same.cu", edited, "reference.cu")
+    narrow = _request(tmp_path, "narrow.cu", edited.replace("(n + 255) / 256, 256", "(n + 31) / 32, 32"), "reference.cu")
+    (launch,) = narrow.candidate.facts["launches"]
+    assert launch["block"] == [32] and launch["grid"] == [DEFAULT_ELEMENTS // 32]
+    assert narrow.reference.facts["launches"][0]["block"] == [256]
+    assert set(narrow.assumed) >= {ASSUMED_CANDIDATE_GRID, ASSUMED_REFERENCE_GRID}
+    assert abs(_speedup(narrow) - _speedup(same)) > 0.1  # log2 of the speedup
+
+
+def test_a_triton_num_warps_edit_moves_the_forecast_and_autotune_is_marked(tmp_path: Path) -> None:
+    (tmp_path / "reference.py").write_text(TRITON)
+    edited = TRITON.replace("offs < n", "n > offs")
+    same = _request(tmp_path, "same.py", edited, "reference.py::add_kernel")
+    one_warp = _request(tmp_path, "one_warp.py", edited.replace("num_warps=8", "num_warps=1"), "reference.py::add_kernel")
+    assert one_warp.candidate.facts["launches"][0]["num_warps"] == 1
+    assert abs(_speedup(one_warp) - _speedup(same)) > 0.05
+    tuned = edited.replace(
+        "@triton.jit\ndef add_kernel",
+        "@triton.autotune(configs=[" + TWO.replace("'BLOCK'", "'BLOCK_SIZE'") + "], key=['n'])\n@triton.jit\ndef add_kernel",
+    )
+    assert (
+        ASSUMED_CANDIDATE_CONFIG
+        in _request(tmp_path, "tuned.py", tuned.replace(", BLOCK_SIZE=BLOCK, num_warps=8", ""), "reference.py::add_kernel").assumed
+    )
+
+
+def test_the_same_code_launched_otherwise_is_not_unchanged(tmp_path: Path) -> None:
+    reference = _cuda("    scale<<<(n + 255) / 256, 256>>>(x, y, n);")
+    (tmp_path / "reference.cu").write_text(reference)
+    for name, text, unchanged in (("copy.cu", reference, True), ("narrow.cu", reference.replace("255) / 256, 256", "31) / 32, 32"), False)):
+        path = tmp_path / name
+        path.write_text(text)
+        analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "reference.cu"))
+        assert analysis.results[0].unchanged is unchanged
+
+
+def test_the_hover_says_which_parts_of_a_host_launch_were_guessed() -> None:
+    from kernelcast.server.hover import _assumed_words
+
+    words = _assumed_words([ASSUMED_REFERENCE_GRID, ASSUMED_CANDIDATE_GRID, ASSUMED_CANDIDATE_CONFIG])
+    assert words.startswith("Assumed, not read from the code: reference grid, candidate grid, candidate launch config.")
+    assert "grid computed from run-time sizes" in words and "first" in words and "spread covers" not in words
