@@ -201,6 +201,7 @@ _SIZES_OF = {"float": 4, "int": 4, "double": 8, "half": 2, "__half": 2, "__nv_bf
 _STATIC_CAST = re.compile(r"\b(?:static_cast|reinterpret_cast)\s*<[^<>]*>")
 
 
+@functools.lru_cache(maxsize=16)
 def _cuda_text_of(python_text: str) -> str:
     """The CUDA a Python file holds in its strings (load_inline's sources, CuPy's code): every string
     constant that reads as CUDA or C++, joined, so their macros and helpers meet their launches."""
