@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -53,10 +53,61 @@ def test_policy_shifts_open_variants_by_the_common_miss() -> None:
     probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 0.2, 0.1)])
     means = policy.forecast_means(probabilities)
     # Both measured variants beat their forecasts by a full octave: the third is expected to as well.
-    measured = {0: means[0] + 1.0, 1: means[1] + 1.0}
-    chance = policy.open_chances(probabilities, measured, set())[2]
-    unshifted = 0.5 * math.erfc((measured[1] - means[2]) / math.sqrt(2 * policy.forecast_variances(probabilities)[2]))
-    assert chance > unshifted
+    (shifted,), (narrowed,) = policy.posterior(probabilities, {0: means[0] + 1.0, 1: means[1] + 1.0}, [2])
+    (unmoved,), (prior_sd,) = policy.posterior(probabilities, {}, [2])
+    assert unmoved == means[2] and shifted > means[2] + 0.8 and narrowed < prior_sd
+
+
+def _same_mean_other_shape(like: list[float]) -> list[float]:
+    """A two-humped forecast with the mean of `like`, far from it in shape."""
+    low, high = np.array(normal_bin_probabilities(-0.5, 0.3)), np.array(normal_bin_probabilities(1.1, 0.3))
+    mean = lambda p: float(policy.forecast_means(policy.as_matrix([p]))[0])  # noqa: E731
+    weight = (mean(high) - mean(like)) / (mean(high) - mean(low))
+    return list(weight * low + (1 - weight) * high)
+
+
+def test_expected_improvement_prefers_the_wider_of_two_equal_means_below_the_best() -> None:
+    gains = policy.expected_improvement(np.array([0.0, 0.0]), np.array([0.5, 0.1]), best=0.5)
+    assert gains[0] > 0.04 and gains[1] < 1e-6
+    # Variant 1 was measured as forecast; 2 is its twin, 3 has the same mean but another shape.
+    # The best measured (0) is above both: the twin, already half known, is worth less.
+    twin = normal_bin_probabilities(0.3, 0.3)
+    probabilities = policy.as_matrix([normal_bin_probabilities(1.5, 0.3), twin, twin, _same_mean_other_shape(twin)])
+    means = policy.forecast_means(probabilities)
+    measured = {0: means[0], 1: means[1]}
+    expected, sds = policy.posterior(probabilities, measured, [2, 3])
+    assert expected == pytest.approx([means[2], means[3]]) and sds[0] < sds[1]
+    assert policy.pick_next(probabilities, measured, set(), 1) == [3]
+    # Had variant 1 missed by an octave, its twin would be pulled down further than the other.
+    expected, _ = policy.posterior(probabilities, {0: means[0], 1: means[1] - 1.0}, [2, 3])
+    assert expected[0] < expected[1] - 0.2
+
+
+def test_a_round_spends_no_two_gpus_on_twins() -> None:
+    # 0 and 1 are the same forecast; 2 is a little lower and wider: the round takes 0 and 2.
+    probabilities = policy.as_matrix([normal_bin_probabilities(mean, sd) for mean, sd in ((1.0, 0.4), (1.0, 0.4), (0.95, 0.9))])
+    assert policy.forecast_means(probabilities)[2] < policy.forecast_means(probabilities)[1]
+    assert policy.pick_next(probabilities, {}, set(), 2) == [0, 2]
+    assert policy.pick_next(probabilities, {}, set(), 1) == [0]
+
+
+class _RecordedVariant:
+    """What search() reads of a variant: a forecast, and a job the recorded GPU answers from the name."""
+
+    def __init__(self, forecast_mean: float, speedup: float) -> None:
+        self.name = f"speedup_{speedup}"
+        self.forecast = SimpleNamespace(probabilities=normal_bin_probabilities(forecast_mean, 0.3))
+
+    def measurement_job(self, index: int, kernel_timeout_s: float) -> dict:
+        return {"index": index, "name": self.name}
+
+
+def test_a_settled_search_stops_before_measuring_everything() -> None:
+    # Measured as forecast: after the two best, nothing left has a 5% chance of beating them.
+    found = [_RecordedVariant(s, round(2**s, 4)) for s in (1.0, 0.8, -0.5, -1.0, -1.5, -2.0)]
+    state = search(found, cluster.LocalMeasurer(recorded_gpu), Budget(), lambda s, r: None, lambda v, m: None)  # type: ignore[arg-type]
+    assert state.stopped.startswith("settled") and sorted(state.outcomes) == [0, 1]
+    assert state.chances and max(state.chances.values()) <= policy.SETTLE_CHANCE
 
 
 # --- the replay on recorded measurements ---------------------------------------------------------
@@ -184,7 +235,7 @@ def test_local_cluster_plans_rounds_over_both_workers(tmp_path: Path, two_worker
         lambda v, m: learned.append(v.name),
     )
     probabilities = policy.as_matrix([v.forecast.probabilities for v in found])
-    assert sorted(rounds[:2]) == sorted(policy.pick_next(probabilities, {}, set(), 2))  # the first round: the two best forecasts
+    assert sorted(rounds[:2]) == sorted(policy.pick_next(probabilities, {}, set(), 2))  # the first round, as the policy picks one
     assert 2 <= len(state.outcomes) <= 8 and learned == [found[i].name for i in rounds]
     assert state.stopped.startswith(("budget of 8", "settled"))
     measured = {found[i].name: float(found[i].name.split("_")[1][:-3]) for i in state.outcomes}
