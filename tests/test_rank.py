@@ -133,14 +133,35 @@ def test_replay_on_recorded_pairs(tmp_path: Path) -> None:
         speedups = np.array([pair.speedup for pair in group.pairs])
         means = policy.forecast_means(group.probabilities)
         top = np.argsort(-means, kind="stable")[: replay.budget_of(len(speedups), 0.2)]
-        found.append(speedups[top].max() / speedups.max())
-    assert overall["forecast order @20%"]["mean_found_over_best"] == pytest.approx(np.mean(found), abs=1e-4)
+        found.append(speedups.max() / speedups[top].max())
+    assert overall["forecast order @20%"]["mean_regret"] == pytest.approx(np.mean(found), abs=1e-4)
     for name in replay.STRATEGIES:
-        ratios = [overall[f"{name} @{round(100 * f)}%"]["mean_found_over_best"] for f in replay.FRACTIONS]
-        assert all(0 < r <= 1 for r in ratios) and ratios == sorted(ratios)  # more measured never finds less
+        regrets = [overall[f"{name} @{round(100 * f)}%"]["mean_regret"] for f in replay.FRACTIONS]
+        assert all(r >= 1 for r in regrets) and regrets == sorted(regrets, reverse=True)  # more measured never finds less
+    for fraction in replay.FRACTIONS:
+        assert sum(overall[f"policy vs forecast order @{round(100 * fraction)}%"].values()) == 3
 
     table = _rank(tmp_path, "--replay", str(DATA / "pairs_rank_groups.jsonl"))
     assert "| kernelcast-h100-corpus | 3 | 31 |" in table.stdout
+
+
+def test_replay_reports_every_source_and_both_halves(tmp_path: Path) -> None:
+    # The gemv group again under another source, with the same group name: a group of its own.
+    lines = (DATA / "pairs_rank_groups.jsonl").read_text().splitlines()
+    elsewhere = [json.dumps({**json.loads(line), "source": "written elsewhere"}) for line in lines if '"group": "gemv' in line]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join([*lines, *elsewhere]) + "\n")
+    groups = replay.read_groups(pairs)
+    assert sorted((g.source, len(g.pairs)) for g in groups)[-1] == ("written elsewhere", 11) and len(groups) == 4
+    for group in groups:
+        group.probabilities = policy.as_matrix([normal_bin_probabilities(0.0, 1.0)] * len(group.pairs))
+    summary = replay.replay(groups, seeds=2)
+    splits = {entry["split"]: entry for entry in summary["splits"]}
+    assert splits["written elsewhere"]["groups"] == 1 and splits["kernelcast-h100-corpus"]["groups"] == 3
+    halves = [name for name in splits if name.startswith("kernelcast-h100-corpus · ") and name.endswith(" half")]
+    assert sum(splits[name]["groups"] for name in halves) == 3
+    assert {g.half for g in groups} <= {"design", "held-out"}
+    assert [g.half for g in groups] == [replay.Group(g.name, "any source", []).half for g in groups]  # the name alone decides
 
 
 # --- a real local Dask cluster -----------------------------------------------------------------

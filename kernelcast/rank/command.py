@@ -175,7 +175,7 @@ def _replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print("% of groups whose best found is within 5% of the true best (mean best found / true best)")
+    print("% of groups whose best found is within 5% of the true best (mean regret: true best / best found)")
     print("\n".join(replay.table_lines(summary)))
     for entry in summary["splits"]:
         stop = entry["self_stop"]
