@@ -175,13 +175,5 @@ def _replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print("% of groups whose best found is within 5% of the true best (mean regret: true best / best found)")
-    print("\n".join(replay.table_lines(summary)))
-    for entry in summary["splits"]:
-        stop = entry["self_stop"]
-        if stop["groups_stopped"]:
-            print(
-                f"{entry['split']}: the policy settles on its own after a median {100 * stop['median_fraction_measured']:.0f}% "
-                f"measured, within 5% of the best in {100 * stop['within_5pct']:.0f}% of {stop['groups_stopped']} groups"
-            )
+    print("\n".join(replay.text_lines(summary)))
     return 0

@@ -199,8 +199,21 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
         for name in STRATEGIES:
             for fraction in FRACTIONS:
                 cell = entry[f"{name} @{round(100 * fraction)}%"]
-                cells.append(f"{100 * cell['within_5pct']:.0f}% ({cell['mean_regret']:.3f})")
+                cells.append(f"{100 * cell['within_5pct']:.1f}% ({cell['mean_regret']:.3f})")
         paired = entry["policy vs forecast order @20%"]
         cells.append(f"{paired['better']}/{paired['same']}/{paired['worse']}")
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def text_lines(summary: dict[str, Any]) -> list[str]:
+    """What `kernelcast rank --replay` prints: the table, then how the policy did left to stop by itself."""
+    lines = ["% of groups whose best found is within 5% of the true best (mean regret: true best / best found)", *table_lines(summary)]
+    for entry in summary["splits"]:
+        stop = entry["self_stop"]
+        if stop["groups_stopped"]:
+            lines.append(
+                f"{entry['split']}: the policy settles on its own after a median {100 * stop['median_fraction_measured']:.0f}% "
+                f"measured, within 5% of the best in {100 * stop['within_5pct']:.0f}% of {stop['groups_stopped']} groups"
+            )
     return lines
