@@ -20,8 +20,9 @@ SETTLE_CHANCE of beating the best.
 
 The numbers come from the design half of the corpus groups (replay.HALF_SEED): NEIGHBOUR_SCALE
 from how fast the correlation of two variants' misses falls with the distance of their
-forecasts (halved by d = 0.07), the four spreads by maximum likelihood of those groups'
-misses. The held-out half judges the policy (README). A forecast's own spread is not used:
+forecasts (beyond a straight-line fit per group: 0.24 for near-identical forecasts, 0.06 at d
+= 0.05-0.1), the four spreads by maximum likelihood of those groups' misses
+(benchmarks/results/rank_replay.md). The held-out half judges the policy (README). A forecast's own spread is not used:
 within a run it hardly told whose miss would be larger (rank correlation 0.07 on the design
 half), and taking it as the own miss's spread made the search chase wide forecasts and find
 the best less often than forecast order.
