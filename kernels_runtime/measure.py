@@ -219,8 +219,11 @@ class GpuWorker:
 
     def _cancel(self, request_id: int) -> dict[str, Any]:
         """Ask the worker to stop (SIGINT); kill it if it is stuck in a kernel."""
+        process = self._process  # None when another thread stopped the worker (shutdown) meanwhile
+        if process is None:
+            return _failure("cancelled", "measurement cancelled; the GPU worker had been stopped")
         try:
-            os.kill(self._process.pid, signal.SIGINT)
+            os.kill(process.pid, signal.SIGINT)
         except ProcessLookupError:
             pass
         message = self._wait_for(request_id, time.monotonic() + CANCEL_GRACE_S, threading.Event(), results_only=True)
