@@ -434,10 +434,24 @@ def load_triton(label: str, code: str, spec: LaunchSpec) -> Side:
     return KernelSide(label, spec, launch)
 
 
+# Where the user keeps torch's extension builds, if they say so; kernelcast's state folder otherwise.
+_USER_EXTENSIONS_DIR = os.environ.get("TORCH_EXTENSIONS_DIR")
+
+
+def extensions_dir(code: str) -> Path:
+    """The build folder of one file's load_inline extensions. One folder per file text: two files
+    that both name their extension `fused_op` would otherwise rebuild over each other at every
+    switch, and builds of many files can run at once in separate processes."""
+    base = Path(_USER_EXTENSIONS_DIR) if _USER_EXTENSIONS_DIR else cache_dir() / "torch_extensions"
+    return base / hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
 def load_kernelbench(label: str, code: str, class_name: str) -> tuple[Any, Any]:
     """The model class and the module it came from."""
     if "load_inline" in code:
-        os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(cache_dir() / "torch_extensions"))
+        folder = extensions_dir(code)
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)  # torch reads it at each build
     module = import_user_module(code)
     model_class = getattr(module, class_name, None)
     if model_class is None:
@@ -550,7 +564,7 @@ class Measurer:
     @staticmethod
     def load_message(side_request: dict[str, Any], label: str) -> str:
         if "load_inline" in side_request["code"]:
-            where = cache_dir() / "torch_extensions"
+            where = extensions_dir(side_request["code"])
             return f"building {label}'s CUDA extension with load_inline (a first build can take a minute; cached under {where})"
         return f"loading {label} ({side_request['language']})"
 
