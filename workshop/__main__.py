@@ -1,5 +1,6 @@
-"""`python -m workshop corpus …` (the measured corpus) and `python -m workshop train …` (the
-embedded forecaster's weights), run from the checkout: the workshop is not installed."""
+"""`python -m workshop corpus …` (the measured synthetic corpus), `python -m workshop realworld …`
+(kernels others wrote, measured on our GPU) and `python -m workshop train …` (the embedded
+forecaster's weights), run from the checkout: the workshop is not installed."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The corpus commands (training parses its own arguments: `python -m workshop train --help`)."""
-    from workshop.corpus.cli import add_parser
+    from workshop.corpus.cli import add_parser as add_corpus
+    from workshop.realworld.cli import add_parser as add_realworld
 
-    parser = argparse.ArgumentParser(prog="python -m workshop", description="the workshop: corpus and training")
-    add_parser(parser.add_subparsers(dest="command", required=True))
+    parser = argparse.ArgumentParser(prog="python -m workshop", description="the workshop: corpora and training")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_corpus(commands)
+    add_realworld(commands)
     return parser
 
 

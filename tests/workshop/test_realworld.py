@@ -1,0 +1,185 @@
+"""The real-world corpus' manifest, batches and runner pieces, on small git mirrors made here
+(the listed sources' own files never enter the repository)."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workshop.realworld import manifest, pack, runner, sources
+from workshop.realworld.prebuild import error_summary
+
+PROBLEM = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+batch_size = 16
+dim = 1024 * 2
+total = batch_size * dim
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+"""
+TRITON_SOLUTION = "import triton\n\n@triton.jit\ndef relu_kernel(x_ptr):\n    pass\n\nclass ModelNew:\n    pass\n"
+CUDA_SOLUTION = "from torch.utils.cpp_extension import load_inline\nsource = '__global__ void k() {}'\nclass ModelNew:\n    pass\n"
+
+
+def make_mirror(root: Path, repo: str, files: dict[str, str]) -> str:
+    """A bare mirror laid out as the fetch tool lays one out (owner+name/repo); its commit."""
+    work = root / "work" / repo.replace("/", "+")
+    for path, text in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(work)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "files"], check=True)
+    bare = root / "mirrors" / repo.replace("/", "+") / "repo"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def llmkernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[sources.Source, Path]:
+    """A source in LLMKernel's layout: two rounds of one problem, one of them also copied to a second name."""
+    commit = make_mirror(
+        tmp_path,
+        "someone/kernels",
+        {
+            "KernelBench/level1/19_ReLU.py": PROBLEM,
+            "results/level1/19_ReLU/code/kernel_20250101_000001.py": TRITON_SOLUTION,
+            "results/level1/19_ReLU/code/kernel_20250101_000002.py": CUDA_SOLUTION,
+            "results/level1/19_ReLU/code/kernel_20250101_000003.py": TRITON_SOLUTION,
+            "results/level1/77_Missing/code/kernel_20250101_000001.py": TRITON_SOLUTION,  # no problem file: skipped
+        },
+    )
+    rounds, problems = sources.by_name("llmkernel").solution, sources.by_name("kernelbench-inductor").solution
+
+    def solution(path: str) -> sources.SolutionPath | None:  # LLMKernel's layout, and the problems as torch.compile records
+        return rounds(path) or problems(path)
+
+    source = sources.Source("test-source", "someone/kernels", commit, "MIT", solution, "someone/kernels", commit)
+    monkeypatch.setattr(sources, "SOURCES", (source,))
+    monkeypatch.setattr(manifest, "SOURCES", (source,))
+    return source, tmp_path / "mirrors"
+
+
+def test_each_listed_source_reads_its_own_layout() -> None:
+    cases = {
+        "llmkernel": ("results/level2/12_Gemm_Add/code/kernel_20251212_062245.py", (2, 12)),
+        "yenhao-huang": ("runs/ralph_codex_cuda_all/generated_kernels/level_3/problem_7.py", (3, 7)),
+        "technoabsurdist": ("runs/gemini_level1_run/level_1_problem_100_sample_0_kernel.py", (1, 100)),
+        "eh-kernelbench": ("results/level_1_problem_5_sample_3_kernel.py", (1, 5)),
+        "hzeng2000": ("runs/level_2_backend_triton_model_Kimi-K2-0905/level_2_problem_40_sample_0_kernel.py", (2, 40)),
+        "kernelbench-inductor": ("KernelBench/level3/4_LeNet5.py", (3, 4)),
+    }
+    for name, (path, where) in cases.items():
+        found = sources.by_name(name).solution(path)
+        assert found is not None and (found.level, found.problem) == where, name
+    assert sources.by_name("technoabsurdist").solution("runs/opus4_level2_20250903_065424/problem_9_kernel.py").problem == 9
+    # CuTe-DSL and TileLang solutions are not taken: the GPU host runs neither.
+    assert sources.by_name("hzeng2000").solution("runs/level_2_backend_cute_model_x/level_2_problem_40_sample_0_kernel.py") is None
+    with pytest.raises(KeyError, match="no listed source named 'nope'"):
+        sources.by_name("nope")
+
+
+def test_languages_and_problem_sizes_are_read_from_the_text() -> None:
+    assert manifest.language_of(CUDA_SOLUTION) == "cuda"
+    assert manifest.language_of(TRITON_SOLUTION) == "triton"
+    assert manifest.language_of("class ModelNew:\n    def forward(self, x):\n        return x.relu()\n") == "pytorch"
+    assert manifest.module_constants(PROBLEM) == {"batch_size": 16, "dim": 2048, "total": 32768}
+    assert manifest.module_constants("x = 2 ** 1000\ny = unknown * 2\n") == {}
+    assert manifest.module_constants("def broken(:\n") == {}
+
+
+def test_the_manifest_names_each_distinct_solution_with_its_problem(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
+    source, mirrors = llmkernel
+    out = tmp_path / "manifest.jsonl.gz"
+    assert manifest.build(mirrors, out) == {"test-source": 3}
+    rows = {row["path"].rsplit("/", 1)[1]: row for row in manifest.load(out)}
+    assert set(rows) == {"kernel_20250101_000001.py", "kernel_20250101_000002.py", "19_ReLU.py"}
+    triton = rows["kernel_20250101_000001.py"]
+    assert triton["same_as"] == ["results/level1/19_ReLU/code/kernel_20250101_000003.py"]
+    assert triton["sha256"] == hashlib.sha256(TRITON_SOLUTION.encode()).hexdigest()
+    assert triton["problem_sha256"] == hashlib.sha256(PROBLEM.encode()).hexdigest()
+    assert (triton["level"], triton["problem"], triton["problem_name"], triton["language"]) == (1, 19, "19_ReLU", "triton")
+    assert triton["sizes"] == {"batch_size": 16, "dim": 2048, "total": 32768}
+    assert rows["kernel_20250101_000002.py"]["language"] == "cuda"
+    # The problem file itself, when the source's pattern takes it, is torch.compile's record.
+    assert rows["19_ReLU.py"]["language"] == manifest.INDUCTOR
+    text = gzip.open(out, "rt").read()
+    assert "relu_kernel" not in text and "load_inline" not in text  # no code in the manifest
+
+
+def test_a_batch_holds_the_files_the_manifest_names_and_refuses_others(
+    llmkernel: tuple[sources.Source, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, mirrors = llmkernel
+    monkeypatch.setattr(manifest, "MANIFEST", tmp_path / "manifest.jsonl.gz")
+    manifest.build(mirrors, manifest.MANIFEST)
+    monkeypatch.setattr(pack, "load", lambda: manifest.load(manifest.MANIFEST))
+    rows = manifest.load(manifest.MANIFEST)
+    skip = {rows[0]["id"]}
+    assert pack.pack(tmp_path / "batch", mirrors, skip=skip) == 2
+    batch = [json.loads(line) for line in (tmp_path / "batch" / "batch.jsonl").read_text().splitlines()]
+    assert rows[0]["id"] not in {entry["id"] for entry in batch}
+    for entry in batch:
+        for digest in (entry["sha256"], entry["problem_sha256"]):
+            assert hashlib.sha256((tmp_path / "batch" / "files" / f"{digest}.py").read_bytes()).hexdigest() == digest
+    # A manifest line that does not match the mirror's file is refused, not packed.
+    tampered = [{**rows[0], "sha256": "0" * 64}]
+    monkeypatch.setattr(pack, "load", lambda: tampered)
+    with pytest.raises(ValueError, match="is not the file the manifest names"):
+        pack.pack(tmp_path / "other", mirrors)
+
+
+def test_batches_deal_sources_in_turn_so_a_cut_batch_covers_each() -> None:
+    entries = [{"id": f"a{i}", "source": "a"} for i in range(5)] + [{"id": f"b{i}", "source": "b"} for i in range(2)]
+    order = [entry["source"] for entry in pack.dealt(entries, seed=3)]
+    assert order == ["a", "b", "a", "b", "a", "a", "a"]
+    assert pack.dealt(entries, seed=3) == pack.dealt(entries, seed=3)
+
+
+def test_a_build_failure_keeps_the_compiler_errors_and_drops_command_lines() -> None:
+    log = (
+        "RuntimeError: Error building extension 'fused'\n"
+        "[1/3] /usr/local/cuda/bin/nvcc -c cuda.cu -o cuda.o " + "-I/x " * 200 + "\n"
+        '/tmp/ext/fused/cuda.cu(87): error: identifier "LAUNCH_CHECK" is undefined\n'
+        "      LAUNCH_CHECK();\n"
+        '1 error detected in the compilation of "/tmp/ext/fused/cuda.cu".\n'
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    assert error_summary(log).splitlines() == [
+        "RuntimeError: Error building extension 'fused'",
+        '/tmp/ext/fused/cuda.cu(87): error: identifier "LAUNCH_CHECK" is undefined',
+        '1 error detected in the compilation of "/tmp/ext/fused/cuda.cu".',
+    ]
+
+
+def test_torch_compile_records_compile_the_problems_own_model(tmp_path: Path) -> None:
+    (tmp_path / "abc.py").write_text(PROBLEM)
+    code = runner.candidate_code({"language": manifest.INDUCTOR, "sha256": "abc"}, tmp_path)
+    tree = ast.parse(code)
+    model_new = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "ModelNew")
+    assert [base.id for base in model_new.bases] == ["Model"]  # same parameters, built after the same seed
+    assert "torch.compile(super().forward)" in code
+    assert runner.candidate_code({"language": "triton", "sha256": "abc"}, tmp_path) == PROBLEM
+
+
+def test_a_run_folder_says_what_is_measured_already(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    assert runner.done_ids(results) == set()
+    results.write_text(json.dumps({"id": "s:1", "failure": "compile"}) + "\n\n" + json.dumps({"id": "s:2", "speedup": 1.2}) + "\n")
+    assert runner.done_ids(results) == {"s:1", "s:2"}

@@ -1,0 +1,51 @@
+"""`python -m workshop realworld …`: the corpus of kernels others wrote, measured on our GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from workshop.realworld import runner
+
+DEFAULT_MIRRORS = Path("/work/.mirror")
+
+
+def add_parser(subparsers: Any) -> None:
+    realworld = subparsers.add_parser("realworld", help="kernels others wrote: manifest, pack, run")
+    commands = realworld.add_subparsers(dest="realworld_command", required=True)
+
+    manifest = commands.add_parser("manifest", help="list every distinct solution of the listed sources (no code)")
+    manifest.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS, help="folder of git mirrors (owner+name/repo)")
+    manifest.add_argument("--source", action="append", help="repeatable; default: every listed source")
+    manifest.set_defaults(run=manifest_command)
+
+    pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
+    pack.add_argument("batch", type=Path)
+    pack.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    pack.add_argument("--limit", type=int, default=None)
+    pack.add_argument("--source", action="append")
+    pack.add_argument("--language", action="append", choices=("cuda", "triton", "pytorch", "inductor"))
+    pack.add_argument("--skip", type=Path, action="append", default=[], help="results.jsonl whose ids are measured already")
+    pack.add_argument("--seed", type=int, default=0)
+    pack.set_defaults(run=pack_command)
+
+    run = commands.add_parser("run", help="measure a packed batch on this machine's GPUs (resumable)")
+    runner.add_arguments(run)
+
+
+def manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import manifest
+
+    counts = manifest.build(args.mirrors, only=args.source)
+    print(json.dumps(counts, indent=1))
+    return 0
+
+
+def pack_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import pack
+
+    count = pack.pack(args.batch, args.mirrors, args.limit, args.source, args.language, pack.skipped_ids(args.skip), args.seed)
+    print(f"{count} entries in {args.batch}")
+    return 0

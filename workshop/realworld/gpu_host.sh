@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Measure a packed batch of real-world kernels on a GPU host (torch, no network), one call at a time.
+# Here, before the call:
+#   python -m workshop realworld pack .dev/rw/BATCH --limit N [--skip earlier/results.jsonl ...]
+#   .dev/rw/whl/: the device Python's wheels of kernelcast's pure-Python dependencies
+# Then, on the host (carry .dev/rw):
+#   bash workshop/realworld/gpu_host.sh .dev/rw/BATCH [DEADLINE_S]     # OUT/results.jsonl, OUT/run.log
+# The run folder and the build cache live in the host's /tmp, so a second call on the same warm
+# machine resumes the batch and finds its load_inline builds done; on a fresh machine the
+# batch's own results.jsonl (copied back from OUT after each call) says what is measured.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+batch=${1:?the batch folder}
+deadline=${2:-500}
+
+stamp=$(cat .dev/rw/whl/*.whl | md5sum)
+if [ "$(cat /tmp/site/.stamp 2>/dev/null)" != "$stamp" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev/rw/whl/*.whl || exit 1
+    echo "$stamp" > /tmp/site/.stamp
+fi
+# kernelcast laid out as pyproject maps it, and the workshop beside it; fresh each call.
+rm -rf /tmp/site/kernelcast /tmp/site/workshop && mkdir -p /tmp/site/kernelcast && cp -r kernelcast/. /tmp/site/kernelcast/ && cp -r workshop /tmp/site/ || exit 1
+for part in server kernels_runtime models; do cp -r "$part" "/tmp/site/kernelcast/$part" || exit 1; done
+# PYTHONSAFEPATH: the tree's kernelcast/ folder must not shadow the laid-out package.
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 KERNELCAST_HOME=/tmp/rwstate
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+run=/tmp/rwrun/$(basename "$batch")
+# Results of earlier calls (on other machines) travel with the batch: only what is missing is measured.
+[ -s "$run/results.jsonl" ] || { mkdir -p "$run" && cp "$batch/results.jsonl" "$run/" 2>/dev/null; }
+python3 -m workshop realworld run "$batch" --out "$run" --deadline-s "$deadline" > "$OUT/run.log" 2>&1
+echo "exit $?"
+grep -vE '^\[' "$OUT/run.log" | tail -20
+grep -E '^\[' "$OUT/run.log" | tail -5
+cp "$run/results.jsonl" "$OUT/" 2>/dev/null
+tail -c 20000 /tmp/rwstate/workers/gpu0.log > "$OUT/worker0.log" 2>/dev/null

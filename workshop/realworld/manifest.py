@@ -1,0 +1,182 @@
+"""The manifest of real-world kernels: one line per distinct solution file of a listed source.
+
+A line names the file (source, repository, commit, path, SHA-256), its KernelBench problem
+(level, number, the problem file's path and SHA-256 at the pinned commit), the language the
+solution's kernels are written in and the problem's module constants (its sizes). No code:
+`pack` reads the files from the mirrors again when a batch is made for the GPU host.
+
+    python -m workshop realworld manifest --mirrors /work/.mirror [--out workshop/realworld/data/manifest.jsonl.gz]
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import hashlib
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workshop.realworld.sources import SOURCES, Source
+
+DATA = Path(__file__).parent / "data"
+MANIFEST = DATA / "manifest.jsonl.gz"
+INDUCTOR = "inductor"
+
+
+@dataclass
+class Entry:
+    id: str
+    source: str
+    repo: str
+    commit: str
+    path: str
+    sha256: str
+    run: str
+    level: int
+    problem: int
+    problem_name: str
+    problem_path: str
+    problem_sha256: str
+    language: str  # cuda | triton | pytorch (no custom kernel) | inductor (torch.compile of the problem)
+    sizes: dict[str, int | float] = field(default_factory=dict)
+    same_as: list[str] = field(default_factory=list)  # other paths of the source with this very content
+
+
+class Mirror:
+    """One repository's git mirror, read at one commit."""
+
+    def __init__(self, mirrors: Path, repo: str, commit: str) -> None:
+        self.git_dir = mirrors / repo.replace("/", "+") / "repo"
+        if not self.git_dir.is_dir():
+            raise FileNotFoundError(f"no mirror of {repo} at {self.git_dir}: fetch github:{repo} first")
+        self.commit = commit
+
+    def paths(self) -> list[str]:
+        listed = subprocess.run(
+            ["git", f"--git-dir={self.git_dir}", "ls-tree", "-r", "--name-only", self.commit], capture_output=True, text=True, check=True
+        )
+        return listed.stdout.splitlines()
+
+    def read(self, path: str) -> bytes:
+        return subprocess.run(["git", f"--git-dir={self.git_dir}", "show", f"{self.commit}:{path}"], capture_output=True, check=True).stdout
+
+
+def language_of(text: str) -> str:
+    """What the solution's own kernels are written in; `pytorch` where it only calls torch."""
+    if re.search(r"\bload_inline\b|\bcpp_extension\b|__global__", text):
+        return "cuda"
+    if re.search(r"@triton\.(jit|autotune)|\btriton\.jit\b", text):
+        return "triton"
+    return "pytorch"
+
+
+def module_constants(text: str) -> dict[str, int | float]:
+    """Top-level `NAME = number` assignments (and arithmetic of earlier ones): a KernelBench problem's sizes."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    values: dict[str, int | float] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _number(node.value, values)
+            if value is not None:
+                values[node.targets[0].id] = value
+    return values
+
+
+_OPERATORS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Pow: lambda a, b: a**b,
+}
+
+
+def _number(node: ast.expr, names: dict[str, int | float]) -> int | float | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _number(node.left, names), _number(node.right, names)
+        if left is None or right is None or (isinstance(node.op, ast.Pow) and abs(right) > 64):
+            return None
+        return _OPERATORS[type(node.op)](left, right)
+    return None
+
+
+def problem_index(mirror: Mirror, levels: tuple[int, ...]) -> dict[tuple[int, int], str]:
+    """(level, number) → the problem file's path."""
+    index = {}
+    for path in mirror.paths():
+        found = re.fullmatch(r"KernelBench/level(\d)/(\d+)_[^/]+\.py", path)
+        if found and int(found.group(1)) in levels:
+            index[int(found.group(1)), int(found.group(2))] = path
+    return index
+
+
+def entries(source: Source, mirrors: Path) -> Iterator[Entry]:
+    """Every distinct solution of one source, each with its problem; a file whose problem is missing is skipped."""
+    mirror = Mirror(mirrors, source.repo, source.commit)
+    problems_mirror = mirror if source.problems_repo == source.repo else Mirror(mirrors, source.problems_repo, source.problems_commit)
+    problems = problem_index(problems_mirror, source.levels)
+    problem_texts: dict[str, bytes] = {}
+    seen: dict[str, Entry] = {}
+    for path in sorted(mirror.paths()):
+        where = source.solution(path)
+        if where is None or where.level not in source.levels or (where.level, where.problem) not in problems:
+            continue
+        data = mirror.read(path)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in seen:
+            seen[digest].same_as.append(path)
+            continue
+        problem_path = problems[where.level, where.problem]
+        if problem_path not in problem_texts:
+            problem_texts[problem_path] = problems_mirror.read(problem_path)
+        problem_data = problem_texts[problem_path]
+        text = data.decode("utf-8", "replace")
+        inductor = path == problem_path and source.problems_repo == source.repo
+        seen[digest] = Entry(
+            id=f"{source.name}:{digest[:16]}",
+            source=source.name,
+            repo=source.repo,
+            commit=source.commit,
+            path=path,
+            sha256=digest,
+            run=where.run,
+            level=where.level,
+            problem=where.problem,
+            problem_name=Path(problem_path).stem,
+            problem_path=problem_path,
+            problem_sha256=hashlib.sha256(problem_data).hexdigest(),
+            language=INDUCTOR if inductor else language_of(text),
+            sizes=module_constants(problem_data.decode("utf-8", "replace")),
+        )
+    yield from seen.values()
+
+
+def build(mirrors: Path, out: Path = MANIFEST, only: list[str] | None = None) -> dict[str, int]:
+    """Write the manifest; the count of entries per source."""
+    counts: dict[str, int] = {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out, "wt") as stream:
+        for source in SOURCES:
+            if only and source.name not in only:
+                continue
+            for entry in entries(source, mirrors):
+                stream.write(json.dumps(asdict(entry), sort_keys=True) + "\n")
+                counts[source.name] = counts.get(source.name, 0) + 1
+    return counts
+
+
+def load(path: Path = MANIFEST) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as stream:
+        return [json.loads(line) for line in stream if line.strip()]

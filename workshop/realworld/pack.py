@@ -1,0 +1,94 @@
+"""Pack a batch of manifest entries for the GPU host: batch.jsonl and files/<sha256>.py.
+
+    python -m workshop realworld pack BATCH_DIR --mirrors /work/.mirror [--limit N] [--source NAME ...]
+        [--language cuda|triton|inductor ...] [--skip RESULTS.jsonl ...] [--seed 0]
+
+The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
+so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
+round-robin over sources, so a batch cut short by its deadline still covers every source.
+The batch folder is carried to the GPU host; it is never committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from workshop.realworld.manifest import Mirror, load
+
+
+def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """Seeded shuffle within each source, then one entry of each source in turn."""
+    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in entries:
+        by_source[entry["source"]].append(entry)
+    generator = random.Random(seed)
+    for name in sorted(by_source):
+        generator.shuffle(by_source[name])
+    order = []
+    queues = [by_source[name] for name in sorted(by_source)]
+    while any(queues):
+        for items in queues:
+            if items:
+                order.append(items.pop(0))
+    return order
+
+
+def pack(
+    out: Path,
+    mirrors: Path,
+    limit: int | None = None,
+    sources: list[str] | None = None,
+    languages: list[str] | None = None,
+    skip: set[str] | None = None,
+    seed: int = 0,
+) -> int:
+    """Write the batch; how many entries it holds."""
+    entries = [
+        entry
+        for entry in load()
+        if (not sources or entry["source"] in sources)
+        and (not languages or entry["language"] in languages)
+        and entry["id"] not in (skip or set())
+    ]
+    chosen = dealt(entries, seed)[:limit]
+    files = out / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    opened: dict[tuple[str, str], Mirror] = {}
+    with (out / "batch.jsonl").open("w") as stream:
+        for entry in chosen:
+            for path, digest, repo, commit in _files_of(entry):
+                target = files / f"{digest}.py"
+                if target.exists():
+                    continue
+                mirror = opened.setdefault((repo, commit), Mirror(mirrors, repo, commit))
+                data = mirror.read(path)
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise ValueError(f"{repo}@{commit[:12]}:{path} is not the file the manifest names (SHA-256 differs)")
+                target.write_bytes(data)
+            stream.write(
+                json.dumps({key: entry[key] for key in ("id", "source", "language", "sha256", "problem_sha256", "level", "problem")}) + "\n"
+            )
+    return len(chosen)
+
+
+def _files_of(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(path, sha256, repo, commit) of the solution and of its problem file."""
+    from workshop.realworld.sources import by_name
+
+    source = by_name(entry["source"])
+    return [
+        (entry["path"], entry["sha256"], source.repo, source.commit),
+        (entry["problem_path"], entry["problem_sha256"], source.problems_repo, source.problems_commit),
+    ]
+
+
+def skipped_ids(paths: list[Path]) -> set[str]:
+    ids = set()
+    for path in paths:
+        ids |= {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
+    return ids
