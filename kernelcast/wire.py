@@ -339,7 +339,8 @@ def parse_tolerance(value: Any) -> str | float:
 # edit: same operation and family, the two sides differ in one variation axis.
 # cross: same operation, unrelated implementations (other family or language).
 # reference: the operation's PyTorch reference against a hand-written kernel.
-PAIR_KINDS = ("edit", "cross", "reference")
+# edit, cross, reference: the synthetic corpus and CUDA-L1; the rest: kernels others wrote (workshop/realworld).
+PAIR_KINDS = ("edit", "cross", "reference", "llm-vs-eager", "llm-vs-compile", "library-vs-eager", "variant", "inductor-vs-eager")
 
 
 @dataclass

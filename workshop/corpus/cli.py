@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernelcast.wire import PAIR_KINDS
+from workshop.corpus.pair_builder import KINDS
 from workshop.corpus.runner import add_arguments as add_runner_arguments
 
 
@@ -33,7 +33,7 @@ def add_parser(subparsers: Any) -> None:
 
     pairs = commands.add_parser("pairs", help="write labelled pairs (kernelcast eval's input)")
     pairs.add_argument("--out", type=Path, required=True)
-    pairs.add_argument("--kind", choices=PAIR_KINDS, action="append", help="repeatable; default: all kinds")
+    pairs.add_argument("--kind", choices=KINDS, action="append", help="repeatable; default: all kinds")
     pairs.add_argument("--ops", help="comma-separated operations (default: all)")
     pairs.add_argument("--data", type=Path, default=None)
     pairs.add_argument("--seed", type=int, default=0)
@@ -103,7 +103,7 @@ def _pairs(records: list[dict[str, Any]], args: argparse.Namespace) -> int:
             print(f"workshop corpus: no operation named {', '.join(sorted(unknown))} in the corpus", file=sys.stderr)
             return 2
         records = [record for record in records if record["op"] in wanted]
-    count = write_pairs(args.out, build_pairs(records, args.kind or PAIR_KINDS, seed=args.seed))
+    count = write_pairs(args.out, build_pairs(records, args.kind or KINDS, seed=args.seed))
     print(f"{count} pairs → {args.out}")
     return 0
 
