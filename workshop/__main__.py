@@ -23,11 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The corpus commands (training parses its own arguments: `python -m workshop train --help`)."""
     from workshop.corpus.cli import add_parser as add_corpus
     from workshop.realworld.cli import add_parser as add_realworld
+    from workshop.stats import add_parser as add_stats
 
     parser = argparse.ArgumentParser(prog="python -m workshop", description="the workshop: corpora and training")
     commands = parser.add_subparsers(dest="command", required=True)
     add_corpus(commands)
     add_realworld(commands)
+    add_stats(commands)
     return parser
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop.realworld import manifest, pack, runner, sources
+from workshop.realworld import dataset, manifest, pack, runner, sources
 from workshop.realworld.prebuild import error_summary
 
 PROBLEM = """import torch
@@ -95,13 +95,10 @@ def test_each_listed_source_reads_its_own_layout() -> None:
         sources.by_name("nope")
 
 
-def test_languages_and_problem_sizes_are_read_from_the_text() -> None:
+def test_a_solutions_language_is_read_from_its_text() -> None:
     assert manifest.language_of(CUDA_SOLUTION) == "cuda"
     assert manifest.language_of(TRITON_SOLUTION) == "triton"
     assert manifest.language_of("class ModelNew:\n    def forward(self, x):\n        return x.relu()\n") == "pytorch"
-    assert manifest.module_constants(PROBLEM) == {"batch_size": 16, "dim": 2048, "total": 32768}
-    assert manifest.module_constants("x = 2 ** 1000\ny = unknown * 2\n") == {}
-    assert manifest.module_constants("def broken(:\n") == {}
 
 
 def test_the_manifest_names_each_distinct_solution_with_its_problem(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
@@ -115,7 +112,7 @@ def test_the_manifest_names_each_distinct_solution_with_its_problem(llmkernel: t
     assert triton["sha256"] == hashlib.sha256(TRITON_SOLUTION.encode()).hexdigest()
     assert triton["problem_sha256"] == hashlib.sha256(PROBLEM.encode()).hexdigest()
     assert (triton["level"], triton["problem"], triton["problem_name"], triton["language"]) == (1, 19, "19_ReLU", "triton")
-    assert triton["sizes"] == {"batch_size": 16, "dim": 2048, "total": 32768}
+    assert triton["sizes"] == {"batch_size": 16, "dim": 2048, "total": 32768, "dtype": "f32"}
     assert rows["kernel_20250101_000002.py"]["language"] == "cuda"
     # The problem file itself, when the source's pattern takes it, is torch.compile's record.
     assert rows["19_ReLU.py"]["language"] == manifest.INDUCTOR
@@ -183,3 +180,101 @@ def test_a_run_folder_says_what_is_measured_already(tmp_path: Path) -> None:
     assert runner.done_ids(results) == set()
     results.write_text(json.dumps({"id": "s:1", "failure": "compile"}) + "\n\n" + json.dumps({"id": "s:2", "speedup": 1.2}) + "\n")
     assert runner.done_ids(results) == {"s:1", "s:2"}
+
+
+def measured(entry_id: str, speedup: float, t_candidate_ms: float, gpu: str = "H200") -> dict:
+    """A result line as the runner writes it for a measurement."""
+    return {
+        "id": entry_id,
+        "gpu": gpu,
+        "seconds": 2.0,
+        "speedup": speedup,
+        "ci95": [speedup * 0.98, speedup * 1.02],
+        "t_reference_ms": speedup * t_candidate_ms,
+        "t_candidate_ms": t_candidate_ms,
+        "details": {
+            "round_ratios": [speedup] * 5,
+            "tolerance": {"rule": "kernelbench", "atol_rtol": {"f32": 0.01}},
+            "correctness": {"out": {"max_abs_err": 1e-6}},
+            "versions": {"torch": "2.11.0"},
+            "driver": "580",
+        },
+    }
+
+
+def test_failure_messages_keep_the_tools_words_and_never_the_solutions_code() -> None:
+    triton = "candidate raised CompilationError: at 41:4:\n    acc = tl.dot(a, b)\n    ^\nValueError: shapes do not match"
+    assert dataset.plain_message(triton) == "candidate raised CompilationError: at 41:4:\nValueError: shapes do not match"
+    source = "\\n#include <torch/extension.h>\\n__global__ void conv_forward_kernel(float* x"
+    quoted = f"candidate failed to load: FileNotFoundError: No such file: '{source}"
+    assert dataset.plain_message(quoted) == "candidate failed to load: FileNotFoundError: No such file: '…'"
+    build = "candidate failed to load: RuntimeError: Error building extension 'op'\n/x/cuda.cu(3): error: expected a \";\"\n    int a = b\n"
+    assert (
+        dataset.plain_message(build)
+        == "candidate failed to load: RuntimeError: Error building extension 'op'\n/x/cuda.cu(3): error: expected a \";\""
+    )
+
+
+def test_assembled_records_join_the_manifest_and_keep_every_failure(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
+    _, mirrors = llmkernel
+    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
+    rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
+    results = tmp_path / "results.jsonl"
+    lines = [
+        measured(rows["triton"]["id"], 0.5, 2.0),
+        {"id": rows["cuda"]["id"], "failure": "wrong", "message": "wrong results: max abs err 3.0e+00", "seconds": 1.0},
+        measured(rows["triton"]["id"], 9.0, 1.0),  # a later result for the same id does not replace the first
+    ]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "records.jsonl.gz"
+    assert dataset.assemble([results], out, tmp_path / "manifest.jsonl.gz") == {"correct": 1, "wrong": 1}
+    records = {record["language"]: record for record in dataset.read(out)}
+    assert records["triton"]["speedup"] == 0.5 and records["triton"]["gpu"] == "H200"
+    assert records["triton"]["problem_name"] == "19_ReLU" and records["triton"]["path"] == rows["triton"]["path"]
+    assert records["cuda"]["failure"] == {"kind": "wrong", "message": "wrong results: max abs err 3.0e+00"}
+    part = dataset.stats(dataset.read(out))
+    assert (part["tried"], part["correct"], part["problems"]) == (2, 1, 1)
+    assert part["languages"] == {"cuda": {"tried": 1, "correct": 0}, "triton": {"tried": 1, "correct": 1}}
+    assert part["sources"]["test-source"] == {
+        "tried": 2,
+        "correct": 1,
+        "failures": {"wrong": 1},
+        "slower_than_eager": 1,
+        "s_median": 0.5,
+        "runtime_ms_range": [2.0, 2.0],
+    }
+
+
+def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
+    _, mirrors = llmkernel
+    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
+    rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
+    results = tmp_path / "results.jsonl"
+    lines = [measured(rows["triton"]["id"], 0.5, 2.0), measured(rows["cuda"]["id"], 2.0, 0.5), measured(rows["inductor"]["id"], 1.25, 0.8)]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    dataset.assemble([results], tmp_path / "records.jsonl.gz", tmp_path / "manifest.jsonl.gz")
+    found = {
+        (pair.kind, pair.request.candidate.language): pair for pair in dataset.pairs(dataset.read(tmp_path / "records.jsonl.gz"), mirrors)
+    }
+    assert sorted(found) == [
+        ("inductor-vs-eager", "pytorch"),
+        ("llm-vs-compile", "cuda"),
+        ("llm-vs-compile", "triton"),
+        ("llm-vs-eager", "cuda"),
+        ("llm-vs-eager", "triton"),
+        ("variant", "cuda"),
+        ("variant", "triton"),
+    ]
+    assert found["llm-vs-eager", "triton"].speedup == 0.5
+    assert found["llm-vs-eager", "triton"].request.reference.code == PROBLEM  # read back from the mirror
+    assert found["llm-vs-compile", "cuda"].speedup == pytest.approx(0.8 / 0.5)
+    variant = found["variant", "cuda"]  # the Triton solution (2.0 ms) as reference, the CUDA one (0.5 ms) as candidate
+    assert variant.speedup == pytest.approx(4.0) and variant.ci95[0] < 4.0 < variant.ci95[1]
+    assert variant.request.hardware["key"] == "H200" and variant.source == "test-source"
+    assert "torch.compile" in found["inductor-vs-eager", "pytorch"].request.candidate.code
+
+
+def test_the_committed_corpus_stats_match_the_datasets() -> None:
+    from workshop import stats
+
+    assert json.loads(stats.STATS.read_text()) == stats.current(), "run `python -m workshop stats`"

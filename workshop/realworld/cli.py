@@ -34,6 +34,16 @@ def add_parser(subparsers: Any) -> None:
     run = commands.add_parser("run", help="measure a packed batch on this machine's GPUs (resumable)")
     runner.add_arguments(run)
 
+    assemble = commands.add_parser("assemble", help="add run results to the records (data/records.jsonl.gz, no code)")
+    assemble.add_argument("results", nargs="+", type=Path)
+    assemble.set_defaults(run=assemble_command)
+
+    pairs = commands.add_parser("pairs", help="write labelled pairs of the correct records (code read from the mirrors)")
+    pairs.add_argument("--out", type=Path, required=True)
+    pairs.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    pairs.add_argument("--kind", action="append", choices=("llm-vs-eager", "llm-vs-compile", "variant", "inductor-vs-eager"))
+    pairs.set_defaults(run=pairs_command)
+
 
 def manifest_command(args: argparse.Namespace) -> int:
     from workshop.realworld import manifest
@@ -48,4 +58,21 @@ def pack_command(args: argparse.Namespace) -> int:
 
     count = pack.pack(args.batch, args.mirrors, args.limit, args.source, args.language, pack.skipped_ids(args.skip), args.seed)
     print(f"{count} entries in {args.batch}")
+    return 0
+
+
+def assemble_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import dataset
+
+    print(json.dumps(dataset.assemble(args.results)))
+    return 0
+
+
+def pairs_command(args: argparse.Namespace) -> int:
+    from kernelcast.wire import write_pairs
+    from workshop.realworld import dataset
+
+    records = dataset.read()
+    chosen = (pair for pair in dataset.pairs(records, args.mirrors) if not args.kind or pair.kind in args.kind)
+    print(f"{write_pairs(args.out, chosen)} pairs → {args.out}")
     return 0

@@ -25,6 +25,16 @@ for part in server kernels_runtime models; do cp -r "$part" "/tmp/site/kernelcas
 # PYTHONSAFEPATH: the tree's kernelcast/ folder must not shadow the laid-out package.
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 KERNELCAST_HOME=/tmp/rwstate
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+# GPU_TESTS_S=N: first the project's GPU tests, for at most N seconds (.dev/rw/whl then also holds
+# pytest, pytest-asyncio, pytest-lsp, pygls, lsprotocol, diskcache, httpx and their dependencies).
+if [ "${GPU_TESTS_S:-0}" -gt 0 ]; then
+    mkdir -p /tmp/site/bin && printf '#!/bin/sh\nexec python3 -m kernelcast "$@"\n' > /tmp/site/bin/kernelcast && chmod +x /tmp/site/bin/kernelcast
+    started=$(date +%s)
+    # The tree on the path after the laid-out package: tests import benchmarks/ and tests/ helpers from it.
+    PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH timeout "$GPU_TESTS_S" python3 -m pytest -o pythonpath= -m gpu -rs -q -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
+    echo "gpu tests: exit $? in $(( $(date +%s) - started )) s"; tail -15 "$OUT/gpu-tests.log"
+    deadline=$(( deadline - ($(date +%s) - started) ))
+fi
 run=/tmp/rwrun/$(basename "$batch")
 # Results of earlier calls (on other machines) travel with the batch: only what is missing is measured.
 [ -s "$run/results.jsonl" ] || { mkdir -p "$run" && cp "$batch/results.jsonl" "$run/" 2>/dev/null; }

@@ -2,7 +2,7 @@
 
 A line names the file (source, repository, commit, path, SHA-256), its KernelBench problem
 (level, number, the problem file's path and SHA-256 at the pinned commit), the language the
-solution's kernels are written in and the problem's module constants (its sizes). No code:
+solution's kernels are written in and the problem's sizes (module constants, input dtype). No code:
 `pack` reads the files from the mirrors again when a batch is made for the GPU host.
 
     python -m workshop realworld manifest --mirrors /work/.mirror [--out workshop/realworld/data/manifest.jsonl.gz]
@@ -10,7 +10,6 @@ solution's kernels are written in and the problem's module constants (its sizes)
 
 from __future__ import annotations
 
-import ast
 import gzip
 import hashlib
 import json
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from workshop.realworld.sources import SOURCES, Source
+from workshop.training.cuda_l1 import problem_sizes
 
 DATA = Path(__file__).parent / "data"
 MANIFEST = DATA / "manifest.jsonl.gz"
@@ -43,7 +43,7 @@ class Entry:
     problem_path: str
     problem_sha256: str
     language: str  # cuda | triton | pytorch (no custom kernel) | inductor (torch.compile of the problem)
-    sizes: dict[str, int | float] = field(default_factory=dict)
+    sizes: dict[str, Any] = field(default_factory=dict)  # module constants and the inputs' dtype
     same_as: list[str] = field(default_factory=list)  # other paths of the source with this very content
 
 
@@ -73,43 +73,6 @@ def language_of(text: str) -> str:
     if re.search(r"@triton\.(jit|autotune)|\btriton\.jit\b", text):
         return "triton"
     return "pytorch"
-
-
-def module_constants(text: str) -> dict[str, int | float]:
-    """Top-level `NAME = number` assignments (and arithmetic of earlier ones): a KernelBench problem's sizes."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return {}
-    values: dict[str, int | float] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = _number(node.value, values)
-            if value is not None:
-                values[node.targets[0].id] = value
-    return values
-
-
-_OPERATORS = {
-    ast.Add: lambda a, b: a + b,
-    ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b,
-    ast.Pow: lambda a, b: a**b,
-}
-
-
-def _number(node: ast.expr, names: dict[str, int | float]) -> int | float | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name):
-        return names.get(node.id)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        left, right = _number(node.left, names), _number(node.right, names)
-        if left is None or right is None or (isinstance(node.op, ast.Pow) and abs(right) > 64):
-            return None
-        return _OPERATORS[type(node.op)](left, right)
-    return None
 
 
 def problem_index(mirror: Mirror, levels: tuple[int, ...]) -> dict[tuple[int, int], str]:
@@ -158,7 +121,7 @@ def entries(source: Source, mirrors: Path) -> Iterator[Entry]:
             problem_path=problem_path,
             problem_sha256=hashlib.sha256(problem_data).hexdigest(),
             language=INDUCTOR if inductor else language_of(text),
-            sizes=module_constants(problem_data.decode("utf-8", "replace")),
+            sizes=problem_sizes(problem_data.decode("utf-8", "replace")),
         )
     yield from seen.values()
 

@@ -1,0 +1,225 @@
+"""The measured real-world records, what they add up to, and the labelled pairs they give.
+
+    python -m workshop realworld assemble RESULTS.jsonl ...   # → data/records.jsonl.gz (no code)
+    python -m workshop realworld pairs --out PAIRS.jsonl       # code read back from the mirrors
+
+A record is a manifest entry joined with what the GPU host made of it: a measurement against
+the problem's eager `Model` (S, its 95% interval, both medians, the tolerance it was checked
+at) or a failure (kind and message). Failures stay: which share of LLM kernels is wrong or
+does not build is a fact users want, and a forecaster must not learn from survivors only.
+Messages keep the compiler's and Python's own words, never lines of the solution's code.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kernelcast.kernels_runtime.hardware import lookup
+from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
+from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
+from workshop.realworld.prebuild import MAX_LINE_CHARS, error_summary
+from workshop.realworld.runner import COMPILED_MODEL
+
+RECORDS = Path(__file__).parent / "data" / "records.jsonl.gz"
+KERNEL_LANGUAGES = ("cuda", "triton")
+
+
+def plain_message(message: str) -> str:
+    """A failure's words without the code it may quote: a build's error lines, else the first
+    line and the exception lines after it (Triton's CompilationError prints the offending
+    source after its first line; the source is left out)."""
+    # A long quoted literal in an exception is the solution's text (a source string passed as a path).
+    message = re.sub(r"'(?:[^'\\]|\\.){60,}(?:'|\Z)|\"(?:[^\"\\]|\\.){60,}(?:\"|\Z)", "'…'", message)
+    if "Error building extension" in message:
+        return error_summary(message)
+    lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
+    exceptions = [line for line in lines[1:] if re.match(r"[A-Za-z_.]*(Error|Exception)\b", line)]
+    return "\n".join(line[:MAX_LINE_CHARS] for line in lines[:1] + exceptions[:3])
+
+
+def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
+    record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
+    record["gpu"] = result.get("gpu") if isinstance(result.get("gpu"), str) else None
+    record["build_s"] = result.get("build_s")
+    record["gpu_seconds"] = result.get("seconds")
+    if "speedup" in result:
+        details = result["details"]
+        record |= {
+            "correct": True,
+            "gpu": result["gpu"],
+            "speedup": result["speedup"],
+            "ci95": result["ci95"],
+            "t_reference_ms": result["t_reference_ms"],
+            "t_candidate_ms": result["t_candidate_ms"],
+            "round_ratios": details["round_ratios"],
+            "tolerance": details["tolerance"],
+            "max_abs_err": {name: entry["max_abs_err"] for name, entry in details["correctness"].items()},
+            "versions": details["versions"],
+            "driver": details["driver"],
+        }
+    else:
+        record |= {"correct": False, "failure": {"kind": result["failure"], "message": plain_message(result["message"])}}
+    return record
+
+
+def assemble(results: Iterable[Path], out: Path = RECORDS, manifest: Path = MANIFEST) -> dict[str, int]:
+    """Join run results with the manifest (an id's first result stands) and add them to `out`."""
+    entries = {entry["id"]: entry for entry in load(manifest)}
+    records = {record["id"]: record for record in read(out)} if out.exists() else {}
+    for path in results:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                result = json.loads(line)
+                if result["id"] in entries and result["id"] not in records:
+                    records[result["id"]] = record_of(entries[result["id"]], result)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out, "wt") as stream:
+        for record in sorted(records.values(), key=lambda record: record["id"]):
+            stream.write(json.dumps(record, sort_keys=True) + "\n")
+    return dict(Counter("correct" if record["correct"] else record["failure"]["kind"] for record in records.values()))
+
+
+def read(path: Path = RECORDS) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as stream:
+        return [json.loads(line) for line in stream if line.strip()]
+
+
+def stats(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The real-world part of corpus-stats.json: counts per language and per source, failures by
+    kind, how many correct kernels are slower than eager PyTorch, S's median and the runtimes."""
+    correct = [record for record in records if record["correct"]]
+    languages: dict[str, dict[str, int]] = defaultdict(lambda: {"tried": 0, "correct": 0})
+    for record in records:
+        languages[record["language"]]["tried"] += 1
+        languages[record["language"]]["correct"] += record["correct"]
+    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_source[record["source"]].append(record)
+    return {
+        "tried": len(records),
+        "correct": len(correct),
+        "gpu": dict(Counter(record["gpu"] for record in correct)),
+        "languages": {language: counts for language, counts in sorted(languages.items())},
+        "problems": len({record["problem_sha256"] for record in correct}),
+        "sources": {name: _source_stats(members) for name, members in sorted(by_source.items())},
+    }
+
+
+def _source_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
+    correct = [record for record in records if record["correct"]]
+    speedups = [record["speedup"] for record in correct]
+    runtimes = [record["t_candidate_ms"] for record in correct]
+    return {
+        "tried": len(records),
+        "correct": len(correct),
+        "failures": dict(sorted(Counter(record["failure"]["kind"] for record in records if not record["correct"]).items())),
+        "slower_than_eager": sum(speedup < 1 for speedup in speedups),
+        "s_median": round(statistics.median(speedups), 4) if speedups else None,
+        "runtime_ms_range": [round(min(runtimes), 5), round(max(runtimes), 5)] if runtimes else None,
+    }
+
+
+class Codes:
+    """The solutions' and problems' text, read back from the mirrors by the manifest's paths."""
+
+    def __init__(self, mirrors: Path) -> None:
+        self.mirrors = mirrors
+        self.opened: dict[tuple[str, str], Mirror] = {}
+
+    def text(self, repo: str, commit: str, path: str) -> str:
+        mirror = self.opened.setdefault((repo, commit), Mirror(self.mirrors, repo, commit))
+        return mirror.read(path).decode("utf-8", "replace")
+
+
+def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair]:
+    """Labelled pairs of the correct records, kinds as wire.PAIR_KINDS names them:
+    `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
+    `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
+    (two solutions of one problem file from one source, S from their medians, both ways round)."""
+    from workshop.realworld.sources import by_name
+
+    codes = Codes(mirrors)
+    by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record["correct"]:
+            by_problem[record["problem_sha256"]].append(record)
+    for members in by_problem.values():
+        first = members[0]
+        source = by_name(first["source"])
+        problem_code = codes.text(source.problems_repo, source.problems_commit, first["problem_path"])
+        eager = KernelSide(problem_code, "pytorch", "Model")
+        sides = {}
+        for record in members:
+            if record["language"] == INDUCTOR:
+                sides[record["id"]] = KernelSide(problem_code + COMPILED_MODEL, "pytorch", "ModelNew")
+            else:
+                language = record["language"] if record["language"] in KERNEL_LANGUAGES else "pytorch"
+                sides[record["id"]] = KernelSide(codes.text(record["repo"], record["commit"], record["path"]), language, "ModelNew")
+        group = f"{first['level']}/{first['problem_name']}@{first['problem_sha256'][:8]}"
+        compiled = next((record for record in members if record["language"] == INDUCTOR), None)
+        for record in members:
+            kind = "inductor-vs-eager" if record["language"] == INDUCTOR else "llm-vs-eager"
+            yield _pair(record, kind, eager, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=eager")
+            if compiled is not None and record is not compiled:
+                speedup, interval = _ratio(compiled, record)
+                yield _pair(record, "llm-vs-compile", sides[compiled["id"]], sides[record["id"]], speedup, interval, f"{group}/ref=compile")
+        solutions = [record for record in members if record["language"] != INDUCTOR]
+        for reference in solutions:
+            for candidate in solutions:
+                # Within one source: a pair must not straddle the sources that folds hold out.
+                if candidate is not reference and candidate["source"] == reference["source"]:
+                    speedup, interval = _ratio(reference, candidate)
+                    yield _pair(
+                        candidate,
+                        "variant",
+                        sides[reference["id"]],
+                        sides[candidate["id"]],
+                        speedup,
+                        interval,
+                        f"{group}/ref={reference['id']}",
+                        reference,
+                    )
+
+
+def _ratio(reference: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, tuple[float, float]]:
+    """S between two records of one problem from their own medians (each timed against the same
+    eager Model), with an interval that adds both records' relative half-widths in quadrature."""
+    speedup = reference["t_candidate_ms"] / candidate["t_candidate_ms"]
+    widths = [math.log(record["ci95"][1] / record["ci95"][0]) / 2 for record in (reference, candidate)]
+    half = math.hypot(*widths)
+    return speedup, (speedup * math.exp(-half), speedup * math.exp(half))
+
+
+def _pair(
+    record: dict[str, Any],
+    kind: str,
+    reference: KernelSide,
+    candidate: KernelSide,
+    speedup: float,
+    interval: Any,
+    group: str,
+    reference_record: dict[str, Any] | None = None,
+) -> LabelledPair:
+    spec = lookup(record["gpu"])
+    hardware = {**spec.to_json(), "fingerprint": spec.fingerprint()}
+    suffix = f"/vs/{reference_record['id']}" if reference_record else ""
+    return LabelledPair(
+        id=f"{record['id']}/{kind}{suffix}",
+        kind=kind,
+        request=ForecastRequest(reference, candidate, hardware, record["sizes"] or None),
+        speedup=speedup,
+        op=f"L{record['level']}/{record['problem_name']}",
+        group=group,
+        ci95=(interval[0], interval[1]),
+        source=record["source"],
+        extra={"language": record["language"]},
+    )
