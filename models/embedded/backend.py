@@ -27,6 +27,7 @@ import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
@@ -47,6 +48,7 @@ READER_MODULES = (
     "kernelcast.models.embedded.boosted",
     "kernelcast.models.embedded.spread",
     "kernelcast.models.embedded.novelty",
+    "kernelcast.models.embedded.kernelbench_prior",
     __name__,
 )
 
@@ -208,10 +210,12 @@ def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:
 class EmbeddedBackend:
     name = "embedded"
 
-    def __init__(self, path: Path = WEIGHTS_PATH, novelty_path: Path = NOVELTY_PATH) -> None:
+    def __init__(self, path: Path = WEIGHTS_PATH, novelty_path: Path = NOVELTY_PATH, prior_path: Path = PRIOR_PATH) -> None:
         self.model = TimeModel.load(path)
         self.novelty = NoveltyTable.load(novelty_path)
-        self.model_id = f"{self.model.model_id}+novelty-{source_digest([novelty_path])}"
+        self.prior = KernelBenchPrior.load(prior_path)
+        digests = [novelty_path] + ([prior_path] if self.prior else [])
+        self.model_id = f"{self.model.model_id}+novelty-{source_digest(digests)}"
         # Same weights read by another feature reader give other forecasts: cached ones must not be served.
         self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
 
@@ -231,9 +235,13 @@ class EmbeddedBackend:
         # Where a launch was guessed, the forecast is an even mixture of the guess and of both sides read from their code alone.
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
+        prior_applied = [self.prior is not None and self.prior.applies(request) for request in requests]
+        for index, applied in enumerate(prior_applied):
+            if applied and self.prior is not None:
+                mean[index], sd[index] = self.prior.adjust(float(mean[index]), float(sd[index]))
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate) in zip(
-            mean.tolist(), sd.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist()
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied in zip(
+            mean.tolist(), sd.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist(), prior_applied
         ):
             details = {
                 "mean_log2": round(mean_log2, 4),
@@ -243,6 +251,8 @@ class EmbeddedBackend:
                 "reference_log2_time": round(reference, 3),
                 "candidate_log2_time": round(candidate, 3),
             }
+            if applied:
+                details["kernelbench_prior"] = True
             raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean_log2, sd_log2), details=details))
         return raw
 
