@@ -1,9 +1,11 @@
-"""10,000+ generated hostile documents through real servers over stdio: no crash, no hang,
-every refusal in words.
+"""Generated hostile documents through real servers over stdio: no crash, no hang, every
+refusal in words.
 
 Two server processes share one forecaster service and one cache (two cores' worth); each
 keeps four documents in flight, with debounce 0 and compiler facts off so the time goes to
 discovery, references, launch specs, forecasts and publishing, the parts a keystroke runs.
+The suite feeds the first 2,500 documents of the seeded generator (every kind of document,
+in about 15 s on 2 cores); `benchmarks/bench_fuzz.py` feeds the 10,000 of the full sweep.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from documents import Document, DocumentGenerator
 from lsp_support import EXAMPLES, Start, StdioLsp, commit_all
 from machine import within
 
-DOCUMENTS = 10_000
+DOCUMENTS = 2_500  # the full sweep's 10,000: benchmarks/bench_fuzz.py
 SERVERS = 2
 IN_FLIGHT = 4  # documents each server has in flight at once
 HANG_S = 5.0  # on an idle 2-core machine; machine.within scales it to this one
@@ -105,28 +107,46 @@ class Fuzzer:
                 self.problems.append(f"{document.kind}: position {line}:{character} outside the document")
 
 
-async def test_ten_thousand_hostile_documents(start: Start, tmp_path: Path) -> None:
-    root = make_workspace(tmp_path / "fuzzed")
-    documents = list(itertools.islice(DocumentGenerator(seed=8), DOCUMENTS))
-    servers = [await start(root=root) for _ in range(SERVERS)]
-    fuzzers = [Fuzzer(server, root, documents[index::SERVERS]) for index, server in enumerate(servers)]
+async def fuzz(servers: list[StdioLsp], root: Path, count: int) -> dict:
+    """Feed the first `count` documents of the seeded generator (and two huge files each) to
+    `servers` on the workspace `root`; what went wrong, in words, and the latencies."""
+    documents = list(itertools.islice(DocumentGenerator(seed=8), count))
+    fuzzers = [Fuzzer(server, root, documents[index :: len(servers)]) for index, server in enumerate(servers)]
     started = time.perf_counter()
     await asyncio.gather(*(fuzzer.run() for fuzzer in fuzzers), *(huge_files(server, root) for server in servers))
     elapsed = time.perf_counter() - started
-    for server in servers:
-        assert server.process.returncode is None, f"server exited with {server.process.returncode}"
-        assert await within(server.hover((root / "matmul_tiled.cu").as_uri(), 0, timeout=None), HANG_S) == ""
     problems = [problem for fuzzer in fuzzers for problem in fuzzer.problems]
-    assert not problems, f"{len(problems)} problems, first 20:\n" + "\n".join(problems[:20])
     for server in servers:
-        assert b"Traceback" not in server.stderr, server.stderr.decode(errors="replace")[-3000:]
-        assert all(not UNREADABLE.search(message) for message in server.messages), server.messages
+        if server.process.returncode is not None:
+            problems.append(f"server exited with {server.process.returncode}")
+        elif await within(server.hover((root / "matmul_tiled.cu").as_uri(), 0, timeout=None), HANG_S) != "":
+            problems.append("hover on a line without a kernel answered")
+        if b"Traceback" in server.stderr:
+            problems.append(server.stderr.decode(errors="replace")[-3000:])
+        problems += [f"unreadable message {message!r}" for message in server.messages if UNREADABLE.search(message)]
     latencies = sorted(latency for fuzzer in fuzzers for latency in fuzzer.latencies)
+    return {
+        "documents": count,
+        "kinds": sorted({document.kind for document in documents}),
+        "answered": len(latencies),
+        "seconds": round(elapsed, 1),
+        "p50_ms": round(1000 * latencies[len(latencies) // 2]) if latencies else None,
+        "max_ms": round(1000 * latencies[-1]) if latencies else None,
+        "problems": problems,
+    }
+
+
+async def test_hostile_documents(start: Start, tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "fuzzed")
+    result = await fuzz([await start(root=root) for _ in range(SERVERS)], root, DOCUMENTS)
+    problems = result["problems"]
+    assert not problems, f"{len(problems)} problems, first 20:\n" + "\n".join(problems[:20])
+    assert result["kinds"] == sorted(DocumentGenerator(seed=8).kinds), "the sample holds every kind of document"
+    assert result["answered"] == DOCUMENTS
     print(
-        f"\nfuzzed {len(latencies)} documents in {elapsed:.1f} s ({len(latencies) / elapsed:.0f}/s) through {SERVERS} servers: "
-        f"p50 {1000 * latencies[len(latencies) // 2]:.0f} ms, max {1000 * latencies[-1]:.0f} ms, 0 crashes, 0 hangs"
+        f"\nfuzzed {DOCUMENTS} documents in {result['seconds']} s through {SERVERS} servers: "
+        f"p50 {result['p50_ms']} ms, max {result['max_ms']} ms, 0 crashes, 0 hangs"
     )
-    assert len(latencies) == DOCUMENTS
 
 
 async def huge_files(server: StdioLsp, root: Path) -> None:
