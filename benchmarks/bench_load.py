@@ -160,6 +160,13 @@ def run_editor(index: int, workspace: Path, home: Path, minutes: float) -> None:
     print(json.dumps({"result": result}), flush=True)
 
 
+def _wait_while_running(editors: list[subprocess.Popen[str]], seconds: float) -> None:
+    """Sleep `seconds`, or less once every editor has finished: the run ends when they do, not up to 10 s later."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(editor.poll() is None for editor in editors):
+        time.sleep(0.1)
+
+
 def run(minutes: float, workdir: Path) -> dict[str, Any]:
     """The whole benchmark: start 3 editor processes, sample RSS, gather their figures."""
     workspace, home = workdir / "workspace", workdir / "home"
@@ -186,7 +193,7 @@ def run(minutes: float, workdir: Path) -> dict[str, Any]:
                 "service_mb": rss_mb(service_pid) if service_pid else None,
             }
         )
-        time.sleep(SAMPLE_S)
+        _wait_while_running(editors, SAMPLE_S)
     results = [json.loads(editor.stdout.read().strip().splitlines()[-1])["result"] for editor in editors]
     stop_service(home)
     hint_ms = [ms for result in results for ms in result["hint_ms"]]
