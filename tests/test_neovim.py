@@ -27,7 +27,11 @@ vim.cmd('filetype on')
 dofile(init)
 vim.cmd('edit ' .. vim.fn.fnameescape(file))
 local result = { filetype = vim.bo.filetype }
-result.attached = vim.wait(15000, function() return #vim.lsp.get_clients({ bufnr = 0 }) > 0 end, 50)
+-- Until a client attaches or the config says in :messages why none will (not 15 s for nothing).
+vim.wait(15000, function()
+  return #vim.lsp.get_clients({ bufnr = 0 }) > 0 or vim.fn.execute('messages'):find('kernelcast:', 1, true) ~= nil
+end, 50)
+result.attached = #vim.lsp.get_clients({ bufnr = 0 }) > 0
 result.messages = vim.fn.execute('messages')
 if not result.attached then return result end
 vim.wait(30000, function() return #vim.diagnostic.get(0) > 0 end, 50)
