@@ -138,7 +138,7 @@ def test_listing_answers_at_once_while_an_llm_server_hangs(tmp_path: Path) -> No
         time.sleep(0.5)  # the probe of the silent server is under way
         started = time.monotonic()
         listing = httpx.get(f"{url}/v1/backends?probe=false", headers=headers, timeout=10).json()["backends"]
-        assert time.monotonic() - started < 5  # the probe alone takes 20 s
+        assert time.monotonic() - started < limit(5)  # the probe alone takes 20 s
         assert [b["name"] for b in listing] == ["embedded", "openai", "combined"] and "available" not in listing[0]
         answer = httpx.post(f"{url}/v1/forecast", json={**_request().to_json(), "backend": "embedded"}, headers=headers, timeout=10)
         assert answer.json()["provenance"]["backend"] == "embedded"
@@ -225,7 +225,7 @@ def test_configured_url_that_does_not_answer_is_reported_quickly(tmp_path: Path)
         started = time.monotonic()
         with pytest.raises(ForecasterUnavailable, match="no answer from"):
             await client.forecast(_request())
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < limit(5)
         await client.close()
 
     asyncio.run(scenario())
