@@ -6,7 +6,6 @@ use real failures: a port nobody listens on, and requests this server answers wi
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from test_llm_llama_cpp import pair, require_llama_and_model
 from kernelcast.models.service import backends
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.llm_common import LLMBackendError
+from kernelcast.models.service.llm_llama_cpp import default_threads
 from kernelcast.models.service.llm_openai import OpenAICompatibleBackend
 
 
@@ -49,8 +49,12 @@ def _start_server(logits_all: bool) -> tuple[subprocess.Popen[bytes], str]:
         str(port),
         "--n_ctx",
         "4096",
+        # As the llama-cpp backend does: a core left to the rest (the suite's other worker), since
+        # llama.cpp's threads wait for the slowest at every operation.
         "--n_threads",
-        str(os.cpu_count() or 1),
+        str(default_threads()),
+        "--n_threads_batch",
+        str(default_threads()),
         "--logits_all",
         str(logits_all),
         "--verbose",
