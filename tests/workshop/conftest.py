@@ -1,5 +1,6 @@
 """Tests of the workshop (corpus generator, training, benchmarks' scripts), which is not installed:
-marked `workshop` and run after the product's tests, so a product failure shows first and
+marked `workshop` and run after the product's tests (in the README's parallel run, handed out
+after them: files go to the workers in this order), so a product failure shows first and
 `-m "not workshop"` runs the product alone."""
 
 from __future__ import annotations
