@@ -63,12 +63,23 @@ def stop_service(home: Path) -> None:
         return
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _running(pid):
             return
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs. An exited service is a zombie until its parent, init by then,
+    collects it, and a container's init may take seconds: that wait is not the service's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc (macOS), or it has just gone: signal 0 answers next time
+        return True
 
 
 class StdioLsp:
