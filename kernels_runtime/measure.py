@@ -213,6 +213,8 @@ class GpuWorker:
                 return message
             if kind == "cancelled":
                 return self._cancel(request_id)
+            if kind == "stopped":
+                return _failure("cancelled", "measurement stopped: the GPU worker was shut down")
             limit = timeouts.load_s if phase == "load" else timeouts.kernel_s
             what = f"loading {running}" if phase == "load" and running else (running or "the measurement")
             return self._lost(message, what, limit)
@@ -270,12 +272,17 @@ class GpuWorker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return {"type": "timeout"}
-            readable, _, _ = select.select([self._results_fd], [], [], min(POLL_S, remaining))
-            if readable:
-                chunk = os.read(self._results_fd, 1 << 16)
-                if not chunk:
-                    return {"type": "eof"}
-                self._buffer += chunk
+            results_fd = self._results_fd  # None, or closed, once another thread stopped the worker
+            if results_fd is None:
+                return {"type": "stopped"}
+            try:
+                readable, _, _ = select.select([results_fd], [], [], min(POLL_S, remaining))
+                chunk = os.read(results_fd, 1 << 16) if readable else b""
+            except (OSError, ValueError):
+                return {"type": "stopped"}
+            if readable and not chunk:
+                return {"type": "eof"}
+            self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line
 
