@@ -134,7 +134,7 @@ class ForecasterClient:
         with open(lock_path, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = read_state(self.state_dir)
-            alive = state is not None and _process_alive(state.get("pid"))
+            alive = state is not None and process_alive(state.get("pid"))
             if alive and state.get("build") != code_build():
                 logger.info("replacing forecaster service pid %s of build %s", state.get("pid"), state.get("build"))
                 stop_service(self.state_dir)
@@ -280,16 +280,16 @@ def stop_service(state_dir: Path) -> tuple[bool, str]:
     try:
         httpx.post(f"{url}/v1/shutdown", headers=headers, timeout=START_TIMEOUT_S).raise_for_status()
     except httpx.TimeoutException:  # hung: end it, if that pid is still a kernelcast service
-        if _process_alive(pid) and b"kernelcast" in _command_line(pid):
+        if process_alive(pid) and b"kernelcast" in _command_line(pid):
             os.kill(pid, signal.SIGTERM)
     except httpx.HTTPError:  # nothing there: a state file left by a killed service
         if read_state(state_dir) == state:
             (state_dir / STATE_FILE).unlink(missing_ok=True)
         return True, f"no service running at {url} (removed its stale state file)"
     deadline = time.monotonic() + STOP_WAIT_S
-    while _process_alive(pid) and time.monotonic() < deadline:
+    while process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _process_alive(pid):
+    if process_alive(pid):
         return False, f"the service pid {pid} at {url} did not exit within {STOP_WAIT_S:g} s"
     return True, f"stopped the service pid {pid} at {url}"
 
@@ -301,7 +301,7 @@ def _command_line(pid: int) -> bytes:
         return b""
 
 
-def _process_alive(pid: Any) -> bool:
+def process_alive(pid: Any) -> bool:
     """True while `pid` runs; an exited child its parent has not reaped yet (a zombie) is not running."""
     if not isinstance(pid, int):
         return False

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from kernelcast.server.service_client import process_alive
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SERVER_COMMAND = [sys.executable, "-m", "kernelcast", "lsp"]
 # What a keystroke runs, without the compiler child processes (they have their own tests).
@@ -63,23 +65,10 @@ def stop_service(home: Path) -> None:
         return
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        if not _running(pid):
+        if not process_alive(pid):  # an exited service waiting for init to reap it counts as gone
             return
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
-
-
-def _running(pid: int) -> bool:
-    """Whether `pid` still runs. An exited service is a zombie until its parent, init by then,
-    collects it, and a container's init may take seconds: that wait is not the service's."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:  # no /proc (macOS), or it has just gone: signal 0 answers next time
-        return True
 
 
 class StdioLsp:
