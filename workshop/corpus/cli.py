@@ -38,6 +38,9 @@ def add_parser(subparsers: Any) -> None:
     pairs.add_argument("--data", type=Path, default=None)
     pairs.add_argument("--seed", type=int, default=0)
 
+    check = commands.add_parser("compile-check", help="compile one kernel of every operation for the H100 (no GPU needed)")
+    check.add_argument("--every", type=int, default=1, help="every N-th operation (the test suite takes 2)")
+
     repro = commands.add_parser("repro", help="share of a re-measured sample inside the dataset's 95%% CIs")
     repro.add_argument("run_dir", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
     repro.add_argument("--data", type=Path, default=None)
@@ -57,6 +60,13 @@ def run_command(args: argparse.Namespace) -> int:
         counts = dataset.assemble(args.runs, args.out or dataset.DEFAULT_DATASET)
         print(json.dumps(counts))
         return 0
+    if command == "compile-check":
+        from workshop.corpus.runner import compile_failures, one_per_operation
+
+        sample = one_per_operation(args.every)
+        failures = compile_failures(sample)
+        print("\n".join(failures) or f"{len(sample)} operations compile")
+        return 1 if failures else 0
     if command == "to-run":
         try:
             print(f"{dataset.to_run(args.data or dataset.DEFAULT_DATASET, args.run_dir)} records → {args.run_dir}")

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -719,3 +719,39 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def one_per_operation(every: int = 1) -> list[Entry]:
+    """Every `every`-th operation once (in name order), languages alternating, each time the
+    variant whose family has been picked least so far: all operations and most families in 86
+    compiles, where all 500 (operation, family, language) combinations take over 14 minutes on
+    2 busy cores."""
+    by_op: dict[str, list[Entry]] = {}
+    for entry in entries():
+        by_op.setdefault(entry.op.name, []).append(entry)
+    picked: dict[tuple[str, str], int] = {}
+    sample = []
+    for index, (_, variants) in enumerate(sorted(by_op.items())):
+        languages = sorted({entry.variant.language for entry in variants})
+        language = languages[index % len(languages)]
+        entry = min((e for e in variants if e.variant.language == language), key=lambda e: picked.get((e.variant.family, language), 0))
+        picked[(entry.variant.family, language)] = picked.get((entry.variant.family, language), 0) + 1
+        if index % every == 0:
+            sample.append(entry)
+    return sample
+
+
+def compile_failures(sample: list[Entry], workers: int = 2) -> list[str]:
+    """Each entry compiled for the H100 at its largest size as the editor takes facts (nvcc/NVRTC for
+    CUDA, Triton's offline compile): what failed, or what NVRTC (the GPU machine's compiler) rejected."""
+    with ThreadPoolExecutor(workers) as pool:  # the compiles run in child processes
+        results = list(pool.map(lambda entry: (entry, _facts(entry, entry.problems()[-1])), sample))
+    failures = []
+    for entry, facts in results:
+        for name, kernel in facts.items():
+            if kernel.get("error") or kernel.get("registers") is None:
+                failures.append(f"{entry.id} {name}: {kernel.get('error') or kernel.get('notes')}")
+            rejected = [note for note in kernel.get("notes") or [] if note.startswith("NVRTC rejected")]
+            if rejected:
+                failures.append(f"{entry.id} {name}: {rejected[0]}")
+    return failures
