@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
     pairs.add_argument("--seed", type=int, default=0)
 
     check = commands.add_parser("compile-check", help="compile one kernel of every operation for the H100 (no GPU needed)")
-    check.add_argument("--every", type=int, default=1, help="every N-th operation (the test suite takes 2)")
+    check.add_argument("--every", type=int, default=1, help="every N-th operation (the test suite takes 3)")
 
     repro = commands.add_parser("repro", help="share of a re-measured sample inside the dataset's 95%% CIs")
     repro.add_argument("run_dir", type=Path, help="a run folder made with `corpus run --only KEYS --sample 0.02`")
