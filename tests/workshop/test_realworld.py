@@ -128,7 +128,10 @@ def test_a_batch_holds_the_files_the_manifest_names_and_refuses_others(
     manifest.build(mirrors, manifest.MANIFEST)
     monkeypatch.setattr(pack, "load", lambda: manifest.load(manifest.MANIFEST))
     rows = manifest.load(manifest.MANIFEST)
-    skip = {rows[0]["id"]}
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({"id": rows[0]["id"], "failure": "compile"}) + "\n")
+    skip = pack.skipped_ids([results], records=tmp_path / "no-records.jsonl.gz")
+    assert skip == {rows[0]["id"]}
     assert pack.pack(tmp_path / "batch", mirrors, skip=skip) == 2
     batch = [json.loads(line) for line in (tmp_path / "batch" / "batch.jsonl").read_text().splitlines()]
     assert rows[0]["id"] not in {entry["id"] for entry in batch}
@@ -228,6 +231,7 @@ def test_assembled_records_join_the_manifest_and_keep_every_failure(llmkernel: t
     results.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "records.jsonl.gz"
     assert dataset.assemble([results], out, tmp_path / "manifest.jsonl.gz") == {"correct": 1, "wrong": 1}
+    assert pack.skipped_ids([], records=out) == {rows["triton"]["id"], rows["cuda"]["id"]}  # a new batch leaves them out
     records = {record["language"]: record for record in dataset.read(out)}
     assert records["triton"]["speedup"] == 0.5 and records["triton"]["gpu"] == "H200"
     assert records["triton"]["problem_name"] == "19_ReLU" and records["triton"]["path"] == rows["triton"]["path"]

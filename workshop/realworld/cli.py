@@ -27,7 +27,9 @@ def add_parser(subparsers: Any) -> None:
     pack.add_argument("--limit", type=int, default=None)
     pack.add_argument("--source", action="append")
     pack.add_argument("--language", action="append", choices=("cuda", "triton", "pytorch", "inductor"))
-    pack.add_argument("--skip", type=Path, action="append", default=[], help="results.jsonl whose ids are measured already")
+    pack.add_argument(
+        "--skip", type=Path, action="append", default=[], help="results.jsonl of runs not assembled yet (recorded ids are always left out)"
+    )
     pack.add_argument("--seed", type=int, default=0)
     pack.set_defaults(run=pack_command)
 

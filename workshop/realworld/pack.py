@@ -6,7 +6,8 @@
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
 round-robin over sources, so a batch cut short by its deadline still covers every source.
-The batch folder is carried to the GPU host; it is never committed.
+Entries already in the records (or in the `--skip` results) are left out. The batch folder is
+carried to the GPU host; it is never committed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from workshop.realworld.dataset import RECORDS, read
 from workshop.realworld.manifest import Mirror, load
 
 
@@ -87,8 +89,9 @@ def _files_of(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def skipped_ids(paths: list[Path]) -> set[str]:
-    ids = set()
+def skipped_ids(paths: list[Path], records: Path = RECORDS) -> set[str]:
+    """What is measured already: the committed records' ids, and those of run results not yet assembled."""
+    ids = {record["id"] for record in read(records)} if records.exists() else set()
     for path in paths:
         ids |= {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
     return ids
