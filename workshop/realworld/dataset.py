@@ -48,7 +48,7 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
-    record["gpu"] = result.get("gpu") if isinstance(result.get("gpu"), str) else None
+    record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
     if "speedup" in result:

@@ -166,12 +166,12 @@ class Run:
                 self.record(
                     entry,
                     {"failure": outcome.kind, "message": outcome.message, **outcome.details},
-                    gpu=gpu,
+                    gpu_index=gpu,
                     seconds=seconds,
                     build_s=entry.get("build_s"),
                 )
             else:
-                self.record(entry, outcome.to_json(), gpu=gpu, seconds=seconds, build_s=entry.get("build_s"))
+                self.record(entry, outcome.to_json(), gpu_index=gpu, seconds=seconds, build_s=entry.get("build_s"))
 
     def go(self, gpus: int, build_workers: int) -> None:
         to_build = [entry for entry in self.todo if entry["language"] == "cuda"]

@@ -31,7 +31,7 @@ from kernelcast.batch import add_facts, default_jobs
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
 from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, KernelBenchPrior
 from kernelcast.models.service.calibrated import Forecaster
-from kernelcast.wire import LabelledPair, read_pairs
+from kernelcast.wire import Forecast, LabelledPair, read_pairs
 from workshop.training import CLIP_LOG2
 
 
@@ -51,18 +51,24 @@ def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequenc
     return KernelBenchPrior(round(float(intercept), 4), round(float(slope), 4), round(sd, 4), meta)
 
 
+def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
+    """Every pair's forecast, in order: the embedded forecaster answers every pair, so a gap is an error, never skipped."""
+    forecasts, failed = forecast_pairs(pairs, forecaster)
+    if failed:
+        raise RuntimeError(f"the embedded forecaster failed on {len(failed)} pairs, first: {failed[0]}")
+    return [forecast for forecast in forecasts if forecast is not None]
+
+
 def raw_means(pairs: list[LabelledPair], forecaster: Forecaster) -> list[float]:
     """The weights' forecast mean of each pair, with no line applied."""
     forecaster.backends["embedded"].prior = None  # type: ignore[attr-defined]
-    forecasts, _ = forecast_pairs(pairs, forecaster)
-    return [float(forecast.provenance["details"]["mean_log2"]) for forecast in forecasts if forecast is not None]
+    return [float(forecast.provenance["details"]["mean_log2"]) for forecast in forecast_all(pairs, forecaster)]
 
 
 def judged(pairs: list[LabelledPair], forecaster: Forecaster, prior: KernelBenchPrior | None) -> dict[str, Any]:
     forecaster.backends["embedded"].prior = prior  # type: ignore[attr-defined]
-    forecasts, _ = forecast_pairs(pairs, forecaster)
     return evaluate(
-        [forecast.probabilities for forecast in forecasts if forecast is not None],
+        [forecast.probabilities for forecast in forecast_all(pairs, forecaster)],
         [pair.speedup for pair in pairs],
         kinds=[pair.kind for pair in pairs],
         groups=[pair.group for pair in pairs],
