@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -436,22 +437,51 @@ def load_triton(label: str, code: str, spec: LaunchSpec) -> Side:
 
 # Where the user keeps torch's extension builds, if they say so; kernelcast's state folder otherwise.
 _USER_EXTENSIONS_DIR = os.environ.get("TORCH_EXTENSIONS_DIR")
+# What load_inline's arguments may differ in without changing what is built.
+_NOT_BUILT = ("name", "build_directory", "verbose", "keep_intermediates")
 
 
-def extensions_dir(code: str) -> Path:
-    """The build folder of one file's load_inline extensions. One folder per file text: two files
-    that both name their extension `fused_op` would otherwise rebuild over each other at every
-    switch, and builds of many files can run at once in separate processes."""
-    base = Path(_USER_EXTENSIONS_DIR) if _USER_EXTENSIONS_DIR else cache_dir() / "torch_extensions"
-    return base / hashlib.sha256(code.encode()).hexdigest()[:16]
+def extensions_root() -> Path:
+    return Path(_USER_EXTENSIONS_DIR) if _USER_EXTENSIONS_DIR else cache_dir() / "torch_extensions"
+
+
+def with_own_extension_name(load_inline: Callable[..., Any]) -> Callable[..., Any]:
+    """load_inline giving each distinct extension a name and a build folder of its own.
+
+    LLM-written files often call theirs `matmul` or `l2norm`. torch builds a second extension of
+    a name already loaded in the process as `name_v1`, from scratch, although it was built in its
+    folder already (ahead of time, or by an earlier worker); and one folder per name would have two
+    files rebuild over each other. The name gets the digest of what is built, so equal sources
+    share one build and different ones never meet. A `build_directory` the file gives is kept."""
+    signature = inspect.signature(load_inline)
+
+    def load_own(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        built = {key: value for key, value in bound.arguments.items() if key not in _NOT_BUILT}
+        digest = hashlib.sha256(repr(sorted(built.items())).encode()).hexdigest()[:12]
+        bound.arguments["name"] = f"{bound.arguments['name']}_{digest}"
+        if not bound.arguments.get("build_directory"):
+            folder = extensions_root() / bound.arguments["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            bound.arguments["build_directory"] = str(folder)
+        return load_inline(*bound.args, **bound.kwargs)
+
+    load_own.own_extension_name = True  # type: ignore[attr-defined]
+    return load_own
+
+
+def give_extensions_own_names() -> None:
+    """Route every load_inline of the files this process loads through `with_own_extension_name`."""
+    from torch.utils import cpp_extension
+
+    if not getattr(cpp_extension.load_inline, "own_extension_name", False):
+        cpp_extension.load_inline = with_own_extension_name(cpp_extension.load_inline)
 
 
 def load_kernelbench(label: str, code: str, class_name: str) -> tuple[Any, Any]:
     """The model class and the module it came from."""
     if "load_inline" in code:
-        folder = extensions_dir(code)
-        folder.mkdir(parents=True, exist_ok=True)
-        os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)  # torch reads it at each build
+        give_extensions_own_names()
     module = import_user_module(code)
     model_class = getattr(module, class_name, None)
     if model_class is None:
@@ -564,7 +594,7 @@ class Measurer:
     @staticmethod
     def load_message(side_request: dict[str, Any], label: str) -> str:
         if "load_inline" in side_request["code"]:
-            where = extensions_dir(side_request["code"])
+            where = extensions_root()
             return f"building {label}'s CUDA extension with load_inline (a first build can take a minute; cached under {where})"
         return f"loading {label} ({side_request['language']})"
 

@@ -304,14 +304,27 @@ def test_a_cancel_racing_a_shutdown_from_another_thread_reports_cancelled(worker
     assert reply["failure"]["kind"] in ("cancelled", "runtime")
 
 
-def test_each_file_builds_its_load_inline_extensions_in_a_folder_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # Two files that both name their extension `fused_op` rebuilt over each other at every switch.
+def _load_inline_signature(name, cpp_sources, cuda_sources=None, functions=None, build_directory=None, verbose=False):
+    """load_inline's leading parameters (torch is not installed here): what it was called with."""
+    return {"name": name, "build_directory": build_directory, "cuda_sources": cuda_sources}
+
+
+def test_each_distinct_load_inline_extension_gets_a_name_and_folder_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Files that all name their extension `fused_op` were rebuilt as fused_op_v1 in one process,
+    # or over each other in one folder. The real build is checked on the GPU
+    # (test_measure_kernelbench_gpu.py::test_two_files_naming_their_extension_alike_each_keep_their_own_build).
     from kernelcast.kernels_runtime import worker
 
     monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", None)
-    first, second = worker.extensions_dir("a = load_inline(name='fused_op')"), worker.extensions_dir("b = load_inline(name='fused_op')")
-    assert first != second and first.parent == second.parent == tmp_path / "home" / "torch_extensions"
-    assert worker.extensions_dir("a = load_inline(name='fused_op')") == first
-    monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", str(tmp_path / "mine"))  # the user's TORCH_EXTENSIONS_DIR is kept
-    assert worker.extensions_dir("x").parent == tmp_path / "mine"
+    load = worker.with_own_extension_name(_load_inline_signature)
+    first = load("fused_op", "", cuda_sources="A", functions=["run"])
+    again = load("fused_op", cpp_sources="", cuda_sources="A", functions=["run"], verbose=True)
+    other = load("fused_op", "", "B", ["run"])
+    assert first == again and first["name"] != other["name"]
+    assert first["name"].startswith("fused_op_") and other["name"].startswith("fused_op_")
+    assert Path(first["build_directory"]) == tmp_path / "home" / "torch_extensions" / first["name"]
+    assert Path(first["build_directory"]).is_dir()
+    assert load("fused_op", "", "A", build_directory="/theirs")["build_directory"] == "/theirs"  # the file's own folder is kept
+    monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", str(tmp_path / "mine"))  # so is the user's TORCH_EXTENSIONS_DIR
+    assert Path(load("fused_op", "", "A")["build_directory"]).parent == tmp_path / "mine"

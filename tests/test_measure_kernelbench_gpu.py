@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
 
 from kernelcast.kernels_runtime.measure import MeasureFailure, Timeouts, measure_pair
+from kernelcast.kernels_runtime.worker import extensions_root
 from kernelcast.wire import Measurement
 
 pytestmark = pytest.mark.gpu
@@ -261,3 +263,56 @@ def test_models_run_in_training_mode_as_kernelbench_runs_them() -> None:
     assert isinstance(inference, MeasureFailure) and inference.kind == "wrong", inference
     batch = measure_pair(kernelbench(BATCH_NORM_CANDIDATE.replace("TRAINING", "True"), "ModelNew"), reference, rounds=2)
     assert isinstance(batch, Measurement), batch
+
+
+SCALED_RELU_REFERENCE = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * SCALE
+
+def get_inputs():
+    return [torch.randn(1 << 20)]
+
+def get_init_inputs():
+    return []
+"""
+
+# Two files that both call their extension `twin_relu`, as many LLM-written files do.
+SCALED_RELU_EXTENSION = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+__global__ void scaled_relu(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = fmaxf(x[i], 0.0f) * SCALEf;
+}
+torch::Tensor run(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    scaled_relu<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    return out;
+}
+"""
+twin = load_inline("twin_relu", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=CUDA, functions=["run"])
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return twin.run(x)
+'''
+
+
+def test_two_files_naming_their_extension_alike_each_keep_their_own_build() -> None:
+    """Each file runs its own kernel, and the worker that loaded one `twin_relu` does not build the
+    other's again as `twin_relu_v1`."""
+    for scale in ("1.0", "2.0"):
+        code = SCALED_RELU_EXTENSION.replace("SCALE", scale)
+        outcome = measure_pair(kernelbench(code, "ModelNew"), kernelbench(SCALED_RELU_REFERENCE.replace("SCALE", scale), "Model"), rounds=2)
+        assert isinstance(outcome, Measurement), outcome
+    built = sorted(path.name for path in extensions_root().rglob("twin_relu*.so"))
+    print(f"\nbuilt: {built}")
+    assert len(built) == 2 and all(re.fullmatch(r"twin_relu_[0-9a-f]{12}\.so", name) for name in built), built
