@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,10 @@ from kernelcast.server.service_client import process_alive
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SERVER_COMMAND = [sys.executable, "-m", "kernelcast", "lsp"]
+# The installed console script: beside the interpreter in a virtual environment, else on PATH
+# (a GPU host runs the tests with the package laid out and a `kernelcast` script on PATH).
+_BESIDE = Path(sys.executable).with_name("kernelcast")
+KERNELCAST = str(_BESIDE) if _BESIDE.exists() else shutil.which("kernelcast") or str(_BESIDE)
 # What a keystroke runs, without the compiler child processes (they have their own tests).
 FAST = {"debounceMs": 0, "compilerFacts": {"enable": False}}
 

@@ -8,13 +8,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import diskcache
 import pytest
-from lsp_support import EXAMPLES, SERVER_COMMAND, initialize_in_workspace, isolated_env, stop_service
+from lsp_support import EXAMPLES, KERNELCAST, SERVER_COMMAND, initialize_in_workspace, isolated_env, stop_service
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -24,7 +23,6 @@ from kernelcast.evaluation import evaluate, mean_over, metrics
 from kernelcast.progress import Progress
 from kernelcast.wire import BIN_WORDS, Forecast
 
-KERNELCAST = str(Path(sys.executable).with_name("kernelcast"))
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
 GPU = "H100-SXM"
 

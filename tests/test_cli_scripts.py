@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from lsp_support import EXAMPLES, isolated_env
-
-KERNELCAST = str(Path(sys.executable).with_name("kernelcast"))
+from lsp_support import EXAMPLES, KERNELCAST, isolated_env
 
 
 def _run(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -63,7 +63,9 @@ def test_triton_candidate_against_cuda_reference() -> None:
 
 def test_kernelbench_model_new_against_model() -> None:
     outcome = measured(side("kernelbench_relu.py", "pytorch", "ModelNew"), side("kernelbench_relu.py", "pytorch", "Model"))
-    assert outcome.details["problem_sizes"] == {"batch_size": 64, "dim": 65536}
+    sizes = outcome.details["problem_sizes"]
+    assert (sizes["batch_size"], sizes["dim"]) == (64, 65536)
+    assert [item["shape"] for item in sizes["inputs"]] == [[64, 65536]]
 
 
 def test_illegal_address_wrong_output_and_spin_are_survived() -> None:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from lsp_support import isolated_env
+from lsp_support import KERNELCAST, isolated_env
 
 from benchmarks import rank_variants
 from kernelcast.kernels_runtime.hardware import lookup
@@ -22,7 +22,6 @@ from kernelcast.rank.search import Budget, search
 from kernelcast.wire import normal_bin_probabilities
 
 DATA = Path(__file__).parent / "data"
-KERNELCAST = Path(sys.executable).with_name("kernelcast")
 
 
 def _rank(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

@@ -7,20 +7,17 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
-from lsp_support import stop_service
+from lsp_support import KERNELCAST, stop_service
 from machine import limit
 
 import kernelcast
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.server.service_client import ForecasterClient
 from kernelcast.wire import ForecastRequest, KernelSide, code_build, read_or_create_token, read_state
-
-KERNELCAST = str(Path(sys.executable).with_name("kernelcast"))
 
 
 def _serve(state_dir: Path, *flags: str) -> subprocess.Popen[str]:

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from lsp_support import EXAMPLES, FAST, StdioLsp, isolated_env, stop_service
-
-KERNELCAST = str(Path(sys.executable).with_name("kernelcast"))
+from lsp_support import EXAMPLES, FAST, KERNELCAST, StdioLsp, isolated_env, stop_service
 
 
 def _workspace(tmp_path: Path, config_name: str, config_text: str) -> Path:
