@@ -31,6 +31,8 @@ def add_parser(subparsers: Any) -> None:
         "--skip", type=Path, action="append", default=[], help="results.jsonl of runs not assembled yet (recorded ids are always left out)"
     )
     pack.add_argument("--seed", type=int, default=0)
+    pack.add_argument("--whole-problems", type=int, metavar="N", help="every solution of the N problem files most solutions share")
+    pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
     pack.set_defaults(run=pack_command)
 
     run = commands.add_parser("run", help="measure a packed batch on this machine's GPUs (resumable)")
@@ -58,7 +60,17 @@ def manifest_command(args: argparse.Namespace) -> int:
 def pack_command(args: argparse.Namespace) -> int:
     from workshop.realworld import pack
 
-    count = pack.pack(args.batch, args.mirrors, args.limit, args.source, args.language, pack.skipped_ids(args.skip), args.seed)
+    count = pack.pack(
+        args.batch,
+        args.mirrors,
+        args.limit,
+        args.source,
+        args.language,
+        pack.skipped_ids(args.skip),
+        args.seed,
+        args.whole_problems,
+        args.problem,
+    )
     print(f"{count} entries in {args.batch}")
     return 0
 

@@ -26,12 +26,13 @@ for part in server kernels_runtime models; do cp -r "$part" "/tmp/site/kernelcas
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PYTHONSAFEPATH=1 KERNELCAST_HOME=/tmp/rwstate
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 # GPU_TESTS_S=N: first the project's GPU tests, for at most N seconds (.dev/rw/whl then also holds
-# pytest, pytest-asyncio, pytest-lsp, pygls, lsprotocol, diskcache, httpx and their dependencies).
+# pytest, pytest-asyncio, pytest-lsp, pygls, lsprotocol, diskcache, httpx and their dependencies);
+# GPU_TESTS="tests/a.py tests/b.py" runs those files' only (default: all of tests/).
 if [ "${GPU_TESTS_S:-0}" -gt 0 ]; then
     mkdir -p /tmp/site/bin && printf '#!/bin/sh\nexec python3 -m kernelcast "$@"\n' > /tmp/site/bin/kernelcast && chmod +x /tmp/site/bin/kernelcast
     started=$(date +%s)
     # The tree on the path after the laid-out package: tests import benchmarks/ and tests/ helpers from it.
-    PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH timeout "$GPU_TESTS_S" python3 -m pytest -o pythonpath= -m gpu -rs -q -p no:cacheprovider tests > "$OUT/gpu-tests.log" 2>&1
+    PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH timeout "$GPU_TESTS_S" python3 -m pytest -o pythonpath= -m gpu -rs -q -p no:cacheprovider ${GPU_TESTS:-tests} > "$OUT/gpu-tests.log" 2>&1
     echo "gpu tests: exit $? in $(( $(date +%s) - started )) s"; tail -15 "$OUT/gpu-tests.log"
     deadline=$(( deadline - ($(date +%s) - started) ))
 fi

@@ -2,12 +2,16 @@
 
     python -m workshop realworld pack BATCH_DIR --mirrors /work/.mirror [--limit N] [--source NAME ...]
         [--language cuda|triton|inductor ...] [--skip RESULTS.jsonl ...] [--seed 0]
+        [--whole-problems N [--problem NAME ...]]
 
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
 round-robin over sources, so a batch cut short by its deadline still covers every source.
-Entries already in the records (or in the `--skip` results) are left out. The batch folder is
-carried to the GPU host; it is never committed.
+Entries already in the records (or in the `--skip` results) are left out. `--whole-problems N`
+packs every solution of the N problem files that most solutions share instead (of those named
+by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
+a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
+solution of each. The batch folder is carried to the GPU host; it is never committed.
 """
 
 from __future__ import annotations
@@ -40,6 +44,15 @@ def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
     return order
 
 
+def widest_problems(entries: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    """Every entry of the `count` problem files with the most entries, grouped by problem file."""
+    by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in entries:
+        by_problem[entry["problem_sha256"]].append(entry)
+    widest = sorted(by_problem, key=lambda digest: (-len(by_problem[digest]), digest))[:count]
+    return [entry for digest in widest for entry in sorted(by_problem[digest], key=lambda entry: entry["id"])]
+
+
 def pack(
     out: Path,
     mirrors: Path,
@@ -48,6 +61,8 @@ def pack(
     languages: list[str] | None = None,
     skip: set[str] | None = None,
     seed: int = 0,
+    whole_problems: int | None = None,
+    problems: list[str] | None = None,
 ) -> int:
     """Write the batch; how many entries it holds."""
     entries = [
@@ -55,9 +70,13 @@ def pack(
         for entry in load()
         if (not sources or entry["source"] in sources)
         and (not languages or entry["language"] in languages)
-        and entry["id"] not in (skip or set())
+        and (not problems or entry["problem_name"] in problems)
     ]
-    chosen = dealt(entries, seed)[:limit]
+    if whole_problems:
+        entries = widest_problems(entries, whole_problems)
+    else:
+        entries = dealt(entries, seed)
+    chosen = [entry for entry in entries if entry["id"] not in (skip or set())][:limit]
     files = out / "files"
     files.mkdir(parents=True, exist_ok=True)
     opened: dict[tuple[str, str], Mirror] = {}

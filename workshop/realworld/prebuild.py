@@ -1,11 +1,14 @@
 """Build one KernelBench file's load_inline extensions ahead of its measurement, in a process of
-its own: `python -m workshop.realworld.prebuild FILE` prints one JSON line {ok, seconds, error}.
+its own: `python -m workshop.realworld.prebuild FILE PROBLEM_FILE` prints one JSON line
+{ok, seconds, error}.
 
 load_inline builds take about a CPU-minute and the measuring process owns the GPU, so the
 runner builds many files at once on the host's other cores. The build lands where the
-measuring worker looks for it (`worker.extensions_dir`, under the same KERNELCAST_HOME and
-TORCH_CUDA_ARCH_LIST), so the worker's own load finds it done. A process per file: a file
-whose import kills Python costs its own build only.
+measuring worker looks for it (`worker.with_own_extension_name`, under the same KERNELCAST_HOME
+and TORCH_CUDA_ARCH_LIST), so the worker's own load finds it done. Many files build in `__init__`,
+not at import, so the model is built too, from the problem's `get_init_inputs()`; anything but
+a failed build that this raises is left for the measurement to report. A process
+per file: a file whose import kills Python costs its own build only.
 """
 
 from __future__ import annotations
@@ -33,15 +36,16 @@ def error_summary(text: str) -> str:
     return "\n".join(line[:MAX_LINE_CHARS] for line in kept)
 
 
-def main(path: str) -> int:
+def main(path: str, problem: str) -> int:
     started = time.monotonic()
     code = Path(path).read_text()
     printed = io.StringIO()
     try:
-        from kernelcast.kernels_runtime.worker import load_kernelbench
+        from kernelcast.kernels_runtime.worker import MODEL_SEED, import_user_module, load_kernelbench
 
         with contextlib.redirect_stdout(printed):
-            load_kernelbench("candidate", code, "ModelNew" if "class ModelNew" in code else "Model")
+            model_class, _ = load_kernelbench("candidate", code, "ModelNew" if "class ModelNew" in code else "Model")
+            build_model(model_class, import_user_module(Path(problem).read_text()), MODEL_SEED)
         result = {"ok": True, "error": ""}
     except BaseException as error:  # the user's file: anything it raises is the build's outcome
         result = {"ok": False, "error": error_summary(f"{type(error).__name__}: {error}\n{printed.getvalue()}")}
@@ -49,5 +53,26 @@ def main(path: str) -> int:
     return 0
 
 
+def build_model(model_class: type, problem: object, seed: int) -> None:
+    """Build the model as the worker will, so an extension loaded in `__init__` is built now.
+
+    Only when importing the file built nothing; on the meta device, so a model of many gigabytes
+    of weights costs no memory while a dozen builds run at once."""
+    import torch
+    from torch.utils import cpp_extension
+
+    if cpp_extension.JIT_EXTENSION_VERSIONER.entries:
+        return
+    try:
+        with torch.device("meta"):
+            torch.manual_seed(seed)
+            init_inputs = list(problem.get_init_inputs()) if hasattr(problem, "get_init_inputs") else []
+            torch.manual_seed(seed)
+            model_class(*init_inputs)
+    except Exception as error:
+        if "Error building extension" in str(error):
+            raise
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], sys.argv[2]))

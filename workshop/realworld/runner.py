@@ -110,7 +110,13 @@ class Run:
             return
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "workshop.realworld.prebuild", str(self.files / f"{entry['sha256']}.py")],
+                [
+                    sys.executable,
+                    "-m",
+                    "workshop.realworld.prebuild",
+                    str(self.files / f"{entry['sha256']}.py"),
+                    str(self.files / f"{entry['problem_sha256']}.py"),
+                ],
                 capture_output=True,
                 text=True,
                 timeout=min(BUILD_LIMIT_S, max(self.left() - RESERVE_S, 1.0)),
