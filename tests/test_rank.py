@@ -161,6 +161,9 @@ def test_replay_reports_every_source_and_both_halves(tmp_path: Path) -> None:
     assert sum(splits[name]["groups"] for name in halves) == 3
     assert {g.half for g in groups} <= {"design", "held-out"}
     assert [g.half for g in groups] == [replay.Group(g.name, "any source", []).half for g in groups]  # the name alone decides
+    # Pooled, one problem's solutions from both sources are one group, as a folder of agents' files is.
+    pooled = replay.read_groups(pairs, pool_sources=True)
+    assert sorted((g.source, len(g.pairs)) for g in pooled) == [(replay.POOLED, 10), (replay.POOLED, 10), (replay.POOLED, 22)]
 
 
 # --- a real local Dask cluster -----------------------------------------------------------------

@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", metavar="PAIRS.jsonl", help="judge the policy on recorded measurements instead of measuring")
     parser.add_argument("--min-group", type=int, default=10, help="--replay: smallest group replayed (default 10)")
     parser.add_argument("--max-groups", type=int, help="--replay: only the first N groups")
+    parser.add_argument("--pool-sources", action="store_true", help="--replay: a group is one problem's pairs from every source")
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -157,7 +158,7 @@ def _replay(args: argparse.Namespace) -> int:
     from kernelcast.rank import replay
 
     try:
-        groups = replay.read_groups(Path(args.replay), args.min_group, args.max_groups)
+        groups = replay.read_groups(Path(args.replay), args.min_group, args.max_groups, args.pool_sources)
     except OSError as error:
         return _fail(f"cannot read {args.replay}: {error.strerror or error}")
     except ValueError as error:

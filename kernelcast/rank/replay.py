@@ -34,6 +34,7 @@ RANDOM_SEED = 32
 STRATEGIES = ("policy", "forecast order", "random order")
 # The split into halves: a group is held out when the hash of this seed and its name is odd.
 HALF_SEED = 32
+POOLED = "all sources"
 _GROUP_FIELD = re.compile(r'"group":\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -60,10 +61,11 @@ class Group:
         return "held-out" if odd else "design"
 
 
-def read_groups(path: Path, min_size: int = MIN_GROUP, max_groups: int | None = None) -> list[Group]:
+def read_groups(path: Path, min_size: int = MIN_GROUP, max_groups: int | None = None, pool_sources: bool = False) -> list[Group]:
     """Groups (one source and group name) with at least `min_size` pairs, in the file's order; a
     file may be large, so the first pass reads only each line's group name and the second parses
-    the pairs kept."""
+    the pairs kept. `pool_sources` groups by name alone, as POOLED: one problem's solutions from
+    many authors against one reference, as a folder of agents' files is."""
     sizes: Counter[str] = Counter()
     with open(path, encoding="utf-8") as stream:
         for line in stream:
@@ -82,7 +84,8 @@ def read_groups(path: Path, min_size: int = MIN_GROUP, max_groups: int | None = 
                 pair = LabelledPair.from_json(json.loads(line))
             except (ValueError, json.JSONDecodeError) as error:
                 raise ValueError(f"{path}:{number}: {error}") from None
-            pairs[(pair.source or "unnamed source", pair.group)].append(pair)
+            source = POOLED if pool_sources else pair.source or "unnamed source"
+            pairs[(source, pair.group)].append(pair)
     return [Group(name, source, found) for (source, name), found in pairs.items() if len(found) >= min_size]
 
 
