@@ -1,5 +1,6 @@
-"""The line the embedded forecaster reads KernelBench solutions through: which pairs it applies to,
-that the shipped file moves their forecast and no other, and how it is fitted (sources weigh alike)."""
+"""The lines the embedded forecaster reads KernelBench solutions through: which pairs each applies
+to, that the shipped file moves their forecast and no other, and how they are fitted (sources
+weigh alike; solution against solution through the origin)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
-from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, KernelBenchPrior
+from kernelcast.models.embedded.kernelbench_prior import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, PRIOR_PATH, KernelBenchPrior, Line
 from kernelcast.wire import ForecastRequest, KernelSide
 from workshop.training.kernelbench_prior import fit
 
@@ -32,29 +33,33 @@ def kernelbench_pair(candidate_language: str = "cuda", candidate: str = SOLUTION
     return ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(candidate, candidate_language, "ModelNew"), HARDWARE, None)
 
 
-def test_the_line_applies_to_a_solution_with_its_own_kernels_against_its_problem() -> None:
-    assert KernelBenchPrior.applies(kernelbench_pair("cuda"))
-    assert KernelBenchPrior.applies(kernelbench_pair("triton"))
-    # A torch-only rewrite or torch.compile of the problem: no kernels of its own, the line was not fitted on them.
-    assert not KernelBenchPrior.applies(kernelbench_pair("pytorch"))
-    # Two solutions against each other, and kernels in .cu files, are read as the weights read them.
-    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(SOLUTION, "cuda", "ModelNew"), HARDWARE, None)
-    assert not KernelBenchPrior.applies(solutions)
+def test_a_solution_is_read_against_its_problem_or_against_another_solution() -> None:
+    assert KernelBenchPrior.reads(kernelbench_pair("cuda")) == AGAINST_PROBLEM
+    assert KernelBenchPrior.reads(kernelbench_pair("triton")) == AGAINST_PROBLEM
+    # A torch-only rewrite or torch.compile of the problem: no kernels of its own, no line was fitted on them.
+    assert KernelBenchPrior.reads(kernelbench_pair("pytorch")) is None
+    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(SOLUTION, "triton", "ModelNew"), HARDWARE, None)
+    assert KernelBenchPrior.reads(solutions) == BETWEEN_SOLUTIONS
+    # Kernels in .cu files are read as the weights read them.
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
-    assert not KernelBenchPrior.applies(
-        ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
-    )
+    sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
+    assert KernelBenchPrior.reads(sgemm) is None
+    # A prior with one line only reads that kind.
+    only_problem = KernelBenchPrior({AGAINST_PROBLEM: Line(-1.0, 1.0, 1.0)})
+    assert only_problem.applies(kernelbench_pair()) == AGAINST_PROBLEM and only_problem.applies(solutions) is None
 
 
-def test_the_shipped_line_moves_kernelbench_forecasts_and_leaves_others_alone(tmp_path: Path) -> None:
+def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp_path: Path) -> None:
     shipped = EmbeddedBackend()
     without = EmbeddedBackend(prior_path=tmp_path / "none.json")
     assert shipped.prior is not None and without.prior is None and shipped.model_id != without.model_id
-    line = shipped.prior
-    moved, plain = shipped.predict(kernelbench_pair()).details, without.predict(kernelbench_pair()).details
-    assert moved["kernelbench_prior"] is True and "kernelbench_prior" not in plain
-    assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * plain["mean_log2"], abs=1e-3)
-    assert moved["spread_log2"] == pytest.approx(max(line.sd, plain["spread_log2"]), abs=1e-3)
+    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(SOLUTION, "triton", "ModelNew"), HARDWARE, None)
+    for request, kind in ((kernelbench_pair(), AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS)):
+        line = shipped.prior.lines[kind]
+        moved, plain = shipped.predict(request).details, without.predict(request).details
+        assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
+        assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * plain["mean_log2"], abs=1e-3)
+        assert moved["spread_log2"] == pytest.approx(max(line.sd, plain["spread_log2"]), abs=1e-3)
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
     assert shipped.predict(sgemm).probabilities == without.predict(sgemm).probabilities
@@ -65,15 +70,25 @@ def test_the_fit_weighs_every_source_alike() -> None:
     # Weighted alike the intercept sits halfway, at 0; pooled, b's eight pairs would pull it to -0.6.
     means = [0.0, 1.0] + [0.0, 1.0] * 4
     speedups = [1.0, 2.0] + [-1.0, 0.0] * 4
-    line = fit(means, speedups, ["a"] * 2 + ["b"] * 8, {"pairs": 10})
+    line = fit(means, speedups, ["a"] * 2 + ["b"] * 8)
     assert line.intercept == pytest.approx(0.0, abs=1e-3) and line.slope == pytest.approx(1.0, abs=1e-3)
-    assert line.sd == pytest.approx(1.0, abs=1e-3) and line.meta == {"pairs": 10}
+    assert line.sd == pytest.approx(1.0, abs=1e-3)
     assert line.adjust(2.0, 0.3) == (pytest.approx(line.intercept + 2.0 * line.slope), line.sd)
     assert line.adjust(2.0, 5.0)[1] == 5.0  # never narrower than the weights' own spread (novelty widens it)
 
 
+def test_solution_against_solution_runs_through_the_origin() -> None:
+    # Every pair both ways round: (m, y) and (-m, -y). The slope is sum(m·y) / sum(m²) = 4.4 / 10.
+    means = [1.0, -1.0, 2.0, -2.0]
+    speedups = [0.8, -0.8, 0.7, -0.7]
+    line = fit(means, speedups, ["a"] * 4, through_origin=True)
+    assert line.intercept == 0.0 and line.slope == pytest.approx(0.44, abs=1e-3)
+
+
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
-    assert set(data) == {"intercept", "slope", "sd", "meta"}
-    assert data["meta"]["pairs"] > 100 and len(data["meta"]["sources"]) >= 5
-    assert KernelBenchPrior.load(PRIOR_PATH) == KernelBenchPrior(data["intercept"], data["slope"], data["sd"], data["meta"])
+    assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS}
+    assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0
+    assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
+    prior = KernelBenchPrior.load(PRIOR_PATH)
+    assert prior is not None and prior.to_json() == {"lines": data["lines"], "meta": data["meta"]}

@@ -235,10 +235,10 @@ class EmbeddedBackend:
         # Where a launch was guessed, the forecast is an even mixture of the guess and of both sides read from their code alone.
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
-        prior_applied = [self.prior is not None and self.prior.applies(request) for request in requests]
-        for index, applied in enumerate(prior_applied):
-            if applied and self.prior is not None:
-                mean[index], sd[index] = self.prior.adjust(float(mean[index]), float(sd[index]))
+        prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
+        for index, kind in enumerate(prior_applied):
+            if kind and self.prior is not None:
+                mean[index], sd[index] = self.prior.adjust(kind, float(mean[index]), float(sd[index]))
         raw = []
         for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied in zip(
             mean.tolist(), sd.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist(), prior_applied
@@ -252,7 +252,7 @@ class EmbeddedBackend:
                 "candidate_log2_time": round(candidate, 3),
             }
             if applied:
-                details["kernelbench_prior"] = True
+                details["kernelbench_prior"] = applied
             raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean_log2, sd_log2), details=details))
         return raw
 

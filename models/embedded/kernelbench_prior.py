@@ -1,13 +1,17 @@
-"""How far the embedded forecast can be trusted on a KernelBench solution against its problem's
-eager `Model`, learnt from kernels that others wrote and we measured.
+"""How far the embedded forecast can be trusted on KernelBench solutions, learnt from kernels
+that others wrote and we measured.
 
 The weights learnt from generated kernels and from CUDA-L1's winning rewrites. Solutions that
 LLMs write (a `ModelNew` with load_inline CUDA or Triton kernels) mostly lose to eager PyTorch,
 which calls cuBLAS and cuDNN: measured on the real-world corpus, two in three are slower, while
-the weights call five in six faster. On such pairs the forecast's mean is read through a line
-fitted on measured real-world pairs, mean' = intercept + slope·mean, and its spread is the
-fit's residual spread (never narrower than the model's own, so novelty still widens it). The
-line is judged with each source held out in turn (workshop/training/kernelbench_prior.py).
+the weights call five in six faster. Two kinds of pair are read through lines fitted on measured
+real-world pairs, mean' = intercept + slope·mean, with the fit's residual spread as the least
+spread (never narrower than the model's own, so novelty still widens it):
+- a solution against its problem (eager `Model`, or the problem under torch.compile);
+- two solutions of one problem against each other. Their order is arbitrary, so that line runs
+  through the origin; the weights rank such pairs no better than chance, and the line's wide
+  spread makes the forecast say so (it defers) instead of naming a side with confidence.
+Both are judged with each source held out in turn (workshop/training/kernelbench_prior.py).
 """
 
 from __future__ import annotations
@@ -18,42 +22,65 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelcast.wire import ForecastRequest
+from kernelcast.wire import ForecastRequest, KernelSide
 
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
 _MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.M)
 _MODEL = re.compile(r"^class\s+Model\b", re.M)
 _OWN_KERNELS = ("cuda", "triton")
+AGAINST_PROBLEM = "solution-vs-problem"
+BETWEEN_SOLUTIONS = "solution-vs-solution"
 
 
 @dataclass(frozen=True)
-class KernelBenchPrior:
+class Line:
     intercept: float
     slope: float
     sd: float  # octaves: the spread of measured log2 S around the line
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @staticmethod
-    def applies(request: ForecastRequest) -> bool:
-        """A solution with its own kernels against the PyTorch problem it solves."""
-        reference, candidate = request.reference, request.candidate
-        return (
-            reference.language == "pytorch"
-            and bool(_MODEL.search(reference.code))
-            and candidate.language in _OWN_KERNELS
-            and bool(_MODEL_NEW.search(candidate.code))
-        )
 
     def adjust(self, mean: float, sd: float) -> tuple[float, float]:
         return self.intercept + self.slope * mean, max(self.sd, sd)
 
+    def to_json(self) -> dict[str, float]:
+        return {"intercept": self.intercept, "slope": self.slope, "sd": self.sd}
+
+
+def _solution(side: KernelSide) -> bool:
+    return side.language in _OWN_KERNELS and bool(_MODEL_NEW.search(side.code))
+
+
+@dataclass(frozen=True)
+class KernelBenchPrior:
+    lines: dict[str, Line]  # by the kind of pair it reads: AGAINST_PROBLEM, BETWEEN_SOLUTIONS
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def reads(request: ForecastRequest) -> str | None:
+        """Which line a pair is read through, or None: a solution with its own kernels against the
+        PyTorch problem it solves, or two such solutions against each other."""
+        reference, candidate = request.reference, request.candidate
+        if not _solution(candidate):
+            return None
+        if reference.language == "pytorch" and _MODEL.search(reference.code):
+            return AGAINST_PROBLEM
+        return BETWEEN_SOLUTIONS if _solution(reference) else None
+
+    def applies(self, request: ForecastRequest) -> str | None:
+        """The kind of pair, where this prior has a line for it."""
+        kind = self.reads(request)
+        return kind if kind in self.lines else None
+
+    def adjust(self, kind: str, mean: float, sd: float) -> tuple[float, float]:
+        return self.lines[kind].adjust(mean, sd)
+
     def to_json(self) -> dict[str, Any]:
-        return {"intercept": self.intercept, "slope": self.slope, "sd": self.sd, "meta": self.meta}
+        return {"lines": {kind: line.to_json() for kind, line in sorted(self.lines.items())}, "meta": self.meta}
 
     @classmethod
     def load(cls, path: Path = PRIOR_PATH) -> KernelBenchPrior | None:
-        """The shipped line, or None where there is none (the forecast is then the weights' alone)."""
+        """The shipped lines, or None where there are none (the forecast is then the weights' alone)."""
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        return cls(float(data["intercept"]), float(data["slope"]), float(data["sd"]), data.get("meta", {}))
+        lines = {kind: Line(float(line["intercept"]), float(line["slope"]), float(line["sd"])) for kind, line in data["lines"].items()}
+        return cls(lines, data.get("meta", {}))

@@ -1,17 +1,19 @@
-"""Fit the embedded forecaster's line for KernelBench solutions (models/weights/kernelbench_prior.json)
-from measured real-world pairs, and judge it with each source held out in turn.
+"""Fit the embedded forecaster's lines for KernelBench solutions (models/weights/kernelbench_prior.json)
+from measured real-world pairs, and judge them with each source held out in turn.
 
     python -m workshop realworld pairs --out /tmp/rw.jsonl
     python -m workshop.training.kernelbench_prior --pairs /tmp/rw.jsonl [--out PATH] [--report FILE]
 
-The pairs it fits on are those the line applies to (a `ModelNew` with its own CUDA or Triton
-kernels against the PyTorch problem: llm-vs-eager and llm-vs-compile). The weights' forecast
-mean m, taken without any line, is regressed on the measured log2 S by least squares, every
-source weighing the same whatever its number of pairs; the line's spread is the weighted
-residual spread. Judging: for each source, the line fitted on the other sources alone is
-shipped to a forecaster, which forecasts that source's pairs (all its kinds) as `kernelcast
-eval` does, compiler facts included; the table holds every metric per held-out source, with
-and without the line. The shipped line is then fitted on every source.
+Two lines, each fitted on the pairs it reads (`KernelBenchPrior.reads`): a `ModelNew` with its
+own CUDA or Triton kernels against the PyTorch problem (llm-vs-eager and llm-vs-compile), and
+two such solutions of one problem against each other (variant pairs, both ways round, so that
+line runs through the origin). The weights' forecast mean m, taken without any line, is
+regressed on the measured log2 S by least squares, every source weighing the same whatever its
+number of pairs; a line's spread is its weighted residual spread. Judging: for each source, the
+lines fitted on the other sources alone are shipped to a forecaster, which forecasts that
+source's pairs (all its kinds) as `kernelcast eval` does, compiler facts included; the table
+holds every metric per held-out source, with and without the lines. The shipped lines are then
+fitted on every source.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import math
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +31,13 @@ import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
-from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, KernelBenchPrior
+from kernelcast.models.embedded.kernelbench_prior import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, PRIOR_PATH, KernelBenchPrior, Line
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import Forecast, LabelledPair, read_pairs
 from workshop.training import CLIP_LOG2
 
 
-def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], meta: dict[str, Any]) -> KernelBenchPrior:
+def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], through_origin: bool = False) -> Line:
     """Weighted least squares of log2 S on the forecast mean, each source weighing the same."""
     counts: dict[str, int] = defaultdict(int)
     for source in sources:
@@ -43,12 +45,26 @@ def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequenc
     weights = np.array([1.0 / counts[source] for source in sources])
     x = np.asarray(means, dtype=float)
     y = np.clip(np.asarray(log2_speedups, dtype=float), -CLIP_LOG2, CLIP_LOG2)
-    design = np.stack([np.ones_like(x), x], axis=1)
+    design = x[:, None] if through_origin else np.stack([np.ones_like(x), x], axis=1)
     root = np.sqrt(weights)[:, None]
-    (intercept, slope), *_ = np.linalg.lstsq(design * root, y * root[:, 0], rcond=None)
+    solution, *_ = np.linalg.lstsq(design * root, y * root[:, 0], rcond=None)
+    intercept, slope = (0.0, float(solution[0])) if through_origin else (float(solution[0]), float(solution[1]))
     residuals = y - (intercept + slope * x)
     sd = math.sqrt(float(np.sum(weights * residuals**2) / np.sum(weights)))
-    return KernelBenchPrior(round(float(intercept), 4), round(float(slope), 4), round(sd, 4), meta)
+    return Line(round(intercept, 4), round(slope, 4), round(sd, 4))
+
+
+def fit_lines(
+    fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], keep: Callable[[int], bool]
+) -> dict[str, Line]:
+    """Each kind's line from the pairs `keep` admits; a kind with no pair left has none."""
+    lines = {}
+    for kind, indices in fitted.items():
+        chosen = [i for i in indices if keep(i)]
+        if chosen:
+            x, y = [means[i] for i in chosen], [pairs[i].log2_speedup for i in chosen]
+            lines[kind] = fit(x, y, [pairs[i].source for i in chosen], through_origin=kind == BETWEEN_SOLUTIONS)
+    return lines
 
 
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
@@ -85,26 +101,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     pairs = list(read_pairs(args.pairs))
     add_facts(pairs, default_jobs())
     forecaster = Forecaster(["embedded"])
-    fitted = [pair for pair in pairs if KernelBenchPrior.applies(pair.request)]
-    means = raw_means(fitted, forecaster)
-    sources = sorted({pair.source for pair in fitted})
-    lines = [f"# The KernelBench line, each source held out ({len(fitted)} of {len(pairs)} pairs fit it, {len(sources)} sources)", ""]
+    kinds = [KernelBenchPrior.reads(pair.request) for pair in pairs]
+    read = [i for i, kind in enumerate(kinds) if kind]
+    means = dict(zip(read, raw_means([pairs[i] for i in read], forecaster)))
+    fitted = {kind: [i for i in read if kinds[i] == kind] for kind in (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)}
+    sources = sorted({pairs[i].source for i in read})
+    counts = ", ".join(f"{len(indices)} {kind}" for kind, indices in fitted.items())
+    lines = [f"# The KernelBench lines, each source held out ({counts} of {len(pairs)} pairs, {len(sources)} sources)", ""]
     held_out: dict[str, Any] = {}
     for source in sources:
-        rest = [i for i, pair in enumerate(fitted) if pair.source != source]
-        prior = fit([means[i] for i in rest], [fitted[i].log2_speedup for i in rest], [fitted[i].source for i in rest], {})
+        prior = KernelBenchPrior(fit_lines(fitted, means, pairs, lambda i, source=source: pairs[i].source != source))
         own = [pair for pair in pairs if pair.source == source]
         with_line, without = judged(own, forecaster, prior), judged(own, forecaster, None)
-        held_out[source] = {
-            "line": prior.to_json(),
-            "with": with_line["overall"],
-            "without": without["overall"],
-            "by_kind": with_line["by_kind"],
-        }
+        held_out[source] = {"with": with_line["overall"], "without": without["overall"]}
+        described = "; ".join(f"{kind} {line.intercept:+.2f} + {line.slope:.2f}·m, sd {line.sd:.2f}" for kind, line in prior.lines.items())
         lines += [
-            f"## {source} held out: line {prior.intercept:+.2f} + {prior.slope:.2f}·m, sd {prior.sd:.2f}",
+            f"## {source} held out: {described}",
             "",
-            "with the line:",
+            "with the lines:",
             "```",
             summary_table(with_line),
             "```",
@@ -115,13 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
         ]
     meta = {
-        "pairs": len(fitted),
+        "pairs": {kind: len(indices) for kind, indices in fitted.items()},
         "sources": sources,
         "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in sources},
     }
-    shipped = fit(means, [pair.log2_speedup for pair in fitted], [pair.source for pair in fitted], meta)
+    shipped = KernelBenchPrior(fit_lines(fitted, means, pairs, lambda i: True), meta)
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
-    lines += [f"Shipped: {shipped.intercept:+.3f} + {shipped.slope:.3f}·m, sd {shipped.sd:.3f} → {args.out}"]
+    described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·m, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
+    lines += [f"Shipped: {described} → {args.out}"]
     text = "\n".join(lines)
     print(text)
     if args.report:
