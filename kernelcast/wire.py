@@ -340,7 +340,17 @@ def parse_tolerance(value: Any) -> str | float:
 # cross: same operation, unrelated implementations (other family or language).
 # reference: the operation's PyTorch reference against a hand-written kernel.
 # edit, cross, reference: the synthetic corpus and CUDA-L1; the rest: kernels others wrote (workshop/realworld).
-PAIR_KINDS = ("edit", "cross", "reference", "llm-vs-eager", "llm-vs-compile", "library-vs-eager", "variant", "inductor-vs-eager")
+PAIR_KINDS = (
+    "edit",
+    "cross",
+    "reference",
+    "llm-vs-eager",
+    "llm-vs-compile",
+    "library-vs-eager",
+    "library-vs-compile",
+    "variant",
+    "inductor-vs-eager",
+)
 
 
 @dataclass

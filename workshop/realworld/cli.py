@@ -21,6 +21,10 @@ def add_parser(subparsers: Any) -> None:
     manifest.add_argument("--source", action="append", help="repeatable; default: every listed source")
     manifest.set_defaults(run=manifest_command)
 
+    libraries = commands.add_parser("library-manifest", help="list the library operators to measure, per shape and dtype (no code)")
+    libraries.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    libraries.set_defaults(run=library_manifest_command)
+
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
     pack.add_argument("batch", type=Path)
     pack.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
@@ -45,7 +49,11 @@ def add_parser(subparsers: Any) -> None:
     pairs = commands.add_parser("pairs", help="write labelled pairs of the correct records (code read from the mirrors)")
     pairs.add_argument("--out", type=Path, required=True)
     pairs.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
-    pairs.add_argument("--kind", action="append", choices=("llm-vs-eager", "llm-vs-compile", "variant", "inductor-vs-eager"))
+    pairs.add_argument(
+        "--kind",
+        action="append",
+        choices=("llm-vs-eager", "llm-vs-compile", "variant", "inductor-vs-eager", "library-vs-eager", "library-vs-compile"),
+    )
     pairs.set_defaults(run=pairs_command)
 
 
@@ -54,6 +62,13 @@ def manifest_command(args: argparse.Namespace) -> int:
 
     counts = manifest.build(args.mirrors, only=args.source)
     print(json.dumps(counts, indent=1))
+    return 0
+
+
+def library_manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import library
+
+    print(json.dumps(library.build(args.mirrors), indent=1))
     return 0
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from kernelcast.kernels_runtime.hardware import lookup
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
+from workshop.realworld.library import LIBRARY_KEYS, LIBRARY_MANIFEST, generated, is_library
+from workshop.realworld.library import load as load_libraries
 from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
 from workshop.realworld.prebuild import MAX_LINE_CHARS, error_summary
 from workshop.realworld.runner import COMPILED_MODEL
@@ -48,6 +50,7 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
+    record |= {key: entry[key] for key in LIBRARY_KEYS if key in entry}
     record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
@@ -71,9 +74,9 @@ def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def assemble(results: Iterable[Path], out: Path = RECORDS, manifest: Path = MANIFEST) -> dict[str, int]:
-    """Join run results with the manifest (an id's first result stands) and add them to `out`."""
-    entries = {entry["id"]: entry for entry in load(manifest)}
+def assemble(results: Iterable[Path], out: Path = RECORDS, manifest: Path = MANIFEST, libraries: Path = LIBRARY_MANIFEST) -> dict[str, int]:
+    """Join run results with the manifests (an id's first result stands) and add them to `out`."""
+    entries = {entry["id"]: entry for entry in load(manifest) + load_libraries(libraries)}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
     for path in results:
         for line in path.read_text().splitlines():
@@ -135,16 +138,19 @@ class Codes:
         self.mirrors = mirrors
         self.opened: dict[tuple[str, str], Mirror] = {}
 
+    def mirror(self, repo: str, commit: str) -> Mirror:
+        return self.opened.setdefault((repo, commit), Mirror(self.mirrors, repo, commit))
+
     def text(self, repo: str, commit: str, path: str) -> str:
-        mirror = self.opened.setdefault((repo, commit), Mirror(self.mirrors, repo, commit))
-        return mirror.read(path).decode("utf-8", "replace")
+        return self.mirror(repo, commit).read(path).decode("utf-8", "replace")
 
 
 def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair]:
     """Labelled pairs of the correct records, kinds as wire.PAIR_KINDS names them:
     `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
-    (two solutions of one problem file from one source, S from their medians, both ways round)."""
+    (two solutions of one problem file from one source, S from their medians, both ways round).
+    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`)."""
     from workshop.realworld.sources import by_name
 
     codes = Codes(mirrors)
@@ -153,6 +159,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
         if record["correct"]:
             by_problem[record["problem_sha256"]].append(record)
     for members in by_problem.values():
+        if is_library(members[0]):
+            yield from library_pairs(members, codes)
+            continue
         first = members[0]
         source = by_name(first["source"])
         problem_code = codes.text(source.problems_repo, source.problems_commit, first["problem_path"])
@@ -190,6 +199,30 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
                     )
 
 
+def library_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
+    """One operator-shape's pairs: the library kernel against eager PyTorch and against torch.compile
+    of the same reference. The candidate's code is the library file that implements the op (read
+    from the mirror) followed by the generated ModelNew that calls it; the reference is generated."""
+    first = members[0]
+    mirror = codes.mirror(first["repo"], first["commit"])
+    reference_code = generated(first, mirror)[0]
+    eager = KernelSide(reference_code, "pytorch", "Model")
+    compiled = next((record for record in members if record["language"] == INDUCTOR), None)
+    group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    for record in members:
+        if record["language"] == INDUCTOR:
+            side = KernelSide(reference_code + COMPILED_MODEL, "pytorch", "ModelNew")
+            yield _pair(record, "inductor-vs-eager", eager, side, record["speedup"], record["ci95"], f"{group}/ref=eager")
+            continue
+        harness = generated(record, mirror)[1][len(reference_code) :]
+        side = KernelSide(codes.text(record["repo"], record["commit"], record["path"]) + "\n" + harness, "triton", "ModelNew")
+        yield _pair(record, "library-vs-eager", eager, side, record["speedup"], record["ci95"], f"{group}/ref=eager")
+        if compiled is not None:
+            compiled_side = KernelSide(reference_code + COMPILED_MODEL, "pytorch", "ModelNew")
+            speedup, interval = _ratio(compiled, record)
+            yield _pair(record, "library-vs-compile", compiled_side, side, speedup, interval, f"{group}/ref=compile")
+
+
 def _ratio(reference: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, tuple[float, float]]:
     """S between two records of one problem from their own medians (each timed against the same
     eager Model), with an interval that adds both records' relative half-widths in quadrature."""
@@ -217,7 +250,7 @@ def _pair(
         kind=kind,
         request=ForecastRequest(reference, candidate, hardware, record["sizes"] or None),
         speedup=speedup,
-        op=f"L{record['level']}/{record['problem_name']}",
+        op=f"{record['source']}/{record['op']}" if "op" in record else f"L{record['level']}/{record['problem_name']}",
         group=group,
         ci95=(interval[0], interval[1]),
         source=record["source"],

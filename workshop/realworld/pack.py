@@ -7,7 +7,10 @@
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
 round-robin over sources, so a batch cut short by its deadline still covers every source.
-Entries already in the records (or in the `--skip` results) are left out. `--whole-problems N`
+Entries already in the records (or in the `--skip` results) are left out. Library entries
+(`library.py`) are packed from their generated files, SHA-checked against the library manifest,
+with the library's package copied from the mirror into `lib/` (a batch line's `sha256` names the
+file measured as ModelNew, its `problem_sha256` the reference). `--whole-problems N`
 packs every solution of the N problem files that most solutions share instead (of those named
 by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
@@ -23,8 +26,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from workshop.realworld import library, manifest
 from workshop.realworld.dataset import RECORDS, read
-from workshop.realworld.manifest import Mirror, load
+from workshop.realworld.manifest import Mirror
+
+
+def load() -> list[dict[str, Any]]:
+    """Every entry there is to measure: the KernelBench solutions' manifest and the library operators'."""
+    return manifest.load() + library.load()
 
 
 def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -82,6 +91,9 @@ def pack(
     opened: dict[tuple[str, str], Mirror] = {}
     with (out / "batch.jsonl").open("w") as stream:
         for entry in chosen:
+            if library.is_library(entry):
+                stream.write(json.dumps(_pack_library_entry(entry, out, mirrors, opened)) + "\n")
+                continue
             for path, digest, repo, commit in _files_of(entry):
                 target = files / f"{digest}.py"
                 if target.exists():
@@ -95,6 +107,27 @@ def pack(
                 json.dumps({key: entry[key] for key in ("id", "source", "language", "sha256", "problem_sha256", "level", "problem")}) + "\n"
             )
     return len(chosen)
+
+
+def _pack_library_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened: dict[tuple[str, str], Mirror]) -> dict[str, Any]:
+    """Write a library entry's generated files and, once per batch, the library's package; its batch line.
+
+    The generated files must hash as the manifest says (the templates have not changed since) and
+    the library file the entry names must hash alike in the copied package."""
+    source = library.by_name(entry["source"])
+    mirror = opened.setdefault((source.repo, source.commit), Mirror(mirrors, source.repo, source.commit))
+    package = out / "lib" / source.module
+    if not package.is_dir():
+        library.extract_package(mirror, source, out / "lib")
+    carried = package.parent / Path(entry["path"]).relative_to(Path(source.package).parent)
+    if hashlib.sha256(carried.read_bytes()).hexdigest() != entry["sha256"]:
+        raise ValueError(f"{source.repo}@{source.commit[:12]}:{entry['path']} is not the file the library manifest names (SHA-256 differs)")
+    for text, digest in zip(library.generated(entry, mirror), (entry["problem_sha256"], entry["candidate_sha256"]), strict=True):
+        if hashlib.sha256(text.encode()).hexdigest() != digest:
+            raise ValueError(f"{entry['id']}: the generated file differs from the library manifest's; rebuild it (library-manifest)")
+        (out / "files" / f"{digest}.py").write_text(text)
+    line = {key: entry[key] for key in ("id", "source", "language", "problem_sha256", "level", "problem")}
+    return {**line, "sha256": entry["candidate_sha256"]}
 
 
 def _files_of(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:

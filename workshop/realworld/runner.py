@@ -216,6 +216,10 @@ def run_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{major}.{minor}")
     os.environ.setdefault("MAX_JOBS", "2")
     build_workers = args.build_workers or max((os.cpu_count() or 4) - 4 * gpus, 1)
+    # Library entries import the library's package that pack copied into BATCH/lib; the workers inherit this.
+    lib = args.batch / "lib"
+    if lib.is_dir():
+        os.environ["PYTHONPATH"] = os.pathsep.join(part for part in (str(lib.resolve()), os.environ.get("PYTHONPATH", "")) if part)
     run = Run(args)
     started = time.monotonic()
     run.go(gpus, build_workers)
