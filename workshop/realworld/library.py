@@ -19,10 +19,12 @@ which the runner puts on the worker's PYTHONPATH.
 from __future__ import annotations
 
 import ast
+import functools
 import gzip
 import hashlib
 import io
 import json
+import re
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -105,8 +107,8 @@ def _binary(name: str, eager: str, function: str | None = None, inputs: str = f"
     return Op(name, function or name, "x, y", inputs, eager, "library_op(x, y)", "Benchmark", dtypes)
 
 
-def _reduction(name: str, eager: str, library: str, function: str | None = None, inputs: str = X) -> Op:
-    return Op(name, function or name, "x", inputs, eager, library, "UnaryReductionBenchmark")
+def _reduction(name: str, eager: str, library: str, function: str | None = None, inputs: str = X, dtypes: tuple[str, ...] = FLOATS) -> Op:
+    return Op(name, function or name, "x", inputs, eager, library, "UnaryReductionBenchmark", dtypes)
 
 
 # FlagGems: each op's function as flag_gems.ops exports it, called with aten's arguments.
@@ -190,8 +192,8 @@ FLAGGEMS_OPS: tuple[Op, ...] = (
     _reduction("argmin", "torch.argmin(x, dim=-1)", "library_op(x, -1)"),
     _reduction("var_mean", "torch.var_mean(x, dim=-1)", "library_op(x, [-1])"),
     _reduction("count_nonzero", "torch.count_nonzero(x, dim=-1)", "library_op(x, -1)", inputs=f"torch.relu({X})"),
-    _reduction("all_dim", "torch.all(x, dim=-1)", "library_op(x, -1)", inputs="torch.rand({shape}) > 0.01"),
-    _reduction("any_dim", "torch.any(x, dim=-1)", "library_op(x, -1)", inputs="torch.rand({shape}) > 0.99"),
+    _reduction("all_dim", "torch.all(x, dim=-1)", "library_op(x, -1)", inputs="torch.rand({shape}) > 0.01", dtypes=("bool",)),
+    _reduction("any_dim", "torch.any(x, dim=-1)", "library_op(x, -1)", inputs="torch.rand({shape}) > 0.99", dtypes=("bool",)),
     _reduction("softmax", "torch.softmax(x, dim=-1)", "library_op(x, -1)"),
     _reduction("log_softmax", "torch.log_softmax(x, dim=-1)", "library_op(x, -1)"),
     _reduction("cumsum", "torch.cumsum(x, dim=-1)", "library_op(x, -1)"),
@@ -482,6 +484,20 @@ def _largest_tensor(shape: dict[str, int]) -> int:
     return total
 
 
+def op_shapes(op: Op, shapes: list[dict[str, int]]) -> list[dict[str, int]]:
+    """The op's distinct shapes, each cut to the dims its templates use (mm takes M, N, K of a
+    batch, M, N, K shape), so that two shapes that differ only in an unused dim are one problem."""
+    used_text = " ".join((op.inputs, op.eager, op.library, op.parameters))
+    distinct: list[dict[str, int]] = []
+    for shape in shapes:
+        fill = _fill(shape, "float32")
+        text = used_text.format(**fill)
+        cut = {name: value for name, value in shape.items() if re.search(rf"\b{name}\b", text)}
+        if cut not in distinct:
+            distinct.append(cut)
+    return distinct
+
+
 def shape_tag(shape: dict[str, int]) -> str:
     return "x".join(str(value) for value in shape.values())
 
@@ -574,7 +590,7 @@ def entries(library: Library, mirrors: Path) -> Iterator[dict[str, Any]]:
         path = module_path(library, modules[op.function])
         if path not in digests:
             digests[path] = hashlib.sha256(mirror.read(path)).hexdigest()
-        for shape in shapes[op.shapes]:
+        for shape in op_shapes(op, shapes[op.shapes]):
             for dtype in op.dtypes:
                 reference = reference_code(library, op, shape, dtype)
                 candidate = candidate_code(op, modules[op.function], shape, dtype, reference)
@@ -646,12 +662,21 @@ def generated(entry: dict[str, Any], mirror: Mirror) -> tuple[str, str]:
     """An entry's (reference, candidate) text, generated again; the candidate is what the worker loads
     as ModelNew (torch.compile's entry: the reference, which the runner compiles)."""
     library = by_name(entry["source"])
+    modules, shapes = _read_once(mirror.git_dir, mirror.commit, library.name)
     op = next(op for op in ops_of(library) if op.name == entry["op"])
-    shape = next(shape for shape in shapes_of(library, mirror)[op.shapes] if list(shape.values()) == entry["shape"])
+    shape = next(shape for shape in op_shapes(op, shapes[op.shapes]) if list(shape.values()) == entry["shape"])
     reference = reference_code(library, op, shape, entry["dtype"])
     if entry["language"] == INDUCTOR:
         return reference, reference
-    return reference, candidate_code(op, exported_modules(mirror, library)[op.function], shape, entry["dtype"], reference)
+    return reference, candidate_code(op, modules[op.function], shape, entry["dtype"], reference)
+
+
+@functools.cache
+def _read_once(git_dir: Path, commit: str, name: str) -> tuple[dict[str, str], dict[str, list[dict[str, int]]]]:
+    """A library's exported modules and shapes at one commit, read from its mirror once per process."""
+    library = by_name(name)
+    mirror = Mirror(git_dir.parent.parent, library.repo, commit)
+    return exported_modules(mirror, library), shapes_of(library, mirror)
 
 
 def extract_package(mirror: Mirror, library: Library, lib: Path) -> Path:
