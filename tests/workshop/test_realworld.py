@@ -282,3 +282,33 @@ def test_the_committed_corpus_stats_match_the_datasets() -> None:
     from workshop import stats
 
     assert json.loads(stats.STATS.read_text()) == stats.current(), "run `python -m workshop stats`"
+
+
+def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
+    llmkernel: tuple[sources.Source, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, mirrors = llmkernel
+    monkeypatch.setattr(manifest, "MANIFEST", tmp_path / "manifest.jsonl.gz")
+    manifest.build(mirrors, manifest.MANIFEST)
+    monkeypatch.setattr(pack, "load", lambda: manifest.load(manifest.MANIFEST))
+    rows = {row["language"]: row for row in manifest.load(manifest.MANIFEST)}
+    first = tmp_path / "results.jsonl"
+    lines = [
+        measured(rows["triton"]["id"], 0.5, 2.0),
+        measured(rows["inductor"]["id"], 1.25, 0.03),
+        {"id": rows["cuda"]["id"], "failure": "wrong", "message": "wrong results"},
+    ]
+    first.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records = tmp_path / "records.jsonl.gz"
+    dataset.assemble([first], records, manifest.MANIFEST)
+    monkeypatch.setattr(pack, "RECORDS", records)
+    # --remeasure packs entries measured correct already (the wrong one is not measured again), whatever --skip says.
+    assert pack.pack(tmp_path / "again", mirrors, skip={rows["triton"]["id"]}, remeasure=5) == 2
+    packed = {json.loads(line)["id"] for line in (tmp_path / "again" / "batch.jsonl").read_text().splitlines()}
+    assert packed == {rows["triton"]["id"], rows["inductor"]["id"]}
+    # Measured again: the Triton solution inside its ±2% interval, torch.compile 10% off.
+    again = [measured(rows["triton"]["id"], 0.505, 2.0), measured(rows["inductor"]["id"], 1.375, 0.03), measured("unknown:id", 1.0, 1.0)]
+    found = dataset.reproducibility(dataset.read(records), again)
+    assert (found["compared"], found["inside_ci"], found["share_inside_ci"]) == (2, 1, 0.5)
+    assert found["by_runtime"]["under 50 µs"]["inside_ci"] == 0 and found["by_runtime"]["over 200 µs"]["inside_ci"] == 1
+    assert found["misses"] == [{"id": rows["inductor"]["id"], "recorded": [1.25, [1.225, 1.275]], "again": 1.375}]

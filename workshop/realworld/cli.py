@@ -37,6 +37,7 @@ def add_parser(subparsers: Any) -> None:
     pack.add_argument("--seed", type=int, default=0)
     pack.add_argument("--whole-problems", type=int, metavar="N", help="every solution of the N problem files most solutions share")
     pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
+    pack.add_argument("--remeasure", type=int, metavar="N", help="a seeded sample of N entries measured correct already, to measure again")
     pack.set_defaults(run=pack_command)
 
     run = commands.add_parser("run", help="measure a packed batch on this machine's GPUs (resumable)")
@@ -45,6 +46,10 @@ def add_parser(subparsers: Any) -> None:
     assemble = commands.add_parser("assemble", help="add run results to the records (data/records.jsonl.gz, no code)")
     assemble.add_argument("results", nargs="+", type=Path)
     assemble.set_defaults(run=assemble_command)
+
+    repro = commands.add_parser("repro", help="share of re-measured speedups inside the records' 95%% CIs (pack --remeasure)")
+    repro.add_argument("results", nargs="+", type=Path)
+    repro.set_defaults(run=repro_command)
 
     pairs = commands.add_parser("pairs", help="write labelled pairs of the correct records (code read from the mirrors)")
     pairs.add_argument("--out", type=Path, required=True)
@@ -85,8 +90,17 @@ def pack_command(args: argparse.Namespace) -> int:
         args.seed,
         args.whole_problems,
         args.problem,
+        args.remeasure,
     )
     print(f"{count} entries in {args.batch}")
+    return 0
+
+
+def repro_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import dataset
+
+    results = [json.loads(line) for path in args.results for line in path.read_text().splitlines() if line.strip()]
+    print(json.dumps(dataset.reproducibility(dataset.read(), results), indent=1))
     return 0
 
 

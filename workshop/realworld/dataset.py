@@ -117,6 +117,53 @@ def stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# Re-measured kernels are told apart by how long the solution runs: timer jitter rules the
+# shortest, run-to-run drift (clocks, memory placement) the longest.
+RUNTIME_CLASSES_MS = ((0.05, "under 50 µs"), (0.2, "50-200 µs"), (math.inf, "over 200 µs"))
+
+
+def reproducibility(records: list[dict[str, Any]], remeasured: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """How many re-measured speedups fall inside the records' 95% CIs: in all, per source and per
+    runtime class, with the misses named (the first result of an id counts, as in `assemble`)."""
+    recorded = {record["id"]: record for record in records if record["correct"]}
+    rows: dict[str, dict[str, Any]] = {}
+    for result in remeasured:
+        original = recorded.get(result["id"])
+        if original is None or "speedup" not in result or result["id"] in rows:
+            continue
+        low, high = original["ci95"]
+        duration = original["t_candidate_ms"]
+        rows[result["id"]] = {
+            "source": original["source"],
+            "class": next(name for limit, name in RUNTIME_CLASSES_MS if duration < limit),
+            "inside": low <= result["speedup"] <= high,
+            "deviation": abs(result["speedup"] / original["speedup"] - 1),
+            "miss": {
+                "id": result["id"],
+                "recorded": [round(original["speedup"], 4), [round(low, 4), round(high, 4)]],
+                "again": round(result["speedup"], 4),
+            },
+        }
+
+    def summary(members: list[dict[str, Any]]) -> dict[str, Any]:
+        deviations = sorted(row["deviation"] for row in members)
+        return {
+            "compared": len(members),
+            "inside_ci": sum(row["inside"] for row in members),
+            "share_inside_ci": round(sum(row["inside"] for row in members) / len(members), 4) if members else None,
+            "median_abs_deviation": round(statistics.median(deviations), 4) if deviations else None,
+            "p90_abs_deviation": round(deviations[int(0.9 * (len(deviations) - 1))], 4) if deviations else None,
+        }
+
+    every = list(rows.values())
+    return {
+        **summary(every),
+        "by_source": {name: summary([row for row in every if row["source"] == name]) for name in sorted({row["source"] for row in every})},
+        "by_runtime": {name: summary([row for row in every if row["class"] == name]) for _, name in RUNTIME_CLASSES_MS},
+        "misses": [row["miss"] for row in every if not row["inside"]],
+    }
+
+
 def _source_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     correct = [record for record in records if record["correct"]]
     speedups = [record["speedup"] for record in correct]

@@ -2,7 +2,7 @@
 
     python -m workshop realworld pack BATCH_DIR --mirrors /work/.mirror [--limit N] [--source NAME ...]
         [--language cuda|triton|inductor ...] [--skip RESULTS.jsonl ...] [--seed 0]
-        [--whole-problems N [--problem NAME ...]]
+        [--whole-problems N [--problem NAME ...]] [--remeasure N]
 
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
@@ -14,7 +14,9 @@ file measured as ModelNew, its `problem_sha256` the reference). `--whole-problem
 packs every solution of the N problem files that most solutions share instead (of those named
 by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
-solution of each. The batch folder is carried to the GPU host; it is never committed.
+solution of each. `--remeasure N` packs a seeded sample of N entries measured correct already,
+dealt over sources, to measure again on another machine (`realworld repro`). The batch folder is
+carried to the GPU host; it is never committed.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def pack(
     seed: int = 0,
     whole_problems: int | None = None,
     problems: list[str] | None = None,
+    remeasure: int | None = None,
 ) -> int:
     """Write the batch; how many entries it holds."""
     entries = [
@@ -81,11 +84,12 @@ def pack(
         and (not languages or entry["language"] in languages)
         and (not problems or entry["problem_name"] in problems)
     ]
-    if whole_problems:
-        entries = widest_problems(entries, whole_problems)
+    if remeasure:
+        correct = {record["id"] for record in read(RECORDS) if record["correct"]} if RECORDS.exists() else set()
+        chosen = dealt([entry for entry in entries if entry["id"] in correct], seed)[:remeasure]
     else:
-        entries = dealt(entries, seed)
-    chosen = [entry for entry in entries if entry["id"] not in (skip or set())][:limit]
+        entries = widest_problems(entries, whole_problems) if whole_problems else dealt(entries, seed)
+        chosen = [entry for entry in entries if entry["id"] not in (skip or set())][:limit]
     files = out / "files"
     files.mkdir(parents=True, exist_ok=True)
     opened: dict[tuple[str, str], Mirror] = {}
