@@ -48,6 +48,8 @@ _LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # A generated file with thousands of kernels would hold its first hint back for minutes
 # (one reference lookup and one forecast each); hand-written files have a few.
 MAX_KERNELS = 100
+# The class a KernelBench solution file defines: its kernels are launched from its host code.
+KERNELBENCH_CLASS = "ModelNew"
 
 
 @dataclass
@@ -174,8 +176,8 @@ def analyse_text(
             analysis.problems.append(result.launch_error)
         if result.launch is None and result.launch_error is None and kernel.language in FACT_LANGUAGES:
             result.host_launch = host_launch(text, kernel.name, kernel.language, python_file=path.suffix == ".py")
-        if discovery.kind == "kernelbench" and kernel.name != "ModelNew":
-            result.part_of = "ModelNew"
+        if discovery.kind == "kernelbench" and kernel.name != KERNELBENCH_CLASS:
+            result.part_of = KERNELBENCH_CLASS
             analysis.results.append(result)
             continue
         attach_reference(result, discovery, path, workspace_root, config, settings.allow_references_outside_workspace, reference_override)
@@ -336,7 +338,25 @@ def _side(code: str, language: str, name: str | None, facts: KernelFacts | None,
     facts_json = _json(facts) or {}
     if launch is not None and launch.kind == "kernel":
         facts_json["launches"] = [launch.as_launch()]
+    elif name == KERNELBENCH_CLASS and language in FACT_LANGUAGES:
+        launches = embedded_launches(file_text)
+        if launches:
+            facts_json["launches"] = [spec.as_launch() for spec in launches]
     return KernelSide(code, language, name, facts_json or None)
+
+
+@functools.lru_cache(maxsize=8)
+def embedded_launches(file_text: str) -> tuple[LaunchSpec, ...]:
+    """The launches a KernelBench ModelNew's host code makes of its own kernels (load_inline CUDA,
+    Triton): what a block-size or `num_warps` edit of such a file changes. Sizes it cannot read
+    are guessed as host_launch guesses them."""
+    launches = []
+    for kernel in discover(file_text, "kernelbench.py").kernels:
+        if kernel.name != KERNELBENCH_CLASS and kernel.language in FACT_LANGUAGES:
+            found = host_launch(file_text, kernel.name, kernel.language, python_file=True)
+            if found is not None and found.kind == "kernel":
+                launches.append(found)
+    return tuple(launches)
 
 
 def _launch_in(file_text: str, reference: Reference, elements: int | None = None) -> LaunchSpec | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -26,6 +27,15 @@ from kernelcast.wire import Forecast, ForecastRequest, KernelSide, LabelledPair
 DEFAULT_GPU = "H100-SXM"
 # A side's language → the suffix its file is written with: discovery reads kernels by it.
 SUFFIXES = {"cuda": ".cu", "triton": ".py", "pytorch": ".py"}
+# CUDA written in Python: a KernelBench ModelNew, load_inline or CuPy strings. Read as a .py file, as the editor reads it.
+_CUDA_IN_PYTHON = re.compile(r"^(?:class\s+ModelNew\b|import\s+\w|from\s+[\w.]+\s+import\b)", re.M)
+
+
+def file_suffix(side: KernelSide) -> str:
+    """The file name ending the editor would have given this side's code."""
+    return ".py" if side.language == "cuda" and _CUDA_IN_PYTHON.search(side.code) else SUFFIXES[side.language]
+
+
 EDITOR_KERNELS = "a __global__ function, a @triton.jit function or a KernelBench ModelNew"
 
 _cache: Any = None
@@ -94,8 +104,8 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
     reference, candidate = sides["reference"], sides["candidate"]
     with tempfile.TemporaryDirectory(prefix="kernelcast-batch-") as folder:
         root = Path(folder).resolve()
-        reference_path = root / f"reference{SUFFIXES[reference.language]}"
-        candidate_path = root / f"candidate{SUFFIXES[candidate.language]}"
+        reference_path = root / f"reference{file_suffix(reference)}"
+        candidate_path = root / f"candidate{file_suffix(candidate)}"
         reference_path.write_text(reference.code, encoding="utf-8")
         candidate_path.write_text(candidate.code, encoding="utf-8")
         override = f"{reference_path}::{reference.name}" if reference.name else str(reference_path)

@@ -29,6 +29,16 @@ SOLUTION = (
 )
 
 
+# Another author's solution of the same problem.
+TRITON_SOLUTION = (
+    "import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\n"
+    "def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+    "    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)\n\n"
+    "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+    "        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)\n        return y\n"
+)
+
+
 def kernelbench_pair(candidate_language: str = "cuda", candidate: str = SOLUTION) -> ForecastRequest:
     return ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(candidate, candidate_language, "ModelNew"), HARDWARE, None)
 
@@ -38,8 +48,17 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert KernelBenchPrior.reads(kernelbench_pair("triton")) == AGAINST_PROBLEM
     # A torch-only rewrite or torch.compile of the problem: no kernels of its own, no line was fitted on them.
     assert KernelBenchPrior.reads(kernelbench_pair("pytorch")) is None
-    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(SOLUTION, "triton", "ModelNew"), HARDWARE, None)
+    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     assert KernelBenchPrior.reads(solutions) == BETWEEN_SOLUTIONS
+    # One solution with its block size edited is read by the weights, from its launch.
+    edited = SOLUTION.replace("return x\n", "return x  # launched with 512 threads\n")
+    assert edited != SOLUTION
+    assert (
+        KernelBenchPrior.reads(
+            ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(edited, "cuda", "ModelNew"), HARDWARE, None)
+        )
+        is None
+    )
     # Kernels in .cu files are read as the weights read them.
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
@@ -53,7 +72,7 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
     shipped = EmbeddedBackend()
     without = EmbeddedBackend(prior_path=tmp_path / "none.json")
     assert shipped.prior is not None and without.prior is None and shipped.model_id != without.model_id
-    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(SOLUTION, "triton", "ModelNew"), HARDWARE, None)
+    solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     for request, kind in ((kernelbench_pair(), AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS)):
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
@@ -92,3 +111,52 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     prior = KernelBenchPrior.load(PRIOR_PATH)
     assert prior is not None and prior.to_json() == {"lines": data["lines"], "meta": data["meta"]}
+
+
+LAUNCHING_SOLUTION = '''import torch
+from torch.utils.cpp_extension import load_inline
+source = """
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.f);
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    const int threads = 256;
+    relu_kernel<<<(n + threads - 1) / threads, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+relu = load_inline("relu", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=source, functions=["relu"])
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return relu.relu(x)
+'''
+
+
+def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: Path) -> None:
+    from kernelcast.analysis import side_with_facts
+    from kernelcast.batch import editor_request
+    from kernelcast.cache import ResultCache
+    from kernelcast.models.embedded.features import pair_features, without_launches
+    from kernelcast.models.service.calibrated import Forecaster
+
+    wide = LAUNCHING_SOLUTION.replace("const int threads = 256;", "const int threads = 1024;")
+    line = {"reference": {"code": LAUNCHING_SOLUTION, "language": "cuda", "name": "ModelNew"}, "gpu": "H100-SXM"}
+    edit, _ = editor_request({**line, "candidate": {"code": wide, "language": "cuda", "name": "ModelNew"}}, 0.8, False)
+    blocks = [side.facts["launches"][0]["block"] for side in (edit.reference, edit.candidate)]
+    assert blocks == [[256], [1024]] and KernelBenchPrior.reads(edit) is None
+    # kernelcast eval's path reads the same launches.
+    cache = ResultCache(tmp_path / "cache")
+    read, _ = side_with_facts(KernelSide(wide, "cuda", "ModelNew"), SPECS["H100-SXM"], cache)
+    assert read.facts["launches"] == edit.candidate.facts["launches"]
+    forecaster = Forecaster(["embedded"])
+    assert forecaster.forecast(edit).provenance["details"]["mean_log2"] != 0.0
+    same, _ = editor_request({**line, "candidate": {"code": LAUNCHING_SOLUTION + "\n", "language": "cuda", "name": "ModelNew"}}, 0.8, False)
+    assert forecaster.forecast(same).provenance["details"]["mean_log2"] == 0.0
+    # Against its problem the pair is read through the line, as it was fitted: without those launches.
+    against = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), edit.candidate, HARDWARE, None)
+    assert (pair_features(against) == pair_features(without_launches(against))).all()
+    assert not (pair_features(edit) == pair_features(without_launches(edit))).all()

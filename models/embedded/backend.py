@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
-from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features
+from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features, without_launches
 from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
-from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ForecastRequest, KernelSide, normal_bin_probabilities
+from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ForecastRequest, normal_bin_probabilities
 
 WEIGHTS_PATH = Path(__file__).parents[1] / "weights" / "embedded.npz"
 # The code between a request and the weights: a change in any of it changes the forecast
@@ -258,16 +258,6 @@ class EmbeddedBackend:
 
 
 ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH}
-
-
-def without_launches(request: ForecastRequest) -> ForecastRequest:
-    """The request with neither side's launch list: each side read from its code alone."""
-
-    def side(kernel: KernelSide) -> KernelSide:
-        facts = {key: value for key, value in (kernel.facts or {}).items() if key != "launches"}
-        return replace(kernel, facts=facts or None)
-
-    return replace(request, reference=side(request.reference), candidate=side(request.candidate))
 
 
 def even_mixture(mean_a: float, sd_a: float, mean_b: float, sd_b: float) -> tuple[float, float]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
+from kernelcast.models.embedded.kernelbench_prior import KernelBenchPrior
 from kernelcast.wire import ForecastRequest, KernelSide
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
@@ -651,12 +652,26 @@ def _context_vector(work: Work, hardware: Hardware, threads: float, output: floa
     ]
 
 
+def without_launches(request: ForecastRequest) -> ForecastRequest:
+    """The request with neither side's launch list: each side read from its code alone."""
+
+    def side(kernel: KernelSide) -> KernelSide:
+        facts = {key: value for key, value in (kernel.facts or {}).items() if key != "launches"}
+        return replace(kernel, facts=facts or None)
+
+    return replace(request, reference=side(request.reference), candidate=side(request.candidate))
+
+
 def pair_features(request: ForecastRequest) -> np.ndarray:
     """(2, len(FEATURE_NAMES)) rows for the reference and the candidate, each with the shared context.
 
     Swapping the sides swaps the rows and nothing else: the model that reads them is
-    antisymmetric by construction.
+    antisymmetric by construction. A KernelBench pair read through a fitted line
+    (`kernelbench_prior.py`) is read as the lines were fitted, without the launches its
+    ModelNew makes of its own kernels; an edit of one solution is read from them.
     """
+    if KernelBenchPrior.reads(request):
+        request = without_launches(request)
     sides = (request.reference, request.candidate)
     hardware = Hardware.from_json(request.hardware or {})
     counts = tuple(read_code(side.code, side.language) for side in sides)

@@ -10,7 +10,8 @@ spread (never narrower than the model's own, so novelty still widens it):
 - a solution against its problem (eager `Model`, or the problem under torch.compile);
 - two solutions of one problem against each other. Their order is arbitrary, so that line runs
   through the origin; the weights rank such pairs no better than chance, and the line's wide
-  spread makes the forecast say so (it defers) instead of naming a side with confidence.
+  spread makes the forecast say so (it defers) instead of naming a side with confidence. A
+  solution against itself with a line or two edited (a launch's block size) is not such a pair.
 Both are judged with each source held out in turn (workshop/training/kernelbench_prior.py).
 """
 
@@ -30,6 +31,7 @@ _MODEL = re.compile(r"^class\s+Model\b", re.M)
 _OWN_KERNELS = ("cuda", "triton")
 AGAINST_PROBLEM = "solution-vs-problem"
 BETWEEN_SOLUTIONS = "solution-vs-solution"
+EDITED_LINES = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,13 @@ def _solution(side: KernelSide) -> bool:
     return side.language in _OWN_KERNELS and bool(_MODEL_NEW.search(side.code))
 
 
+def _an_edit(reference: str, candidate: str) -> bool:
+    """One solution with a line or two changed (a block size, `num_warps`): not two solutions. The
+    weights read such an edit from the launch; the line was fitted on solutions written apart."""
+    before, after = reference.splitlines(), candidate.splitlines()
+    return len(before) == len(after) and sum(old != new for old, new in zip(before, after)) <= EDITED_LINES
+
+
 @dataclass(frozen=True)
 class KernelBenchPrior:
     lines: dict[str, Line]  # by the kind of pair it reads: AGAINST_PROBLEM, BETWEEN_SOLUTIONS
@@ -63,7 +72,7 @@ class KernelBenchPrior:
             return None
         if reference.language == "pytorch" and _MODEL.search(reference.code):
             return AGAINST_PROBLEM
-        return BETWEEN_SOLUTIONS if _solution(reference) else None
+        return BETWEEN_SOLUTIONS if _solution(reference) and not _an_edit(reference.code, candidate.code) else None
 
     def applies(self, request: ForecastRequest) -> str | None:
         """The kind of pair, where this prior has a line for it."""
