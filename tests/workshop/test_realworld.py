@@ -312,3 +312,101 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
     assert (found["compared"], found["inside_ci"], found["share_inside_ci"]) == (2, 1, 0.5)
     assert found["by_runtime"]["under 50 µs"]["inside_ci"] == 0 and found["by_runtime"]["over 200 µs"]["inside_ci"] == 1
     assert found["misses"] == [{"id": rows["inductor"]["id"], "recorded": [1.25, [1.225, 1.275]], "again": 1.375}]
+
+
+# --- launch edits --------------------------------------------------------------------------------
+
+LAUNCHED_CUDA = '''from torch.utils.cpp_extension import load_inline
+source = """
+#define UNROLL 4
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.f);
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    const int threads = 256;
+    relu_kernel<<<(n + threads - 1) / threads, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+class ModelNew:
+    pass
+'''
+LAUNCHED_TRITON = """import triton
+import triton.language as tl
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pass
+
+class ModelNew:
+    def forward(self, x):
+        BLOCK_SIZE = 1024
+        relu_kernel[(triton.cdiv(x.numel(), BLOCK_SIZE),)](x, x, x.numel(), BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+"""
+
+
+def test_launch_edits_change_one_value_set_in_one_place() -> None:
+    from workshop.realworld import edits
+
+    found = {(edit.what, edit.old, edit.new) for edit in edits.cuda_edits(LAUNCHED_CUDA)}
+    assert found == {("threads", "256", "128"), ("threads", "256", "512")}
+    edited = edits.cuda_edits(LAUNCHED_CUDA)[0].apply(LAUNCHED_CUDA)
+    assert "const int threads = 128;" in edited and edited.count("128") == 1
+    # A shared array or loop sized by the same number would be left behind: no edit.
+    assert edits.cuda_edits(LAUNCHED_CUDA.replace("#define UNROLL 4", "__shared__ float tile[256];")) == []
+    # A literal block with a literal grid, or a block set in two places: no edit.
+    assert edits.cuda_edits(LAUNCHED_CUDA.replace("(n + threads - 1) / threads, threads>>>", "(n + 255) / 256, 256>>>")) == []
+    assert edits.cuda_edits(LAUNCHED_CUDA.replace("const int threads = 256;", "const int threads = 256; const int threads = 256;")) == []
+    found = {(edit.what, edit.old, edit.new) for edit in edits.triton_edits(LAUNCHED_TRITON)}
+    assert found == {("num_warps", "4", "2"), ("num_warps", "4", "8"), ("BLOCK_SIZE", "1024", "512"), ("BLOCK_SIZE", "1024", "2048")}
+    assert edits.triton_edits("@triton.autotune(configs=[])\n" + LAUNCHED_TRITON) == []  # the autotuner picks the launch
+    with pytest.raises(ValueError, match="does not fit the file"):
+        edits.Edit(3, "256", "512", "threads").apply(LAUNCHED_CUDA)
+
+
+def test_launch_edits_are_packed_checked_and_paired_with_their_solution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workshop.realworld import edits
+
+    commit = make_mirror(
+        tmp_path,
+        "someone/kernels",
+        {"KernelBench/level1/19_ReLU.py": PROBLEM, "results/level1/19_ReLU/code/kernel_20250101_000001.py": LAUNCHED_CUDA},
+    )
+    source = sources.Source(
+        "test-source", "someone/kernels", commit, "MIT", sources.by_name("llmkernel").solution, "someone/kernels", commit
+    )
+    monkeypatch.setattr(sources, "SOURCES", (source,))
+    monkeypatch.setattr(manifest, "SOURCES", (source,))
+    mirrors = tmp_path / "mirrors"
+    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
+    (base,) = manifest.load(tmp_path / "manifest.jsonl.gz")
+    edits.build([base], mirrors, tmp_path / "edits.jsonl.gz")
+    found = edits.load(tmp_path / "edits.jsonl.gz")
+    assert sorted(entry["edit"]["new"] for entry in found) == ["128", "512"] and {entry["base"] for entry in found} == {base["id"]}
+    assert "relu_kernel" not in gzip.decompress((tmp_path / "edits.jsonl.gz").read_bytes()).decode()  # no code in the manifest
+    monkeypatch.setattr(pack, "load", lambda: [base, *found])
+    assert pack.pack(tmp_path / "batch", mirrors, only_edits=True) == 2
+    batch = [json.loads(line) for line in (tmp_path / "batch" / "batch.jsonl").read_text().splitlines()]
+    for line in batch:
+        text = (tmp_path / "batch" / "files" / f"{line['sha256']}.py").read_text()
+        assert hashlib.sha256(text.encode()).hexdigest() == line["sha256"] and "const int threads = 256;" not in text
+    # Measured: the base at 2 ms, the 512-thread edit at 1 ms; the pair is the base against its edit.
+    wide = next(entry for entry in found if entry["edit"]["new"] == "512")
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(line) + "\n" for line in (measured(base["id"], 0.5, 2.0), measured(wide["id"], 1.0, 1.0))))
+    records = tmp_path / "records.jsonl.gz"
+    dataset.assemble([results], records, tmp_path / "manifest.jsonl.gz", tmp_path / "none.jsonl.gz", tmp_path / "edits.jsonl.gz")
+    read = dataset.read(records)
+    (pair,) = [pair for pair in dataset.pairs(read, mirrors) if pair.kind == "edit"]
+    assert pair.speedup == pytest.approx(2.0) and "const int threads = 512;" in pair.request.candidate.code
+    assert "const int threads = 256;" in pair.request.reference.code
+    assert not any(pair.kind == "variant" for pair in dataset.pairs(read, mirrors))  # an edit is not another author's solution
+    part = dataset.stats(read)
+    assert (part["tried"], part["correct"], part["launch_edits"]) == (1, 1, {"tried": 1, "correct": 1})
+    # A tampered mirror file is refused.
+    monkeypatch.setattr(pack, "load", lambda: [{**wide, "sha256": "0" * 64}])
+    with pytest.raises(ValueError, match="is not the file the edit manifest names"):
+        pack.pack(tmp_path / "other", mirrors, only_edits=True)

@@ -25,6 +25,12 @@ def add_parser(subparsers: Any) -> None:
     libraries.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
     libraries.set_defaults(run=library_manifest_command)
 
+    edit_manifest = commands.add_parser(
+        "edit-manifest", help="list launch edits (block size, num_warps) of the solutions measured correct (no code)"
+    )
+    edit_manifest.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    edit_manifest.set_defaults(run=edit_manifest_command)
+
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
     pack.add_argument("batch", type=Path)
     pack.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
@@ -38,6 +44,7 @@ def add_parser(subparsers: Any) -> None:
     pack.add_argument("--whole-problems", type=int, metavar="N", help="every solution of the N problem files most solutions share")
     pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
     pack.add_argument("--remeasure", type=int, metavar="N", help="a seeded sample of N entries measured correct already, to measure again")
+    pack.add_argument("--edits", action="store_true", help="launch edits of measured solutions only (edit-manifest)")
     pack.set_defaults(run=pack_command)
 
     run = commands.add_parser("run", help="measure a packed batch on this machine's GPUs (resumable)")
@@ -77,6 +84,15 @@ def library_manifest_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def edit_manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import dataset, edits, manifest
+
+    correct = {record["id"] for record in dataset.read() if record["correct"]}
+    bases = [entry for entry in manifest.load() if entry["id"] in correct]
+    print(json.dumps(edits.build(bases, args.mirrors), indent=1))
+    return 0
+
+
 def pack_command(args: argparse.Namespace) -> int:
     from workshop.realworld import pack
 
@@ -91,6 +107,7 @@ def pack_command(args: argparse.Namespace) -> int:
         args.whole_problems,
         args.problem,
         args.remeasure,
+        args.edits,
     )
     print(f"{count} entries in {args.batch}")
     return 0

@@ -24,6 +24,8 @@ from typing import Any
 
 from kernelcast.kernels_runtime.hardware import lookup
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
+from workshop.realworld.edits import EDIT_KEYS, EDIT_MANIFEST, edited_text, is_edit
+from workshop.realworld.edits import load as load_edits
 from workshop.realworld.library import LIBRARY_KEYS, LIBRARY_MANIFEST, generated, is_library
 from workshop.realworld.library import load as load_libraries
 from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
@@ -50,7 +52,7 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
-    record |= {key: entry[key] for key in LIBRARY_KEYS if key in entry}
+    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *EDIT_KEYS) if key in entry}
     record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
@@ -74,9 +76,15 @@ def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def assemble(results: Iterable[Path], out: Path = RECORDS, manifest: Path = MANIFEST, libraries: Path = LIBRARY_MANIFEST) -> dict[str, int]:
+def assemble(
+    results: Iterable[Path],
+    out: Path = RECORDS,
+    manifest: Path = MANIFEST,
+    libraries: Path = LIBRARY_MANIFEST,
+    edited: Path = EDIT_MANIFEST,
+) -> dict[str, int]:
     """Join run results with the manifests (an id's first result stands) and add them to `out`."""
-    entries = {entry["id"]: entry for entry in load(manifest) + load_libraries(libraries)}
+    entries = {entry["id"]: entry for entry in load(manifest) + load_libraries(libraries) + load_edits(edited)}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
     for path in results:
         for line in path.read_text().splitlines():
@@ -98,7 +106,10 @@ def read(path: Path = RECORDS) -> list[dict[str, Any]]:
 
 def stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The real-world part of corpus-stats.json: counts per language and per source, failures by
-    kind, how many correct kernels are slower than eager PyTorch, S's median and the runtimes."""
+    kind, how many correct kernels are slower than eager PyTorch, S's median and the runtimes.
+    Launch edits (`edits.py`) are ours, not the source's: they are counted apart."""
+    edited = [record for record in records if is_edit(record)]
+    records = [record for record in records if not is_edit(record)]
     correct = [record for record in records if record["correct"]]
     languages: dict[str, dict[str, int]] = defaultdict(lambda: {"tried": 0, "correct": 0})
     for record in records:
@@ -114,6 +125,7 @@ def stats(records: list[dict[str, Any]]) -> dict[str, Any]:
         "languages": {language: counts for language, counts in sorted(languages.items())},
         "problems": len({record["problem_sha256"] for record in correct}),
         "sources": {name: _source_stats(members) for name, members in sorted(by_source.items())},
+        **({"launch_edits": {"tried": len(edited), "correct": sum(record["correct"] for record in edited)}} if edited else {}),
     }
 
 
@@ -197,7 +209,8 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
     (two solutions of one problem file from one source, S from their medians, both ways round).
-    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`)."""
+    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`); a
+    launch edit's, `edit` (the solution it was made from against it, S from their medians)."""
     from workshop.realworld.sources import by_name
 
     codes = Codes(mirrors)
@@ -208,6 +221,10 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     for members in by_problem.values():
         if is_library(members[0]):
             yield from library_pairs(members, codes)
+            continue
+        edited = [record for record in members if is_edit(record)]
+        members = [record for record in members if not is_edit(record)]
+        if not members:
             continue
         first = members[0]
         source = by_name(first["source"])
@@ -244,6 +261,13 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
                         f"{group}/ref={reference['id']}",
                         reference,
                     )
+        for record in edited:
+            base = next((member for member in members if member["id"] == record["base"]), None)
+            if base is not None:
+                text = edited_text(record, codes.mirror(record["repo"], record["commit"]))
+                edit = KernelSide(text, sides[base["id"]].language, "ModelNew")
+                speedup, interval = _ratio(base, record)
+                yield _pair(record, "edit", sides[base["id"]], edit, speedup, interval, f"{group}/ref={base['id']}", base)
 
 
 def library_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:

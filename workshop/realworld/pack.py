@@ -2,7 +2,7 @@
 
     python -m workshop realworld pack BATCH_DIR --mirrors /work/.mirror [--limit N] [--source NAME ...]
         [--language cuda|triton|inductor ...] [--skip RESULTS.jsonl ...] [--seed 0]
-        [--whole-problems N [--problem NAME ...]] [--remeasure N]
+        [--whole-problems N [--problem NAME ...]] [--remeasure N] [--edits]
 
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
@@ -15,7 +15,8 @@ packs every solution of the N problem files that most solutions share instead (o
 by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
 solution of each. `--remeasure N` packs a seeded sample of N entries measured correct already,
-dealt over sources, to measure again on another machine (`realworld repro`). The batch folder is
+dealt over sources, to measure again on another machine (`realworld repro`); `--edits` packs
+launch edits only (`edits.py`). The batch folder is
 carried to the GPU host; it is never committed.
 """
 
@@ -28,14 +29,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld import library, manifest
+from workshop.realworld import edits, library, manifest
 from workshop.realworld.dataset import RECORDS, read
 from workshop.realworld.manifest import Mirror
 
 
 def load() -> list[dict[str, Any]]:
-    """Every entry there is to measure: the KernelBench solutions' manifest and the library operators'."""
-    return manifest.load() + library.load()
+    """Every entry there is to measure: the KernelBench solutions' manifest, the library operators'
+    and the launch edits'."""
+    return manifest.load() + library.load() + edits.load()
 
 
 def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -75,12 +77,14 @@ def pack(
     whole_problems: int | None = None,
     problems: list[str] | None = None,
     remeasure: int | None = None,
+    only_edits: bool = False,
 ) -> int:
     """Write the batch; how many entries it holds."""
     entries = [
         entry
         for entry in load()
-        if (not sources or entry["source"] in sources)
+        if (not only_edits or edits.is_edit(entry))
+        and (not sources or entry["source"] in sources)
         and (not languages or entry["language"] in languages)
         and (not problems or entry["problem_name"] in problems)
     ]
@@ -98,6 +102,10 @@ def pack(
             if library.is_library(entry):
                 stream.write(json.dumps(_pack_library_entry(entry, out, mirrors, opened)) + "\n")
                 continue
+            if edits.is_edit(entry):
+                mirror = opened.setdefault((entry["repo"], entry["commit"]), Mirror(mirrors, entry["repo"], entry["commit"]))
+                (files / f"{entry['candidate_sha256']}.py").write_text(edits.edited_text(entry, mirror))
+                entry = {**entry, "sha256": entry["candidate_sha256"]}  # the file measured is the edited one
             for path, digest, repo, commit in _files_of(entry):
                 target = files / f"{digest}.py"
                 if target.exists():
