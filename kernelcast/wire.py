@@ -340,6 +340,7 @@ def parse_tolerance(value: Any) -> str | float:
 # cross: same operation, unrelated implementations (other family or language).
 # reference: the operation's PyTorch reference against a hand-written kernel.
 # edit, cross, reference: the synthetic corpus and CUDA-L1; the rest: kernels others wrote (workshop/realworld).
+# llm-vs-human: an LLM's kernel against the human-written kernel it was asked to replace (TritonBench G).
 PAIR_KINDS = (
     "edit",
     "cross",
@@ -348,6 +349,7 @@ PAIR_KINDS = (
     "llm-vs-compile",
     "library-vs-eager",
     "library-vs-compile",
+    "llm-vs-human",
     "variant",
     "inductor-vs-eager",
 )

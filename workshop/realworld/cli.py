@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kernelcast.wire import PAIR_KINDS
 from workshop.realworld import runner
 
 DEFAULT_MIRRORS = Path("/work/.mirror")
@@ -30,6 +31,9 @@ def add_parser(subparsers: Any) -> None:
     )
     edit_manifest.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
     edit_manifest.set_defaults(run=edit_manifest_command)
+    triton_bench = commands.add_parser("tritonbench-manifest", help="list TritonBench's LLM candidates per kernel and size (no code)")
+    triton_bench.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    triton_bench.set_defaults(run=tritonbench_manifest_command)
 
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
     pack.add_argument("batch", type=Path)
@@ -64,7 +68,7 @@ def add_parser(subparsers: Any) -> None:
     pairs.add_argument(
         "--kind",
         action="append",
-        choices=("llm-vs-eager", "llm-vs-compile", "variant", "inductor-vs-eager", "library-vs-eager", "library-vs-compile"),
+        choices=PAIR_KINDS[PAIR_KINDS.index("llm-vs-eager") :],
     )
     pairs.set_defaults(run=pairs_command)
 
@@ -90,6 +94,13 @@ def edit_manifest_command(args: argparse.Namespace) -> int:
     correct = {record["id"] for record in dataset.read() if record["correct"]}
     bases = [entry for entry in manifest.load() if entry["id"] in correct]
     print(json.dumps(edits.build(bases, args.mirrors), indent=1))
+    return 0
+
+
+def tritonbench_manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import tritonbench
+
+    print(json.dumps(tritonbench.build(args.mirrors), indent=1))
     return 0
 
 

@@ -31,6 +31,7 @@ from workshop.realworld.library import load as load_libraries
 from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
 from workshop.realworld.prebuild import MAX_LINE_CHARS, error_summary
 from workshop.realworld.runner import COMPILED_MODEL
+from workshop.realworld.tritonbench import TRITONBENCH_KEYS, TRITONBENCH_MANIFEST, is_tritonbench, tritonbench_sides
 
 RECORDS = Path(__file__).parent / "data" / "records.jsonl.gz"
 KERNEL_LANGUAGES = ("cuda", "triton")
@@ -52,7 +53,7 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
-    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *EDIT_KEYS) if key in entry}
+    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS) if key in entry}
     record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
@@ -82,9 +83,11 @@ def assemble(
     manifest: Path = MANIFEST,
     libraries: Path = LIBRARY_MANIFEST,
     edited: Path = EDIT_MANIFEST,
+    tritonbench: Path = TRITONBENCH_MANIFEST,
 ) -> dict[str, int]:
     """Join run results with the manifests (an id's first result stands) and add them to `out`."""
-    entries = {entry["id"]: entry for entry in load(manifest) + load_libraries(libraries) + load_edits(edited)}
+    listed = load(manifest) + load_libraries(libraries) + load_edits(edited) + load_libraries(tritonbench)
+    entries = {entry["id"]: entry for entry in listed}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
     for path in results:
         for line in path.read_text().splitlines():
@@ -209,8 +212,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
     (two solutions of one problem file from one source, S from their medians, both ways round).
-    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`); a
-    launch edit's, `edit` (the solution it was made from against it, S from their medians)."""
+    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`);
+    TritonBench's `llm-vs-human` and `llm-vs-eager` (`tritonbench_pairs`); a launch edit's, `edit`
+    (the solution it was made from against it, S from their medians)."""
     from workshop.realworld.sources import by_name
 
     codes = Codes(mirrors)
@@ -221,6 +225,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     for members in by_problem.values():
         if is_library(members[0]):
             yield from library_pairs(members, codes)
+            continue
+        if is_tritonbench(members[0]):
+            yield from tritonbench_pairs(members, codes)
             continue
         edited = [record for record in members if is_edit(record)]
         members = [record for record in members if not is_edit(record)]
@@ -292,6 +299,17 @@ def library_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[Label
             compiled_side = KernelSide(reference_code + COMPILED_MODEL, "pytorch", "ModelNew")
             speedup, interval = _ratio(compiled, record)
             yield _pair(record, "library-vs-compile", compiled_side, side, speedup, interval, f"{group}/ref=compile")
+
+
+def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
+    """One kernel-size's pairs: each LLM candidate against the human Triton kernel it was written to
+    replace (track G, `llm-vs-human`) or against the torch operator (track T, `llm-vs-eager`). Each side's
+    code is its own text read back from the mirror (the candidate's JSONL row, the kernel file's code)."""
+    for record in members:
+        reference, candidate = tritonbench_sides(record, codes.mirror(record["repo"], record["commit"]))
+        kind = "llm-vs-human" if record["track"] == "G" else "llm-vs-eager"
+        group = f"{record['problem']}@{record['problem_sha256'][:8]}"
+        yield _pair(record, kind, reference, candidate, record["speedup"], record["ci95"], f"{group}/ref={reference.language}")
 
 
 def _ratio(reference: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, tuple[float, float]]:

@@ -606,7 +606,7 @@ def entries(library: Library, mirrors: Path) -> Iterator[dict[str, Any]]:
                     "problem": group,
                     "problem_name": op.name,
                     "problem_path": "",
-                    "problem_sha256": _digest(reference),
+                    "problem_sha256": sha256_of(reference),
                     "sizes": problem_sizes(reference),
                     "same_as": [],
                     "op": op.name,
@@ -617,17 +617,17 @@ def entries(library: Library, mirrors: Path) -> Iterator[dict[str, Any]]:
                     "id": f"{library.name}:{group.split('/', 1)[1]}",
                     **common,
                     "language": "triton",
-                    "candidate_sha256": _digest(candidate),
+                    "candidate_sha256": sha256_of(candidate),
                 }
                 yield {
                     "id": f"{library.name}:{group.split('/', 1)[1]}/compile",
                     **common,
                     "language": INDUCTOR,
-                    "candidate_sha256": _digest(reference),
+                    "candidate_sha256": sha256_of(reference),
                 }
 
 
-def _digest(text: str) -> str:
+def sha256_of(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 

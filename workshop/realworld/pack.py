@@ -10,7 +10,8 @@ round-robin over sources, so a batch cut short by its deadline still covers ever
 Entries already in the records (or in the `--skip` results) are left out. Library entries
 (`library.py`) are packed from their generated files, SHA-checked against the library manifest,
 with the library's package copied from the mirror into `lib/` (a batch line's `sha256` names the
-file measured as ModelNew, its `problem_sha256` the reference). `--whole-problems N`
+file measured as ModelNew, its `problem_sha256` the reference); TritonBench entries
+(`tritonbench.py`) alike, with the kernel texts they import in `lib/tritonbench_v1_code/`. `--whole-problems N`
 packs every solution of the N problem files that most solutions share instead (of those named
 by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
@@ -29,15 +30,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld import edits, library, manifest
+from workshop.realworld import edits, library, manifest, tritonbench
 from workshop.realworld.dataset import RECORDS, read
 from workshop.realworld.manifest import Mirror
 
 
 def load() -> list[dict[str, Any]]:
-    """Every entry there is to measure: the KernelBench solutions' manifest, the library operators'
-    and the launch edits'."""
-    return manifest.load() + library.load() + edits.load()
+    """Every entry there is to measure: the KernelBench solutions' manifest, the library operators',
+    TritonBench's and the launch edits'."""
+    return manifest.load() + library.load() + library.load(tritonbench.TRITONBENCH_MANIFEST) + edits.load()
 
 
 def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -102,6 +103,9 @@ def pack(
             if library.is_library(entry):
                 stream.write(json.dumps(_pack_library_entry(entry, out, mirrors, opened)) + "\n")
                 continue
+            if tritonbench.is_tritonbench(entry):
+                stream.write(json.dumps(_pack_tritonbench_entry(entry, out, mirrors, opened)) + "\n")
+                continue
             if edits.is_edit(entry):
                 mirror = opened.setdefault((entry["repo"], entry["commit"]), Mirror(mirrors, entry["repo"], entry["commit"]))
                 (files / f"{entry['candidate_sha256']}.py").write_text(edits.edited_text(entry, mirror))
@@ -134,9 +138,27 @@ def _pack_library_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened:
     carried = package.parent / Path(entry["path"]).relative_to(Path(source.package).parent)
     if hashlib.sha256(carried.read_bytes()).hexdigest() != entry["sha256"]:
         raise ValueError(f"{source.repo}@{source.commit[:12]}:{entry['path']} is not the file the library manifest names (SHA-256 differs)")
-    for text, digest in zip(library.generated(entry, mirror), (entry["problem_sha256"], entry["candidate_sha256"]), strict=True):
-        if hashlib.sha256(text.encode()).hexdigest() != digest:
-            raise ValueError(f"{entry['id']}: the generated file differs from the library manifest's; rebuild it (library-manifest)")
+    return _write_generated(entry, library.generated(entry, mirror), out, "library-manifest")
+
+
+def _pack_tritonbench_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened: dict[tuple[str, str], Mirror]) -> dict[str, Any]:
+    """Write a TritonBench entry's generated files and the module texts they import (the candidate, the
+    kernel, performance_utils), each SHA-checked, into BATCH/lib/<CODE_PACKAGE>; its batch line."""
+    mirror = opened.setdefault((entry["repo"], entry["commit"]), Mirror(mirrors, entry["repo"], entry["commit"]))
+    package = out / "lib" / tritonbench.CODE_PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").touch()
+    for digest, text in tritonbench.modules(entry, mirror).items():
+        (package / f"k_{digest}.py").write_text(text)
+    return _write_generated(entry, tritonbench.generated(entry, mirror), out, "tritonbench-manifest")
+
+
+def _write_generated(entry: dict[str, Any], texts: tuple[str, str], out: Path, command: str) -> dict[str, Any]:
+    """Write an entry's generated (reference, candidate) files, which must hash as its manifest says
+    (the templates have not changed since); its batch line, whose `sha256` names the candidate."""
+    for text, digest in zip(texts, (entry["problem_sha256"], entry["candidate_sha256"]), strict=True):
+        if library.sha256_of(text) != digest:
+            raise ValueError(f"{entry['id']}: the generated file differs from the manifest's; rebuild it ({command})")
         (out / "files" / f"{digest}.py").write_text(text)
     line = {key: entry[key] for key in ("id", "source", "language", "problem_sha256", "level", "problem")}
     return {**line, "sha256": entry["candidate_sha256"]}
