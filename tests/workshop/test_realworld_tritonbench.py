@@ -1,0 +1,217 @@
+"""TritonBench (workshop/realworld/tritonbench.py) read from the thunlp/TritonBench mirror at its pinned
+commit: the manifest, the generated KernelBench files, batches and pairs. Skipped where the mirror is
+absent (fetch github:thunlp/TritonBench)."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelcast.wire import LabelledPair
+from workshop.realworld import dataset, library, pack, tritonbench
+from workshop.realworld.manifest import Mirror
+
+MIRRORS = Path("/work/.mirror")
+ADD = "tritonbench:G/add_example/i=20/"
+SUB_GELU = "tritonbench:T/sub_gelu/i=19/"
+
+
+def the_mirror() -> Mirror:
+    try:
+        mirror = Mirror(MIRRORS, tritonbench.REPO, tritonbench.COMMIT)
+        mirror.read("performance_metrics/perf_G/performance_utils.py")
+    except FileNotFoundError as error:
+        pytest.skip(f"no mirror of {tritonbench.REPO}: {error}")
+    except Exception as error:  # git show fails: the pinned commit is not in the mirror
+        pytest.skip(f"the mirror of {tritonbench.REPO} lacks {tritonbench.COMMIT[:12]}: {error}")
+    return mirror
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    the_mirror()
+    out = tmp_path_factory.mktemp("tritonbench") / "tritonbench_manifest.jsonl.gz"
+    counts = tritonbench.build(MIRRORS, out)
+    assert counts["left out"] == {
+        "empty predict": 58,
+        "perf script: an input's shape is not known before running: torch.rand((n, p), dtype=self.dtype or torch.float32)": 18,
+        "perf script: an input's shape is not known before running: torch.randn(16, self.in_channels, H, W, dtype=torch.float32)": 18,
+        "perf script: an input's shape is not known before running: torch.randn(n, c, h, w, dtype=torch.float32)": 18,
+        "perf script: the sweep is not one loop over one variable": 36,
+        "same text as another candidate of the kernel": 532,
+        "the row matches 0 kernel files": 26,
+        "the row matches 2 kernel files": 10,
+    }
+    # Every one of the 7,752 candidate rows is either measured (once per distinct text) or counted as left out.
+    assert counts["distinct candidates"] + sum(counts["left out"].values()) == 7752
+    return library.load(out)
+
+
+def first(built: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
+    return next(row for row in built if row["id"].startswith(prefix))
+
+
+def test_the_manifest_builds_from_the_pinned_mirror_and_matches_the_committed_one(built: list[dict[str, Any]]) -> None:
+    assert len(built) == 21108 and Counter(row["track"] for row in built) == {"G": 12417, "T": 8691}
+    assert len({(row["track"], row["op"]) for row in built}) == 344 and len({(row["op"], row["sha256"]) for row in built}) == 7036
+    assert max(row["sizes"]["elements"] for row in built) <= library.MAX_ELEMENTS
+    # add_example sweeps i over 12..27 (2^i elements): its smallest, middle and largest value.
+    assert sorted({(row["sizes"]["i"], row["sizes"]["elements"]) for row in built if row["op"] == "add_example"}) == [
+        (12, 4096),
+        (20, 2**20),
+        (27, 2**27),
+    ]
+    sub_gelu = first(built, SUB_GELU)
+    assert sub_gelu["files"]["data/TritonBench_T_v1/sub_gelu.py"] == "068c54d85b61e6ad2e1775d698286356ca18b0483d39f8a999e11a1abf2bcb8d"
+    assert sub_gelu["files"]["performance_metrics/perf_T/performance_utils.py"] == (
+        "71a165b6cfb26a5a6d9d07b420bb2f2b23288a70891f862ca7de25b1e968dd77"
+    )
+    mirror = the_mirror()
+    for row in (sub_gelu, first(built, ADD)):
+        for path, digest in row["files"].items():
+            assert hashlib.sha256(mirror.read(path)).hexdigest() == digest
+        candidate = next(r for r in tritonbench.rows_of(mirror, row["path"]) if r.row == row["row"])
+        assert hashlib.sha256(candidate.code.encode()).hexdigest() == row["sha256"]
+    # One entry per candidate text, kernel and size: a repeated text is one entry naming its other rows.
+    assert sum(len(row["same_as"]) for row in built if row["id"].split("/")[2] == "i=12") > 0
+    assert len({(row["problem"], row["sha256"]) for row in built}) == len(built)
+    assert built == library.load(tritonbench.TRITONBENCH_MANIFEST), "run `python -m workshop realworld tritonbench-manifest`"
+    text = gzip.open(tritonbench.TRITONBENCH_MANIFEST, "rt").read()
+    assert "@triton" not in text and "def " not in text and "import " not in text  # no code, ours or TritonBench's
+
+
+def test_every_generated_file_is_a_kernelbench_pair_importing_the_named_texts(built: list[dict[str, Any]]) -> None:
+    mirror = the_mirror()
+    for row in built:
+        reference, candidate = tritonbench.generated(row, mirror)
+        assert hashlib.sha256(reference.encode()).hexdigest() == row["problem_sha256"]
+        assert hashlib.sha256(candidate.encode()).hexdigest() == row["candidate_sha256"]
+        for text, names, module in (
+            (reference, {"Model", "get_inputs", "get_init_inputs"}, row["kernel_sha256"]),
+            (candidate, {"Model", "ModelNew", "get_inputs", "get_init_inputs"}, row["sha256"]),
+        ):
+            tree = ast.parse(text)
+            defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+            assert names <= defined and ("ModelNew" in defined) == ("ModelNew" in names), row["id"]
+            assert f'importlib.import_module("{tritonbench.CODE_PACKAGE}.k_{module}")' in text
+            # The sweep is cut to this entry's one value.
+            variable = next(key for key in row["sizes"] if key != "elements")
+            assert f"for {variable} in ({row['sizes'][variable]},):" in text, row["id"]
+
+
+def test_a_sweep_is_read_from_a_perf_script_chosen_within_the_cap_and_refused_when_unknown() -> None:
+    script = """
+from TritonBench_v1.mm import matmul as entry, helper
+from performance_utils import Performance_Metrics
+
+class performance_metrics(Performance_Metrics):
+    def get_input_tensors(self):
+        self.input_tensors = []
+        base = 64
+        for i in range(1, 40):
+            M = N = K = base * 2 ** i
+            a = torch.randn((M, K), dtype=torch.float16)
+            self.input_tensors.append((a, torch.randint(0, 4, (K, N))))
+
+    def to_cuda(self, item):
+        return item
+
+    def call_op(self, item):
+        return entry(*item)
+"""
+    sweep = tritonbench.read_sweep(script)
+    # 64 * 2^i squared stays within 2^28 up to i = 8; the smallest, middle and largest of i = 1..8.
+    assert (sweep.variable, sweep.values, sweep.item) == ("i", (1, 5, 8), "tuple")
+    assert sweep.elements == ((64 * 2) ** 2, (64 * 32) ** 2, (64 * 256) ** 2)
+    assert sweep.entry_names == (("matmul", "entry"), ("helper", "helper"))
+    body = tritonbench.perf_body(script, 5)
+    assert "for i in (5,):" in body and "TritonBench_v1" not in body and "performance_utils" not in body
+    with pytest.raises(tritonbench.Unmappable, match="not known before running"):
+        tritonbench.read_sweep(script.replace("(M, K)", "(M, self.k)"))
+    assert tritonbench.candidate_code("Here it is:\n```python\nimport triton\n```\nDone.<|EOT|>") == "\nimport triton\n"
+
+
+def test_a_batch_carries_the_checked_texts_and_files_and_refuses_a_mismatch(
+    built: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [first(built, ADD), first(built, SUB_GELU)]
+    monkeypatch.setattr(pack, "load", lambda: rows)
+    assert pack.pack(tmp_path / "batch", MIRRORS) == 2
+    batch = tmp_path / "batch"
+    lines = {line["id"]: line for line in map(json.loads, (batch / "batch.jsonl").read_text().splitlines())}
+    package = batch / "lib" / tritonbench.CODE_PACKAGE
+    assert (package / "__init__.py").is_file()
+    for row in rows:
+        line = lines[row["id"]]
+        assert line["sha256"] == row["candidate_sha256"] and line["problem_sha256"] == row["problem_sha256"]
+        for digest in (line["sha256"], line["problem_sha256"]):
+            assert hashlib.sha256((batch / "files" / f"{digest}.py").read_bytes()).hexdigest() == digest
+        for digest in (row["sha256"], row["kernel_sha256"]):
+            assert hashlib.sha256((package / f"k_{digest}.py").read_bytes()).hexdigest() == digest
+    # A source file that does not hash as the manifest says is refused, and so is a stale template.
+    tampered = {**rows[0], "files": {**rows[0]["files"], "data/TritonBench_G_v1/add_example.py": "0" * 64}}
+    monkeypatch.setattr(pack, "load", lambda: [tampered])
+    with pytest.raises(ValueError, match="is not the file the TritonBench manifest names"):
+        pack.pack(tmp_path / "other", MIRRORS)
+    monkeypatch.setattr(pack, "load", lambda: [{**rows[0], "candidate_sha256": "0" * 64}])
+    with pytest.raises(ValueError, match="the generated file differs"):
+        pack.pack(tmp_path / "third", MIRRORS)
+
+
+def measured(entry_id: str, speedup: float) -> dict[str, Any]:
+    """A result line as the runner writes it for a measurement."""
+    return {
+        "id": entry_id,
+        "gpu": "H200",
+        "seconds": 2.0,
+        "speedup": speedup,
+        "ci95": [speedup * 0.98, speedup * 1.02],
+        "t_reference_ms": speedup * 0.1,
+        "t_candidate_ms": 0.1,
+        "details": {
+            "round_ratios": [speedup] * 5,
+            "tolerance": {"rule": "kernelbench", "atol_rtol": {"fp32": 0.01}},
+            "correctness": {"out": {"max_abs_err": 1e-6}},
+            "versions": {"torch": "2.11.0"},
+            "driver": "580",
+        },
+    }
+
+
+def test_measured_candidates_give_pairs_against_the_human_kernel_and_the_torch_operator(
+    built: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    rows = [first(built, ADD), first(built, SUB_GELU)]
+    manifest = tmp_path / "tritonbench_manifest.jsonl.gz"
+    with gzip.open(manifest, "wt") as stream:
+        stream.writelines(json.dumps(row) + "\n" for row in rows)
+    results = tmp_path / "results.jsonl"
+    failed = {"id": rows[1]["id"], "failure": "wrong", "message": "wrong results: out differs", "seconds": 1.0}
+    results.write_text("".join(json.dumps(line) + "\n" for line in (measured(rows[0]["id"], 0.5), failed)))
+    empty = tmp_path / "empty.jsonl.gz"
+    gzip.open(empty, "wt").close()
+    records_path = tmp_path / "records.jsonl.gz"
+    assert dataset.assemble([results], records_path, empty, empty, manifest) == {"correct": 1, "wrong": 1}
+    records = dataset.read(records_path)
+    assert {record["track"] for record in records} == {"G", "T"} and all(record["kernel_sha256"] for record in records)
+    (human,) = list(dataset.pairs(records, MIRRORS))  # the wrong candidate gives no pair
+    mirror = the_mirror()
+    assert human.kind == "llm-vs-human" and human.speedup == 0.5 and human.op == "tritonbench/add_example"
+    label = tritonbench.kernel_code(mirror.read("data/TritonBench_G_v1/add_example.py").decode())
+    assert human.request.reference.code == label and human.request.reference.language == "triton"
+    candidate = next(row for row in tritonbench.rows_of(mirror, rows[0]["path"]) if row.row == rows[0]["row"])
+    assert human.request.candidate.code == candidate.code and human.request.candidate.language == "triton"
+    assert human.request.candidate.name == "add_wrapper"
+    # A measured T candidate is paired with the torch operator.
+    records[1] = dataset.record_of(rows[1], measured(rows[1]["id"], 1.5))
+    eager = next(pair for pair in dataset.pairs(records, MIRRORS) if pair.kind == "llm-vs-eager")
+    assert eager.request.reference.language == "pytorch" and "def sub_gelu(" in eager.request.reference.code
+    assert LabelledPair.from_json(json.loads(json.dumps(human.to_json()))).kind == "llm-vs-human"
+    assert dataset.stats(records)["sources"]["tritonbench"]["tried"] == 2
