@@ -34,31 +34,22 @@ def the_mirror() -> Mirror:
     return mirror
 
 
+# Every SAMPLE-th committed entry is generated again here; `python -m workshop realworld
+# tritonbench-manifest --check` builds the whole manifest afresh (80 s) and compares.
+SAMPLE = 50
+
+
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def built() -> list[dict[str, Any]]:
     the_mirror()
-    out = tmp_path_factory.mktemp("tritonbench") / "tritonbench_manifest.jsonl.gz"
-    counts = tritonbench.build(MIRRORS, out)
-    assert counts["left out"] == {
-        "empty predict": 58,
-        "perf script: an input's shape is not known before running: torch.rand((n, p), dtype=self.dtype or torch.float32)": 18,
-        "perf script: an input's shape is not known before running: torch.randn(16, self.in_channels, H, W, dtype=torch.float32)": 18,
-        "perf script: an input's shape is not known before running: torch.randn(n, c, h, w, dtype=torch.float32)": 18,
-        "perf script: the sweep is not one loop over one variable": 36,
-        "same text as another candidate of the kernel": 532,
-        "the row matches 0 kernel files": 26,
-        "the row matches 2 kernel files": 10,
-    }
-    # Every one of the 7,752 candidate rows is either measured (once per distinct text) or counted as left out.
-    assert counts["distinct candidates"] + sum(counts["left out"].values()) == 7752
-    return library.load(out)
+    return library.load(tritonbench.TRITONBENCH_MANIFEST)
 
 
 def first(built: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
     return next(row for row in built if row["id"].startswith(prefix))
 
 
-def test_the_manifest_builds_from_the_pinned_mirror_and_matches_the_committed_one(built: list[dict[str, Any]]) -> None:
+def test_the_committed_manifest_names_the_pinned_mirrors_files(built: list[dict[str, Any]]) -> None:
     assert len(built) == 21108 and Counter(row["track"] for row in built) == {"G": 12417, "T": 8691}
     assert len({(row["track"], row["op"]) for row in built}) == 344 and len({(row["op"], row["sha256"]) for row in built}) == 7036
     assert max(row["sizes"]["elements"] for row in built) <= library.MAX_ELEMENTS
@@ -82,14 +73,13 @@ def test_the_manifest_builds_from_the_pinned_mirror_and_matches_the_committed_on
     # One entry per candidate text, kernel and size: a repeated text is one entry naming its other rows.
     assert sum(len(row["same_as"]) for row in built if row["id"].split("/")[2] == "i=12") > 0
     assert len({(row["problem"], row["sha256"]) for row in built}) == len(built)
-    assert built == library.load(tritonbench.TRITONBENCH_MANIFEST), "run `python -m workshop realworld tritonbench-manifest`"
     text = gzip.open(tritonbench.TRITONBENCH_MANIFEST, "rt").read()
     assert "@triton" not in text and "def " not in text and "import " not in text  # no code, ours or TritonBench's
 
 
-def test_every_generated_file_is_a_kernelbench_pair_importing_the_named_texts(built: list[dict[str, Any]]) -> None:
+def test_generated_files_are_kernelbench_pairs_importing_the_named_texts(built: list[dict[str, Any]]) -> None:
     mirror = the_mirror()
-    for row in built:
+    for row in built[::SAMPLE]:
         reference, candidate = tritonbench.generated(row, mirror)
         assert hashlib.sha256(reference.encode()).hexdigest() == row["problem_sha256"]
         assert hashlib.sha256(candidate.encode()).hexdigest() == row["candidate_sha256"]

@@ -33,6 +33,11 @@ def add_parser(subparsers: Any) -> None:
     edit_manifest.set_defaults(run=edit_manifest_command)
     triton_bench = commands.add_parser("tritonbench-manifest", help="list TritonBench's LLM candidates per kernel and size (no code)")
     triton_bench.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    triton_bench.add_argument(
+        "--check",
+        action="store_true",
+        help="build it afresh elsewhere and say whether it equals the committed one (the suite checks a sample)",
+    )
     triton_bench.set_defaults(run=tritonbench_manifest_command)
 
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
@@ -98,10 +103,19 @@ def edit_manifest_command(args: argparse.Namespace) -> int:
 
 
 def tritonbench_manifest_command(args: argparse.Namespace) -> int:
-    from workshop.realworld import tritonbench
+    import tempfile
 
-    print(json.dumps(tritonbench.build(args.mirrors), indent=1))
-    return 0
+    from workshop.realworld import library, tritonbench
+
+    if not args.check:
+        print(json.dumps(tritonbench.build(args.mirrors), indent=1))
+        return 0
+    with tempfile.TemporaryDirectory() as folder:
+        fresh = Path(folder) / "manifest.jsonl.gz"
+        counts = tritonbench.build(args.mirrors, fresh)
+        same = library.load(fresh) == library.load(tritonbench.TRITONBENCH_MANIFEST)
+    print(json.dumps({**counts, "equals the committed manifest": same}, indent=1))
+    return 0 if same else 1
 
 
 def pack_command(args: argparse.Namespace) -> int:
