@@ -339,6 +339,7 @@ def parse_tolerance(value: Any) -> str | float:
 # edit: same operation and family, the two sides differ in one variation axis.
 # cross: same operation, unrelated implementations (other family or language).
 # reference: the operation's PyTorch reference against a hand-written kernel.
+# llm-vs-cublas: an LLM-written CUDA GEMM (CUDA-L2) against torch.matmul, i.e. cuBLAS, at one shape.
 # edit, cross, reference: the synthetic corpus and CUDA-L1; the rest: kernels others wrote (workshop/realworld).
 # llm-vs-human: an LLM's kernel against the human-written kernel it was asked to replace (TritonBench G).
 PAIR_KINDS = (
@@ -350,6 +351,7 @@ PAIR_KINDS = (
     "library-vs-eager",
     "library-vs-compile",
     "llm-vs-human",
+    "llm-vs-cublas",
     "variant",
     "inductor-vs-eager",
 )

@@ -39,6 +39,9 @@ def add_parser(subparsers: Any) -> None:
         help="build it afresh elsewhere and say whether it equals the committed one (the suite checks a sample)",
     )
     triton_bench.set_defaults(run=tritonbench_manifest_command)
+    cuda_l2 = commands.add_parser("cuda-l2-manifest", help="list CUDA-L2's HGEMM kernels to measure against torch.matmul (no code)")
+    cuda_l2.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    cuda_l2.set_defaults(run=cuda_l2_manifest_command)
 
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
     pack.add_argument("batch", type=Path)
@@ -116,6 +119,13 @@ def tritonbench_manifest_command(args: argparse.Namespace) -> int:
         same = library.load(fresh) == library.load(tritonbench.TRITONBENCH_MANIFEST)
     print(json.dumps({**counts, "equals the committed manifest": same}, indent=1))
     return 0 if same else 1
+
+
+def cuda_l2_manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import cuda_l2
+
+    print(json.dumps(cuda_l2.build(args.mirrors), indent=1))
+    return 0
 
 
 def pack_command(args: argparse.Namespace) -> int:

@@ -24,6 +24,8 @@ from typing import Any
 
 from kernelcast.kernels_runtime.hardware import lookup
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
+from workshop.realworld.cuda_l2 import CUDA_L2_KEYS, CUDA_L2_MANIFEST, is_cuda_l2, reference_code
+from workshop.realworld.cuda_l2 import load_manifest as load_cuda_l2
 from workshop.realworld.edits import EDIT_KEYS, EDIT_MANIFEST, edited_text, is_edit
 from workshop.realworld.edits import load as load_edits
 from workshop.realworld.library import LIBRARY_KEYS, LIBRARY_MANIFEST, generated, is_library
@@ -53,7 +55,7 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
-    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS) if key in entry}
+    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS, *CUDA_L2_KEYS) if key in entry}
     record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
@@ -84,9 +86,10 @@ def assemble(
     libraries: Path = LIBRARY_MANIFEST,
     edited: Path = EDIT_MANIFEST,
     tritonbench: Path = TRITONBENCH_MANIFEST,
+    cuda_l2: Path = CUDA_L2_MANIFEST,
 ) -> dict[str, int]:
     """Join run results with the manifests (an id's first result stands) and add them to `out`."""
-    listed = load(manifest) + load_libraries(libraries) + load_edits(edited) + load_libraries(tritonbench)
+    listed = load(manifest) + load_libraries(libraries) + load_edits(edited) + load_libraries(tritonbench) + load_cuda_l2(cuda_l2)
     entries = {entry["id"]: entry for entry in listed}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
     for path in results:
@@ -213,8 +216,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
     (two solutions of one problem file from one source, S from their medians, both ways round).
     A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`);
-    TritonBench's `llm-vs-human` and `llm-vs-eager` (`tritonbench_pairs`); a launch edit's, `edit`
-    (the solution it was made from against it, S from their medians)."""
+    TritonBench's `llm-vs-human` and `llm-vs-eager` (`tritonbench_pairs`); CUDA-L2's `llm-vs-cublas`
+    and `variant` (`cuda_l2_pairs`); a launch edit's, `edit` (the solution it was made from against
+    it, S from their medians)."""
     from workshop.realworld.sources import by_name
 
     codes = Codes(mirrors)
@@ -228,6 +232,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
             continue
         if is_tritonbench(members[0]):
             yield from tritonbench_pairs(members, codes)
+            continue
+        if is_cuda_l2(members[0]):
+            yield from cuda_l2_pairs(members, codes)
             continue
         edited = [record for record in members if is_edit(record)]
         members = [record for record in members if not is_edit(record)]
@@ -310,6 +317,27 @@ def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[L
         kind = "llm-vs-human" if record["track"] == "G" else "llm-vs-eager"
         group = f"{record['problem']}@{record['problem_sha256'][:8]}"
         yield _pair(record, kind, reference, candidate, record["speedup"], record["ci95"], f"{group}/ref={reference.language}")
+
+
+def cuda_l2_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
+    """One shape's pairs: each kernel against torch.matmul (`llm-vs-cublas`), and each kernel against
+    one tuned for another GPU or accumulator at the same shape (`variant`, both ways round). A
+    kernel's side is its .cu file read from the mirror; the reference is the generated torch file."""
+    first = members[0]
+    cublas = KernelSide(reference_code(*first["shape"]), "pytorch", "Model")
+    sides = {
+        record["id"]: KernelSide(codes.text(record["repo"], record["commit"], record["path"]), "cuda", record["function"])
+        for record in members
+    }
+    group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    for record in members:
+        yield _pair(record, "llm-vs-cublas", cublas, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=cublas")
+        for other in members:
+            if other is not record:
+                speedup, interval = _ratio(other, record)
+                yield _pair(
+                    record, "variant", sides[other["id"]], sides[record["id"]], speedup, interval, f"{group}/ref={other['id']}", other
+                )
 
 
 def _ratio(reference: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, tuple[float, float]]:

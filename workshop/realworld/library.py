@@ -27,7 +27,7 @@ import json
 import re
 import subprocess
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -631,16 +631,20 @@ def sha256_of(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build(mirrors: Path, out: Path = LIBRARY_MANIFEST) -> dict[str, int]:
-    """Write the library manifest; the count of entries per library."""
+def write_manifest(out: Path, rows: Iterable[dict[str, Any]], counted_by: str = "source") -> dict[str, int]:
+    """Write manifest rows (gzipped JSON lines, keys sorted); the count of rows per value of `counted_by`."""
     counts: dict[str, int] = {}
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt") as stream:
-        for library in LIBRARIES:
-            for entry in entries(library, mirrors):
-                stream.write(json.dumps(entry, sort_keys=True) + "\n")
-                counts[library.name] = counts.get(library.name, 0) + 1
+        for row in rows:
+            stream.write(json.dumps(row, sort_keys=True) + "\n")
+            counts[row[counted_by]] = counts.get(row[counted_by], 0) + 1
     return counts
+
+
+def build(mirrors: Path, out: Path = LIBRARY_MANIFEST) -> dict[str, int]:
+    """Write the library manifest; the count of entries per library."""
+    return write_manifest(out, (entry for library in LIBRARIES for entry in entries(library, mirrors)))
 
 
 def load(path: Path = LIBRARY_MANIFEST) -> list[dict[str, Any]]:

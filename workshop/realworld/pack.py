@@ -11,8 +11,10 @@ Entries already in the records (or in the `--skip` results) are left out. Librar
 (`library.py`) are packed from their generated files, SHA-checked against the library manifest,
 with the library's package copied from the mirror into `lib/` (a batch line's `sha256` names the
 file measured as ModelNew, its `problem_sha256` the reference); TritonBench entries
-(`tritonbench.py`) alike, with the kernel texts they import in `lib/tritonbench_v1_code/`. `--whole-problems N`
-packs every solution of the N problem files that most solutions share instead (of those named
+(`tritonbench.py`) alike, with the kernel texts they import in `lib/tritonbench_v1_code/`, and
+CUDA-L2 entries (`cuda_l2.py`), their kernel files read from the mirror into the generated
+candidates, with CUTLASS's headers as `cutlass.tar.xz`. `--whole-problems N` packs every
+solution of the N problem files that most solutions share instead (of those named
 by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
 solution of each. `--remeasure N` packs a seeded sample of N entries measured correct already,
@@ -30,15 +32,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld import edits, library, manifest, tritonbench
+from workshop.realworld import cuda_l2, edits, library, manifest, tritonbench
 from workshop.realworld.dataset import RECORDS, read
 from workshop.realworld.manifest import Mirror
 
 
 def load() -> list[dict[str, Any]]:
     """Every entry there is to measure: the KernelBench solutions' manifest, the library operators',
-    TritonBench's and the launch edits'."""
-    return manifest.load() + library.load() + library.load(tritonbench.TRITONBENCH_MANIFEST) + edits.load()
+    TritonBench's, CUDA-L2's and the launch edits'."""
+    return manifest.load() + library.load() + library.load(tritonbench.TRITONBENCH_MANIFEST) + cuda_l2.load_manifest() + edits.load()
 
 
 def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -103,6 +105,9 @@ def pack(
             if library.is_library(entry):
                 stream.write(json.dumps(_pack_library_entry(entry, out, mirrors, opened)) + "\n")
                 continue
+            if cuda_l2.is_cuda_l2(entry):
+                stream.write(json.dumps(_pack_cuda_l2_entry(entry, out, mirrors, opened)) + "\n")
+                continue
             if tritonbench.is_tritonbench(entry):
                 stream.write(json.dumps(_pack_tritonbench_entry(entry, out, mirrors, opened)) + "\n")
                 continue
@@ -151,6 +156,15 @@ def _pack_tritonbench_entry(entry: dict[str, Any], out: Path, mirrors: Path, ope
     for digest, text in tritonbench.modules(entry, mirror).items():
         (package / f"k_{digest}.py").write_text(text)
     return _write_generated(entry, tritonbench.generated(entry, mirror), out, "tritonbench-manifest")
+
+
+def _pack_cuda_l2_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened: dict[tuple[str, str], Mirror]) -> dict[str, Any]:
+    """Write a CUDA-L2 entry's generated files (the kernel file SHA-checked, the texts against the
+    manifest's digests) and, once per batch, CUTLASS's headers; its batch line."""
+    if not (out / cuda_l2.CUTLASS_ARCHIVE).is_file():
+        cuda_l2.write_cutlass_archive(mirrors, out)
+    mirror = opened.setdefault((cuda_l2.REPO, cuda_l2.COMMIT), Mirror(mirrors, cuda_l2.REPO, cuda_l2.COMMIT))
+    return _write_generated(entry, cuda_l2.generated(entry, mirror), out, "cuda-l2-manifest")
 
 
 def _write_generated(entry: dict[str, Any], texts: tuple[str, str], out: Path, command: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workshop.realworld import cuda_l2
 from workshop.realworld.manifest import INDUCTOR
 from workshop.realworld.prebuild import error_summary
 
@@ -220,6 +221,8 @@ def run_command(args: argparse.Namespace) -> int:
     lib = args.batch / "lib"
     if lib.is_dir():
         os.environ["PYTHONPATH"] = os.pathsep.join(part for part in (str(lib.resolve()), os.environ.get("PYTHONPATH", "")) if part)
+    # CUDA-L2 entries build against the CUTLASS headers that pack put in the batch; prebuilds and workers inherit the path.
+    cuda_l2.unpack_cutlass(args.batch)
     run = Run(args)
     started = time.monotonic()
     run.go(gpus, build_workers)
