@@ -195,6 +195,7 @@ Tensor zeros(IntArrayRef, TensorOptions = {});
 """
 
 
+@pytest.mark.slow
 def test_one_generated_candidates_kernel_compiles_for_sm90a_with_the_carried_cutlass_headers(
     built: list[dict[str, Any]], mirror: Mirror, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
