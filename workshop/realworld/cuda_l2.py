@@ -312,7 +312,7 @@ def write_cutlass_archive(mirrors: Path, out: Path) -> Path:
         ["git", f"--git-dir={mirror.git_dir}", "archive", mirror.commit, *CUTLASS_PATHS], capture_output=True, check=True
     )
     target = out / CUTLASS_ARCHIVE
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as headers, tarfile.open(target, "w:xz") as packed:
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as headers, tarfile.open(target, "w:xz", preset=1) as packed:
         for member in headers.getmembers():
             packed.addfile(member, headers.extractfile(member) if member.isfile() else None)
     return target
