@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from realworld_support import measured
 
 from workshop.realworld import dataset, manifest, pack, runner, sources
 from workshop.realworld.prebuild import error_summary
@@ -183,26 +184,6 @@ def test_a_run_folder_says_what_is_measured_already(tmp_path: Path) -> None:
     assert runner.done_ids(results) == set()
     results.write_text(json.dumps({"id": "s:1", "failure": "compile"}) + "\n\n" + json.dumps({"id": "s:2", "speedup": 1.2}) + "\n")
     assert runner.done_ids(results) == {"s:1", "s:2"}
-
-
-def measured(entry_id: str, speedup: float, t_candidate_ms: float, gpu: str = "H200") -> dict:
-    """A result line as the runner writes it for a measurement."""
-    return {
-        "id": entry_id,
-        "gpu": gpu,
-        "seconds": 2.0,
-        "speedup": speedup,
-        "ci95": [speedup * 0.98, speedup * 1.02],
-        "t_reference_ms": speedup * t_candidate_ms,
-        "t_candidate_ms": t_candidate_ms,
-        "details": {
-            "round_ratios": [speedup] * 5,
-            "tolerance": {"rule": "kernelbench", "atol_rtol": {"f32": 0.01}},
-            "correctness": {"out": {"max_abs_err": 1e-6}},
-            "versions": {"torch": "2.11.0"},
-            "driver": "580",
-        },
-    }
 
 
 def test_failure_messages_keep_the_tools_words_and_never_the_solutions_code() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from realworld_support import measured
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import cuda_l2, dataset, pack
@@ -239,26 +240,6 @@ def test_one_generated_candidates_kernel_compiles_for_sm90a_with_the_carried_cut
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "cute/tensor.hpp" in kernel_source and (tmp_path / "kernel.o").stat().st_size > 0
-
-
-def measured(entry_id: str, speedup: float, t_candidate_ms: float) -> dict[str, Any]:
-    """A result line as the runner writes it for a measurement."""
-    return {
-        "id": entry_id,
-        "gpu": "H200",
-        "seconds": 2.0,
-        "speedup": speedup,
-        "ci95": [speedup * 0.98, speedup * 1.02],
-        "t_reference_ms": speedup * t_candidate_ms,
-        "t_candidate_ms": t_candidate_ms,
-        "details": {
-            "round_ratios": [speedup] * 5,
-            "tolerance": {"rule": "kernelbench", "atol_rtol": {"f16": 0.01}},
-            "correctness": {"out": {"max_abs_err": 1e-2}},
-            "versions": {"torch": "2.11.0"},
-            "driver": "580",
-        },
-    }
 
 
 def test_measured_kernels_give_cublas_and_cross_gpu_pairs_with_the_kernel_file_as_candidate(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from realworld_support import measured
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack
@@ -141,26 +142,6 @@ def test_a_batch_carries_the_library_package_and_the_checked_files_and_refuses_a
     monkeypatch.setattr(pack, "load", lambda: [{**rows[0], "candidate_sha256": "0" * 64}])
     with pytest.raises(ValueError, match="the generated file differs"):
         pack.pack(tmp_path / "third", MIRRORS)
-
-
-def measured(entry_id: str, speedup: float, t_candidate_ms: float) -> dict[str, Any]:
-    """A result line as the runner writes it for a measurement."""
-    return {
-        "id": entry_id,
-        "gpu": "H200",
-        "seconds": 2.0,
-        "speedup": speedup,
-        "ci95": [speedup * 0.98, speedup * 1.02],
-        "t_reference_ms": speedup * t_candidate_ms,
-        "t_candidate_ms": t_candidate_ms,
-        "details": {
-            "round_ratios": [speedup] * 5,
-            "tolerance": {"rule": "kernelbench", "atol_rtol": {"bf16": 0.01}},
-            "correctness": {"out": {"max_abs_err": 1e-3}},
-            "versions": {"torch": "2.11.0"},
-            "driver": "580",
-        },
-    }
 
 
 def test_a_measured_library_kernel_gives_pairs_with_the_librarys_source_as_candidate(built: list[dict[str, Any]], tmp_path: Path) -> None:

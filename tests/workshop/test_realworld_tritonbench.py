@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from realworld_support import measured
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack, tritonbench
@@ -153,26 +154,6 @@ def test_a_batch_carries_the_checked_texts_and_files_and_refuses_a_mismatch(
     monkeypatch.setattr(pack, "load", lambda: [{**rows[0], "candidate_sha256": "0" * 64}])
     with pytest.raises(ValueError, match="the generated file differs"):
         pack.pack(tmp_path / "third", MIRRORS)
-
-
-def measured(entry_id: str, speedup: float) -> dict[str, Any]:
-    """A result line as the runner writes it for a measurement."""
-    return {
-        "id": entry_id,
-        "gpu": "H200",
-        "seconds": 2.0,
-        "speedup": speedup,
-        "ci95": [speedup * 0.98, speedup * 1.02],
-        "t_reference_ms": speedup * 0.1,
-        "t_candidate_ms": 0.1,
-        "details": {
-            "round_ratios": [speedup] * 5,
-            "tolerance": {"rule": "kernelbench", "atol_rtol": {"fp32": 0.01}},
-            "correctness": {"out": {"max_abs_err": 1e-6}},
-            "versions": {"torch": "2.11.0"},
-            "driver": "580",
-        },
-    }
 
 
 def test_measured_candidates_give_pairs_against_the_human_kernel_and_the_torch_operator(
