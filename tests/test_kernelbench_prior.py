@@ -48,6 +48,9 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert KernelBenchPrior.reads(kernelbench_pair("triton")) == AGAINST_PROBLEM
     # A torch-only rewrite or torch.compile of the problem: no kernels of its own, no line was fitted on them.
     assert KernelBenchPrior.reads(kernelbench_pair("pytorch")) is None
+    # A library's kernel called from a ModelNew(Model) wrapper is not an LLM's rewrite either.
+    library = "import triton\n\n@triton.jit\ndef relu(x_ptr):\n    pass\n\nclass ModelNew(Model):\n    pass\n"
+    assert KernelBenchPrior.reads(kernelbench_pair("triton", library)) is None
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     assert KernelBenchPrior.reads(solutions) == BETWEEN_SOLUTIONS
     # One solution with its block size edited is read by the weights, from its launch.

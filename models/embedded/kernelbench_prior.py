@@ -28,6 +28,7 @@ from kernelcast.wire import ForecastRequest, KernelSide
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
 _MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.M)
 _MODEL = re.compile(r"^class\s+Model\b", re.M)
+_WRAPPER = re.compile(r"^class\s+ModelNew\s*\(\s*Model\s*\)", re.M)
 _OWN_KERNELS = ("cuda", "triton")
 AGAINST_PROBLEM = "solution-vs-problem"
 BETWEEN_SOLUTIONS = "solution-vs-solution"
@@ -48,7 +49,9 @@ class Line:
 
 
 def _solution(side: KernelSide) -> bool:
-    return side.language in _OWN_KERNELS and bool(_MODEL_NEW.search(side.code))
+    """A rewrite with kernels of its own. A `ModelNew(Model)` wraps the problem's own model instead
+    (a library's kernel or torch.compile called on it): the lines were not fitted on those."""
+    return side.language in _OWN_KERNELS and bool(_MODEL_NEW.search(side.code)) and not _WRAPPER.search(side.code)
 
 
 def _an_edit(reference: str, candidate: str) -> bool:
