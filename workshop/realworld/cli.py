@@ -68,6 +68,8 @@ def add_parser(subparsers: Any) -> None:
 
     repro = commands.add_parser("repro", help="share of re-measured speedups inside the records' 95%% CIs (pack --remeasure)")
     repro.add_argument("results", nargs="+", type=Path)
+    repro.add_argument("--fit", action="store_true", help="fit the run-to-run drift on these results (intervals.py)")
+    repro.add_argument("--check", type=Path, action="append", help="with --fit: results of another sample to judge the fit on")
     repro.set_defaults(run=repro_command)
 
     pairs = commands.add_parser("pairs", help="write labelled pairs of the correct records (code read from the mirrors)")
@@ -151,8 +153,16 @@ def pack_command(args: argparse.Namespace) -> int:
 def repro_command(args: argparse.Namespace) -> int:
     from workshop.realworld import dataset
 
-    results = [json.loads(line) for path in args.results for line in path.read_text().splitlines() if line.strip()]
-    print(json.dumps(dataset.reproducibility(dataset.read(), results), indent=1))
+    def lines(paths: list[Path]) -> list[dict[str, Any]]:
+        return [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
+
+    if args.fit:
+        from workshop.realworld import intervals
+
+        found = intervals.report(dataset.read(), lines(args.results), lines(args.check) if args.check else None)
+        print(json.dumps(found, indent=1))
+        return 0
+    print(json.dumps(dataset.reproducibility(dataset.read(), lines(args.results)), indent=1))
     return 0
 
 
