@@ -214,7 +214,7 @@ def test_assembled_records_join_the_manifest_and_keep_every_failure(llmkernel: t
     ]
     results.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "records.jsonl.gz"
-    assert dataset.assemble([results], out, tmp_path / "manifest.jsonl.gz") == {"correct": 1, "wrong": 1}
+    assert dataset.assemble([results], out, [tmp_path / "manifest.jsonl.gz"]) == {"correct": 1, "wrong": 1}
     assert pack.skipped_ids([], records=out) == {rows["triton"]["id"], rows["cuda"]["id"]}  # a new batch leaves them out
     records = {record["language"]: record for record in dataset.read(out)}
     assert records["triton"]["speedup"] == 0.5 and records["triton"]["gpu"] == "H200"
@@ -240,7 +240,7 @@ def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[s
     results = tmp_path / "results.jsonl"
     lines = [measured(rows["triton"]["id"], 0.5, 2.0), measured(rows["cuda"]["id"], 2.0, 0.5), measured(rows["inductor"]["id"], 1.25, 0.8)]
     results.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    dataset.assemble([results], tmp_path / "records.jsonl.gz", tmp_path / "manifest.jsonl.gz")
+    dataset.assemble([results], tmp_path / "records.jsonl.gz", [tmp_path / "manifest.jsonl.gz"])
     found = {
         (pair.kind, pair.request.candidate.language): pair for pair in dataset.pairs(dataset.read(tmp_path / "records.jsonl.gz"), mirrors)
     }
@@ -284,7 +284,7 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
     ]
     first.write_text("".join(json.dumps(line) + "\n" for line in lines))
     records = tmp_path / "records.jsonl.gz"
-    dataset.assemble([first], records, manifest.MANIFEST)
+    dataset.assemble([first], records, [manifest.MANIFEST])
     monkeypatch.setattr(pack, "RECORDS", records)
     # --remeasure packs entries measured correct already (the wrong one is not measured again), whatever --skip says.
     assert pack.pack(tmp_path / "again", mirrors, skip={rows["triton"]["id"]}, remeasure=5) == 2
@@ -368,7 +368,7 @@ def test_launch_edits_are_packed_checked_and_paired_with_their_solution(tmp_path
     manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
     (base,) = manifest.load(tmp_path / "manifest.jsonl.gz")
     edits.build([base], mirrors, tmp_path / "edits.jsonl.gz")
-    found = edits.load(tmp_path / "edits.jsonl.gz")
+    found = manifest.load(tmp_path / "edits.jsonl.gz")
     assert sorted(entry["edit"]["new"] for entry in found) == ["128", "512"] and {entry["base"] for entry in found} == {base["id"]}
     assert "relu_kernel" not in gzip.decompress((tmp_path / "edits.jsonl.gz").read_bytes()).decode()  # no code in the manifest
     monkeypatch.setattr(pack, "load", lambda: [base, *found])
@@ -382,7 +382,7 @@ def test_launch_edits_are_packed_checked_and_paired_with_their_solution(tmp_path
     results = tmp_path / "results.jsonl"
     results.write_text("".join(json.dumps(line) + "\n" for line in (measured(base["id"], 0.5, 2.0), measured(wide["id"], 1.0, 1.0))))
     records = tmp_path / "records.jsonl.gz"
-    dataset.assemble([results], records, tmp_path / "manifest.jsonl.gz", tmp_path / "none.jsonl.gz", tmp_path / "edits.jsonl.gz")
+    dataset.assemble([results], records, [tmp_path / "manifest.jsonl.gz", tmp_path / "edits.jsonl.gz"])
     read = dataset.read(records)
     (pair,) = [pair for pair in dataset.pairs(read, mirrors) if pair.kind == "edit"]
     assert pair.speedup == pytest.approx(2.0) and "const int threads = 512;" in pair.request.candidate.code

@@ -22,7 +22,7 @@ from realworld_support import measured
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import cuda_l2, dataset, pack
-from workshop.realworld.manifest import Mirror
+from workshop.realworld.manifest import Mirror, load
 
 MIRRORS = Path("/work/.mirror")
 SMALL_CUTE_KERNEL = "cuda-l2:h100_F32F16F16F32/64_64_128"  # includes cute/tensor.hpp; builds in about a minute
@@ -51,7 +51,7 @@ def mirror() -> Mirror:
 def built(mirror: Mirror, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("cuda_l2") / "cuda_l2_manifest.jsonl.gz"
     cuda_l2.build(MIRRORS, out)
-    return cuda_l2.load_manifest(out)
+    return load(out)
 
 
 def by_id(built: list[dict[str, Any]], *ids: str) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ def test_the_cuda_l2_manifest_builds_from_the_pinned_mirror_and_matches_the_comm
     assert first["path"] == "kernels/h100_F32F16F16F32/1024_1024_1024.cu"
     assert first["sha256"] == "f180e7df0f7552638e1dd5057233753be2e18fa1df971a662bb8f8ff98de59fb"
     assert first["sizes"] == {"M": 1024, "N": 1024, "K": 1024, "dtype": "f16"}
-    assert built == cuda_l2.load_manifest(), "run `python -m workshop realworld cuda-l2-manifest`"
+    assert built == load(cuda_l2.CUDA_L2_MANIFEST), "run `python -m workshop realworld cuda-l2-manifest`"
     text = gzip.open(cuda_l2.CUDA_L2_MANIFEST, "rt").read()
     assert "__global__" not in text and "#include" not in text and "import " not in text  # no code, ours or theirs
 
@@ -251,10 +251,8 @@ def test_measured_kernels_give_cublas_and_cross_gpu_pairs_with_the_kernel_file_a
     h100, a100 = "cuda-l2:h100_F32F16F16F32/1024_1024_1024", "cuda-l2:a100_F32F16F16F32/1024_1024_1024"
     results = tmp_path / "results.jsonl"
     results.write_text(json.dumps(measured(h100, 1.2, 0.02)) + "\n" + json.dumps(measured(a100, 0.8, 0.03)) + "\n")
-    empty = tmp_path / "empty.jsonl.gz"
-    gzip.open(empty, "wt").close()
     records_path = tmp_path / "records.jsonl.gz"
-    assert dataset.assemble([results], records_path, empty, empty, manifest) == {"correct": 2}
+    assert dataset.assemble([results], records_path, [manifest]) == {"correct": 2}
     records = {record["id"]: record for record in dataset.read(records_path)}
     assert (records[a100]["tuned_for"], records[a100]["accumulator"], records[a100]["shape"]) == ("a100", "fp32", [1024, 1024, 1024])
     found = list(dataset.pairs(list(records.values()), MIRRORS))

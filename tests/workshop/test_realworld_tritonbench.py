@@ -17,7 +17,7 @@ from realworld_support import measured
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack, tritonbench
-from workshop.realworld.manifest import Mirror
+from workshop.realworld.manifest import Mirror, load
 
 MIRRORS = Path("/work/.mirror")
 ADD = "tritonbench:G/add_example/i=20/"
@@ -43,7 +43,7 @@ SAMPLE = 50
 @pytest.fixture(scope="module")
 def built() -> list[dict[str, Any]]:
     the_mirror()
-    return library.load(tritonbench.TRITONBENCH_MANIFEST)
+    return load(tritonbench.TRITONBENCH_MANIFEST)
 
 
 def first(built: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
@@ -166,10 +166,8 @@ def test_measured_candidates_give_pairs_against_the_human_kernel_and_the_torch_o
     results = tmp_path / "results.jsonl"
     failed = {"id": rows[1]["id"], "failure": "wrong", "message": "wrong results: out differs", "seconds": 1.0}
     results.write_text("".join(json.dumps(line) + "\n" for line in (measured(rows[0]["id"], 0.5), failed)))
-    empty = tmp_path / "empty.jsonl.gz"
-    gzip.open(empty, "wt").close()
     records_path = tmp_path / "records.jsonl.gz"
-    assert dataset.assemble([results], records_path, empty, empty, manifest) == {"correct": 1, "wrong": 1}
+    assert dataset.assemble([results], records_path, [manifest]) == {"correct": 1, "wrong": 1}
     records = dataset.read(records_path)
     assert {record["track"] for record in records} == {"G", "T"} and all(record["kernel_sha256"] for record in records)
     (human,) = list(dataset.pairs(records, MIRRORS))  # the wrong candidate gives no pair

@@ -110,7 +110,7 @@ def edit_manifest_command(args: argparse.Namespace) -> int:
 def tritonbench_manifest_command(args: argparse.Namespace) -> int:
     import tempfile
 
-    from workshop.realworld import library, tritonbench
+    from workshop.realworld import manifest, tritonbench
 
     if not args.check:
         print(json.dumps(tritonbench.build(args.mirrors), indent=1))
@@ -118,7 +118,7 @@ def tritonbench_manifest_command(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as folder:
         fresh = Path(folder) / "manifest.jsonl.gz"
         counts = tritonbench.build(args.mirrors, fresh)
-        same = library.load(fresh) == library.load(tritonbench.TRITONBENCH_MANIFEST)
+        same = manifest.load(fresh) == manifest.load(tritonbench.TRITONBENCH_MANIFEST)
     print(json.dumps({**counts, "equals the committed manifest": same}, indent=1))
     return 0 if same else 1
 

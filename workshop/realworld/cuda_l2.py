@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld.library import MAX_ELEMENTS, load, sha256_of, write_manifest
-from workshop.realworld.manifest import DATA, Mirror
+from workshop.realworld.library import MAX_ELEMENTS, sha256_of
+from workshop.realworld.manifest import DATA, Mirror, write_rows
 from workshop.training.cuda_l1 import problem_sizes
 
 SOURCE = "cuda-l2"
@@ -278,11 +278,7 @@ def _generated(kernels: KernelSet, path: str, data: bytes) -> tuple[Kernel, str,
 
 def build(mirrors: Path, out: Path = CUDA_L2_MANIFEST) -> dict[str, int]:
     """Write the CUDA-L2 manifest; the count of entries per kernel set."""
-    return write_manifest(out, entries(mirrors), counted_by="run")
-
-
-def load_manifest(path: Path = CUDA_L2_MANIFEST) -> list[dict[str, Any]]:
-    return load(path)
+    return write_rows(out, entries(mirrors), counted_by="run")
 
 
 def is_cuda_l2(entry: dict[str, Any]) -> bool:

@@ -18,24 +18,23 @@ import math
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from kernelcast.kernels_runtime.hardware import lookup
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
 from workshop.realworld.cuda_l2 import CUDA_L2_KEYS, CUDA_L2_MANIFEST, is_cuda_l2, reference_code
-from workshop.realworld.cuda_l2 import load_manifest as load_cuda_l2
 from workshop.realworld.edits import EDIT_KEYS, EDIT_MANIFEST, edited_text, is_edit
-from workshop.realworld.edits import load as load_edits
 from workshop.realworld.library import LIBRARY_KEYS, LIBRARY_MANIFEST, generated, is_library
-from workshop.realworld.library import load as load_libraries
 from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
 from workshop.realworld.prebuild import MAX_LINE_CHARS, error_summary
 from workshop.realworld.runner import COMPILED_MODEL
 from workshop.realworld.tritonbench import TRITONBENCH_KEYS, TRITONBENCH_MANIFEST, is_tritonbench, tritonbench_sides
 
 RECORDS = Path(__file__).parent / "data" / "records.jsonl.gz"
+# Every list of entries to measure: KernelBench solutions, library operators, TritonBench, CUDA-L2, launch edits.
+MANIFESTS = (MANIFEST, LIBRARY_MANIFEST, TRITONBENCH_MANIFEST, CUDA_L2_MANIFEST, EDIT_MANIFEST)
 KERNEL_LANGUAGES = ("cuda", "triton")
 
 
@@ -79,18 +78,14 @@ def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def assemble(
-    results: Iterable[Path],
-    out: Path = RECORDS,
-    manifest: Path = MANIFEST,
-    libraries: Path = LIBRARY_MANIFEST,
-    edited: Path = EDIT_MANIFEST,
-    tritonbench: Path = TRITONBENCH_MANIFEST,
-    cuda_l2: Path = CUDA_L2_MANIFEST,
-) -> dict[str, int]:
+def listed(manifests: Sequence[Path] = MANIFESTS) -> list[dict[str, Any]]:
+    """Every entry there is to measure, from every manifest."""
+    return [entry for path in manifests for entry in load(path)]
+
+
+def assemble(results: Iterable[Path], out: Path = RECORDS, manifests: Sequence[Path] = MANIFESTS) -> dict[str, int]:
     """Join run results with the manifests (an id's first result stands) and add them to `out`."""
-    listed = load(manifest) + load_libraries(libraries) + load_edits(edited) + load_libraries(tritonbench) + load_cuda_l2(cuda_l2)
-    entries = {entry["id"]: entry for entry in listed}
+    entries = {entry["id"]: entry for entry in listed(manifests)}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
     for path in results:
         for line in path.read_text().splitlines():

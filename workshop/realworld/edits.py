@@ -22,16 +22,14 @@ mirror, checks it, applies the edit and checks the result.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld.manifest import DATA, Mirror
+from workshop.realworld.manifest import DATA, Mirror, write_rows
 
 EDIT_MANIFEST = DATA / "edit_manifest.jsonl.gz"
 # The keys an edit entry adds to its base entry's; records keep them.
@@ -136,19 +134,7 @@ def entries(bases: list[dict[str, Any]], mirrors: Path) -> Iterator[dict[str, An
 
 def build(bases: list[dict[str, Any]], mirrors: Path, out: Path = EDIT_MANIFEST) -> dict[str, int]:
     """Write the edit manifest; entries per source."""
-    counts: dict[str, int] = {}
-    with gzip.open(out, "wt") as stream:
-        for entry in entries(bases, mirrors):
-            stream.write(json.dumps(entry, sort_keys=True) + "\n")
-            counts[entry["source"]] = counts.get(entry["source"], 0) + 1
-    return counts
-
-
-def load(path: Path = EDIT_MANIFEST) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    with gzip.open(path, "rt") as stream:
-        return [json.loads(line) for line in stream if line.strip()]
+    return write_rows(out, entries(bases, mirrors))
 
 
 def is_edit(entry: dict[str, Any]) -> bool:

@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import ast
 import functools
-import gzip
 import hashlib
 import io
-import json
 import re
 import subprocess
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld.manifest import DATA, INDUCTOR, Mirror
+from workshop.realworld.manifest import DATA, INDUCTOR, Mirror, write_rows
 from workshop.training.cuda_l1 import problem_sizes
 
 LIBRARY_MANIFEST = DATA / "library_manifest.jsonl.gz"
@@ -631,27 +629,9 @@ def sha256_of(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_manifest(out: Path, rows: Iterable[dict[str, Any]], counted_by: str = "source") -> dict[str, int]:
-    """Write manifest rows (gzipped JSON lines, keys sorted); the count of rows per value of `counted_by`."""
-    counts: dict[str, int] = {}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(out, "wt") as stream:
-        for row in rows:
-            stream.write(json.dumps(row, sort_keys=True) + "\n")
-            counts[row[counted_by]] = counts.get(row[counted_by], 0) + 1
-    return counts
-
-
 def build(mirrors: Path, out: Path = LIBRARY_MANIFEST) -> dict[str, int]:
     """Write the library manifest; the count of entries per library."""
-    return write_manifest(out, (entry for library in LIBRARIES for entry in entries(library, mirrors)))
-
-
-def load(path: Path = LIBRARY_MANIFEST) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    with gzip.open(path, "rt") as stream:
-        return [json.loads(line) for line in stream if line.strip()]
+    return write_rows(out, (entry for library in LIBRARIES for entry in entries(library, mirrors)))
 
 
 def by_name(name: str) -> Library:

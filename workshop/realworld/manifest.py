@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,18 +128,24 @@ def entries(source: Source, mirrors: Path) -> Iterator[Entry]:
 
 def build(mirrors: Path, out: Path = MANIFEST, only: list[str] | None = None) -> dict[str, int]:
     """Write the manifest; the count of entries per source."""
+    chosen = [source for source in SOURCES if not only or source.name in only]
+    return write_rows(out, (asdict(entry) for source in chosen for entry in entries(source, mirrors)))
+
+
+def write_rows(out: Path, rows: Iterable[dict[str, Any]], counted_by: str = "source") -> dict[str, int]:
+    """Write manifest rows (gzipped JSON lines, keys sorted); the count of rows per value of `counted_by`."""
     counts: dict[str, int] = {}
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt") as stream:
-        for source in SOURCES:
-            if only and source.name not in only:
-                continue
-            for entry in entries(source, mirrors):
-                stream.write(json.dumps(asdict(entry), sort_keys=True) + "\n")
-                counts[source.name] = counts.get(source.name, 0) + 1
+        for row in rows:
+            stream.write(json.dumps(row, sort_keys=True) + "\n")
+            counts[row[counted_by]] = counts.get(row[counted_by], 0) + 1
     return counts
 
 
 def load(path: Path = MANIFEST) -> list[dict[str, Any]]:
+    """A manifest's rows; none where it was never built."""
+    if not path.exists():
+        return []
     with gzip.open(path, "rt") as stream:
         return [json.loads(line) for line in stream if line.strip()]

@@ -32,15 +32,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld import cuda_l2, edits, library, manifest, tritonbench
-from workshop.realworld.dataset import RECORDS, read
+from workshop.realworld import cuda_l2, edits, library, tritonbench
+from workshop.realworld.dataset import RECORDS, listed, read
 from workshop.realworld.manifest import Mirror
 
 
 def load() -> list[dict[str, Any]]:
-    """Every entry there is to measure: the KernelBench solutions' manifest, the library operators',
-    TritonBench's, CUDA-L2's and the launch edits'."""
-    return manifest.load() + library.load() + library.load(tritonbench.TRITONBENCH_MANIFEST) + cuda_l2.load_manifest() + edits.load()
+    """Every entry there is to measure (`dataset.MANIFESTS`)."""
+    return listed()
 
 
 def dealt(entries: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:

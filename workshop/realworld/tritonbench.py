@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import gzip
 import hashlib
 import json
 import re
@@ -35,7 +34,7 @@ from typing import Any
 
 from kernelcast.wire import KernelSide
 from workshop.realworld.library import MAX_ELEMENTS, sha256_of
-from workshop.realworld.manifest import DATA, Mirror
+from workshop.realworld.manifest import DATA, Mirror, write_rows
 
 REPO = "thunlp/TritonBench"
 COMMIT = "603e28a5050e8c268f6883a69709d477a272d49a"
@@ -553,15 +552,14 @@ def _read(git_dir: Path, commit: str, path: str) -> bytes:
 def build(mirrors: Path, out: Path = TRITONBENCH_MANIFEST) -> dict[str, Any]:
     """Write the TritonBench manifest; counts of entries, candidates and what was left out."""
     left_out: Counter[str] = Counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    count, candidates, kernels = 0, set(), set()
-    with gzip.open(out, "wt") as stream:
-        for entry in entries(mirrors, left_out):
-            stream.write(json.dumps(entry, sort_keys=True) + "\n")
-            count += 1
-            candidates.add((entry["op"], entry["sha256"]))
-            kernels.add((entry["track"], entry["op"]))
-    return {"entries": count, "distinct candidates": len(candidates), "kernels": len(kernels), "left out": dict(sorted(left_out.items()))}
+    rows = list(entries(mirrors, left_out))
+    write_rows(out, rows, counted_by="track")
+    return {
+        "entries": len(rows),
+        "distinct candidates": len({(row["op"], row["sha256"]) for row in rows}),
+        "kernels": len({(row["track"], row["op"]) for row in rows}),
+        "left out": dict(sorted(left_out.items())),
+    }
 
 
 def is_tritonbench(entry: dict[str, Any]) -> bool:
