@@ -504,6 +504,8 @@ def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache) -> 
     name = side.name or _only_kernel(side.code, side.language)
     if name is None:
         return side, "no facts: name the side's kernel (it holds none or several)"
+    if name == KERNELBENCH_CLASS:  # Python, as in the editor: its kernels have facts of their own, the class none
+        return _side(side.code, side.language, name, None, side.code, None), None
     try:
         launch = find_launch_spec(side.code, name, side.language)
     except LaunchSpecError as error:
