@@ -124,14 +124,19 @@ def test_the_manifest_names_each_distinct_solution_with_its_problem(llmkernel: t
     assert "relu_kernel" not in text and "load_inline" not in text  # no code in the manifest
 
 
+def packable(mirrors: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The test source's manifest, built here and the one pack reads; its rows."""
+    monkeypatch.setattr(manifest, "MANIFEST", tmp_path / "manifest.jsonl.gz")
+    manifest.build(mirrors, manifest.MANIFEST)
+    monkeypatch.setattr(pack, "load", lambda: manifest.load(manifest.MANIFEST))
+    return manifest.load(manifest.MANIFEST)
+
+
 def test_a_batch_holds_the_files_the_manifest_names_and_refuses_others(
     llmkernel: tuple[sources.Source, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source, mirrors = llmkernel
-    monkeypatch.setattr(manifest, "MANIFEST", tmp_path / "manifest.jsonl.gz")
-    manifest.build(mirrors, manifest.MANIFEST)
-    monkeypatch.setattr(pack, "load", lambda: manifest.load(manifest.MANIFEST))
-    rows = manifest.load(manifest.MANIFEST)
+    rows = packable(mirrors, tmp_path, monkeypatch)
     results = tmp_path / "results.jsonl"
     results.write_text(json.dumps({"id": rows[0]["id"], "failure": "compile"}) + "\n")
     skip = pack.skipped_ids([results], records=tmp_path / "no-records.jsonl.gz")
@@ -272,10 +277,7 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
     llmkernel: tuple[sources.Source, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, mirrors = llmkernel
-    monkeypatch.setattr(manifest, "MANIFEST", tmp_path / "manifest.jsonl.gz")
-    manifest.build(mirrors, manifest.MANIFEST)
-    monkeypatch.setattr(pack, "load", lambda: manifest.load(manifest.MANIFEST))
-    rows = {row["language"]: row for row in manifest.load(manifest.MANIFEST)}
+    rows = {row["language"]: row for row in packable(mirrors, tmp_path, monkeypatch)}
     first = tmp_path / "results.jsonl"
     lines = [
         measured(rows["triton"]["id"], 0.5, 2.0),
