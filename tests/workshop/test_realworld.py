@@ -302,24 +302,8 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
 
 # --- launch edits --------------------------------------------------------------------------------
 
-LAUNCHED_CUDA = '''from torch.utils.cpp_extension import load_inline
-source = """
-#define UNROLL 4
-__global__ void relu_kernel(const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = fmaxf(x[i], 0.f);
-}
-torch::Tensor relu(torch::Tensor x) {
-    auto y = torch::empty_like(x);
-    int n = x.numel();
-    const int threads = 256;
-    relu_kernel<<<(n + threads - 1) / threads, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
-    return y;
-}
-"""
-class ModelNew:
-    pass
-'''
+# A KernelBench solution whose load_inline CUDA launches with one block-size constant.
+LAUNCHED_CUDA = (Path(__file__).parents[1] / "data" / "kernelbench_launching_solution.py").read_text()
 LAUNCHED_TRITON = """import triton
 import triton.language as tl
 
@@ -342,7 +326,8 @@ def test_launch_edits_change_one_value_set_in_one_place() -> None:
     edited = edits.cuda_edits(LAUNCHED_CUDA)[0].apply(LAUNCHED_CUDA)
     assert "const int threads = 128;" in edited and edited.count("128") == 1
     # A shared array or loop sized by the same number would be left behind: no edit.
-    assert edits.cuda_edits(LAUNCHED_CUDA.replace("#define UNROLL 4", "__shared__ float tile[256];")) == []
+    shared = LAUNCHED_CUDA.replace("    int i = blockIdx.x", "    __shared__ float tile[256];\n    int i = blockIdx.x")
+    assert edits.cuda_edits(shared) == []
     # A literal block with a literal grid, or a block set in two places: no edit.
     assert edits.cuda_edits(LAUNCHED_CUDA.replace("(n + threads - 1) / threads, threads>>>", "(n + 255) / 256, 256>>>")) == []
     assert edits.cuda_edits(LAUNCHED_CUDA.replace("const int threads = 256;", "const int threads = 256; const int threads = 256;")) == []
