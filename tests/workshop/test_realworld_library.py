@@ -8,6 +8,8 @@ import ast
 import gzip
 import hashlib
 import json
+import sys
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -122,11 +124,19 @@ def chosen(built: list[dict[str, Any]], *ids: str) -> list[dict[str, Any]]:
 def test_a_batch_carries_the_library_package_and_the_checked_files_and_refuses_a_mismatch(
     built: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rows = chosen(built, "flaggems:add/4096x4096/bfloat16", "flaggems:add/4096x4096/bfloat16/compile", "liger:rms_norm/1024x4096/bfloat16")
+    rows = chosen(
+        built,
+        "flaggems:add/4096x4096/bfloat16",
+        "flaggems:add/4096x4096/bfloat16/compile",
+        "liger:rms_norm/1024x4096/bfloat16",
+        "flaggems:add/4096x4096/float32",
+    )
     monkeypatch.setattr(pack, "load", lambda: rows)
-    assert pack.pack(tmp_path / "batch", MIRRORS) == 3
+    assert pack.pack(tmp_path / "batch", MIRRORS) == 4
     batch = tmp_path / "batch"
     lines = {line["id"]: line for line in map(json.loads, (batch / "batch.jsonl").read_text().splitlines())}
+    # bf16 outputs are checked two bf16 ulps wide, fp32 ones by KernelBench's rule; the runner reads the line.
+    assert [lines[row["id"]]["check_tolerance"] for row in rows] == ["2e-2", "2e-2", "2e-2", "auto"]
     for row in rows:
         line = lines[row["id"]]
         assert line["problem_sha256"] == row["problem_sha256"] and line["sha256"] == row["candidate_sha256"]
@@ -167,3 +177,24 @@ def test_a_measured_library_kernel_gives_pairs_with_the_librarys_source_as_candi
     assert "torch.compile" in against_compile.request.reference.code
     assert LabelledPair.from_json(json.loads(json.dumps(against_compile.to_json()))).kind == "library-vs-compile"
     assert dataset.stats(records)["sources"]["liger"]["tried"] == 2
+
+
+def test_a_flaggems_candidate_turns_the_launch_cache_to_the_3_5_path_on_newer_triton(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flag_gems.utils re-exports the libentry decorator under its module's name: the preamble must
+    reach the module, or every cached launch on Triton 3.6 passes too few arguments."""
+    utils = tmp_path / "flag_gems" / "utils"
+    utils.mkdir(parents=True)
+    (tmp_path / "flag_gems" / "__init__.py").write_text("")
+    (utils / "__init__.py").write_text("from flag_gems.utils.libentry import libentry\n")
+    (utils / "libentry.py").write_text("major_version, minor_version = 3, 6\n\ndef libentry():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for version, expected in (("3.6.0", (3, 5)), ("3.4.0", (3, 6))):
+        for name in [name for name in sys.modules if name.startswith("flag_gems")]:
+            monkeypatch.delitem(sys.modules, name)
+        monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__=version))
+        exec(library.FLAGGEMS.preamble, {})
+        module = sys.modules["flag_gems.utils.libentry"]
+        assert (module.major_version, module.minor_version) == expected, version
+    assert library.LIGER.preamble == ""

@@ -163,7 +163,7 @@ class Run:
                 gpu_index=gpu,
                 rounds=ROUNDS,
                 timeouts=Timeouts(kernel_s=KERNEL_LIMIT_S, load_s=min(LOAD_LIMIT_S, max(self.left() - 5.0, 10.0))),
-                tolerance="auto",
+                tolerance=entry.get("check_tolerance", "auto"),
                 cancel=self.cancel,
             )
             seconds = round(time.monotonic() - started, 2)
