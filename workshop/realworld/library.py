@@ -417,7 +417,8 @@ LIGER_OPS: tuple[Op, ...] = (
         # cos and sin as Hugging Face's rotary embedding builds them, each half a copy of the other:
         # Liger's kernel reads the first half only.
         "torch.randn(1, heads, tokens, head_dim, dtype={dtype}), torch.randn(1, kv_heads, tokens, head_dim, dtype={dtype}), "
-        "torch.randn(1, tokens, head_dim // 2, dtype={dtype}).repeat(1, 1, 2), torch.randn(1, tokens, head_dim // 2, dtype={dtype}).repeat(1, 1, 2)",
+        "torch.randn(1, tokens, head_dim // 2, dtype={dtype}).repeat(1, 1, 2), "
+        "torch.randn(1, tokens, head_dim // 2, dtype={dtype}).repeat(1, 1, 2)",
         "(q * cos[:, None] + " + ROTATED.format("q") + " * sin[:, None], k * cos[:, None] + " + ROTATED.format("k") + " * sin[:, None])",
         "tuple(library_op.apply(q, k, cos, sin))",
         "tokens_heads",

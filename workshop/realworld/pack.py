@@ -173,7 +173,8 @@ def _write_generated(entry: dict[str, Any], texts: tuple[str, str], out: Path, c
         if library.sha256_of(text) != digest:
             raise ValueError(f"{entry['id']}: the generated file differs from the manifest's; rebuild it ({command})")
         (out / "files" / f"{digest}.py").write_text(text)
-    line = {key: entry[key] for key in ("id", "source", "language", "problem_sha256", "level", "problem", "check_tolerance") if key in entry}
+    keys = ("id", "source", "language", "problem_sha256", "level", "problem", "check_tolerance")
+    line = {key: entry[key] for key in keys if key in entry}
     return {**line, "sha256": entry["candidate_sha256"]}
 
 
