@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,7 +14,7 @@ from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.models.embedded.kernelbench_prior import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, PRIOR_PATH, KernelBenchPrior, Line
 from kernelcast.wire import ForecastRequest, KernelSide
-from workshop.training.kernelbench_prior import fit
+from workshop.training.kernelbench_prior import fit, held_out_lines
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -97,6 +98,21 @@ def test_the_fit_weighs_every_source_alike() -> None:
     assert line.sd == pytest.approx(1.0, abs=1e-3)
     assert line.adjust(2.0, 0.3) == (pytest.approx(line.intercept + 2.0 * line.slope), line.sd)
     assert line.adjust(2.0, 5.0)[1] == 5.0  # never narrower than the weights' own spread (novelty widens it)
+
+
+def test_a_line_is_as_wide_as_it_missed_on_a_source_left_out() -> None:
+    # Sources a and b as above, two pairs each: fitted together the line is y = m with residuals of
+    # 1; fitted on either alone it misses the other by 2, so the shipped spread is 2, not 1.
+    means = [0.0, 1.0, 0.0, 1.0]
+    speedups = [1.0, 2.0, -1.0, 0.0]
+    pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, y in zip("aabb", speedups)]
+    fitted = {AGAINST_PROBLEM: [0, 1, 2, 3]}
+    line = held_out_lines(fitted, dict(enumerate(means)), pairs, {"a", "b"})[AGAINST_PROBLEM]
+    assert (line.intercept, line.slope) == (pytest.approx(0.0, abs=1e-3), pytest.approx(1.0, abs=1e-3))
+    assert line.sd == pytest.approx(2.0, abs=1e-3)
+    # One source alone has no source to leave out: its own residual spread stands.
+    alone = held_out_lines(fitted, dict(enumerate(means)), pairs, {"a"})[AGAINST_PROBLEM]
+    assert alone.sd == pytest.approx(0.0, abs=1e-3)
 
 
 def test_solution_against_solution_runs_through_the_origin() -> None:

@@ -9,7 +9,8 @@ own CUDA or Triton kernels against the PyTorch problem (llm-vs-eager and llm-vs-
 two such solutions of one problem against each other (variant pairs, both ways round, so that
 line runs through the origin). The weights' forecast mean m, taken without any line, is
 regressed on the measured log2 S by least squares, every source weighing the same whatever its
-number of pairs; a line's spread is its weighted residual spread. Judging: for each source, the
+number of pairs; a line's spread is how far it missed on sources left out of its fit
+(`held_out_lines`), never narrower than its own residual spread. Judging: for each source, the
 lines fitted on the other sources alone are shipped to a forecaster, which forecasts that
 source's pairs (all its kinds) as `kernelcast eval` does, compiler facts included; the table
 holds every metric per held-out source, with and without the lines. The shipped lines are then
@@ -67,6 +68,29 @@ def fit_lines(
     return lines
 
 
+def held_out_lines(fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]) -> dict[str, Line]:
+    """Lines fitted on `sources`, each as wide as its forecasts missed on a source left out of the fit.
+
+    A line's own residuals say how far pairs of the sources it saw scatter; a source it never saw
+    (another library, another agent) misses by more. For each source in turn the line is fitted on
+    the others and that source's residuals kept; the spread is their root mean square, every
+    source weighing the same, and never narrower than the line's own."""
+    lines = fit_lines(fitted, means, pairs, lambda i: pairs[i].source in sources)
+    for kind, line in lines.items():
+        per_source = []
+        for left_out in sorted(sources):
+            rest = sources - {left_out}
+            inner = fit_lines({kind: fitted[kind]}, means, pairs, lambda i, rest=rest: pairs[i].source in rest).get(kind)
+            own = [i for i in fitted[kind] if pairs[i].source == left_out]
+            if inner is None or not own:
+                continue
+            y = np.clip([pairs[i].log2_speedup for i in own], -CLIP_LOG2, CLIP_LOG2)
+            per_source.append(float(np.mean((y - (inner.intercept + inner.slope * np.array([means[i] for i in own]))) ** 2)))
+        if per_source:
+            lines[kind] = Line(line.intercept, line.slope, round(max(line.sd, math.sqrt(float(np.mean(per_source)))), 4))
+    return lines
+
+
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
     """Every pair's forecast, in order: the embedded forecaster answers every pair, so a gap is an error, never skipped."""
     forecasts, failed = forecast_pairs(pairs, forecaster)
@@ -110,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = [f"# The KernelBench lines, each source held out ({counts} of {len(pairs)} pairs, {len(sources)} sources)", ""]
     held_out: dict[str, Any] = {}
     for source in sources:
-        prior = KernelBenchPrior(fit_lines(fitted, means, pairs, lambda i, source=source: pairs[i].source != source))
+        prior = KernelBenchPrior(held_out_lines(fitted, means, pairs, set(sources) - {source}))
         own = [pair for pair in pairs if pair.source == source]
         with_line, without = judged(own, forecaster, prior), judged(own, forecaster, None)
         held_out[source] = {"with": with_line["overall"], "without": without["overall"]}
@@ -133,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sources": sources,
         "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in sources},
     }
-    shipped = KernelBenchPrior(fit_lines(fitted, means, pairs, lambda i: True), meta)
+    shipped = KernelBenchPrior(held_out_lines(fitted, means, pairs, set(sources)), meta)
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
     described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·m, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
     lines += [f"Shipped: {described} → {args.out}"]
