@@ -68,7 +68,9 @@ def fit_lines(
     return lines
 
 
-def held_out_lines(fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]) -> dict[str, Line]:
+def held_out_lines(
+    fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]
+) -> dict[str, Line]:
     """Lines fitted on `sources`, each as wide as its forecasts missed on a source left out of the fit.
 
     A line's own residuals say how far pairs of the sources it saw scatter; a source it never saw
