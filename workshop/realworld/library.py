@@ -54,10 +54,16 @@ class Library:
     package: str  # the package's folder in the repository, carried to the GPU host as BATCH/lib/<its last part>
     wheels: tuple[str, ...]  # what its import needs beyond torch, triton and numpy: wheels for .dev/rw/whl
     preamble: str = ""  # lines a candidate runs before it imports the library
+    carried: tuple[str, ...] = ()  # the package's files and folders its imports need; none named: all of it
 
     @property
     def module(self) -> str:
-        return self.package.rsplit("/", 1)[1]
+        return self.package.rsplit("/", 1)[-1]
+
+    @property
+    def prefix(self) -> str:
+        """The folder that holds the package in the repository ('src/'), empty where it is at the root."""
+        return self.package[: -len(self.module)]
 
 
 @dataclass(frozen=True)
@@ -590,7 +596,7 @@ def exported_modules(mirror: Mirror, library: Library) -> dict[str, str]:
 
 
 def module_path(library: Library, module: str) -> str:
-    return f"{library.package.rsplit('/', 1)[0]}/{module.replace('.', '/')}.py"
+    return f"{library.prefix}{module.replace('.', '/')}.py"
 
 
 def ops_of(library: Library) -> tuple[Op, ...]:
@@ -695,11 +701,10 @@ def _read_once(git_dir: Path, commit: str, name: str) -> tuple[dict[str, str], d
 
 
 def extract_package(mirror: Mirror, library: Library, lib: Path) -> Path:
-    """Copy the library's package at the pinned commit into lib/<package>; its folder."""
-    archive = subprocess.run(
-        ["git", f"--git-dir={mirror.git_dir}", "archive", mirror.commit, library.package], capture_output=True, check=True
-    )
-    prefix = library.package.rsplit("/", 1)[0] + "/"
+    """Copy the library's package (its `carried` parts, if named) at the pinned commit into lib/<package>; its folder."""
+    paths = [f"{library.package}/{part}" for part in library.carried] or [library.package]
+    archive = subprocess.run(["git", f"--git-dir={mirror.git_dir}", "archive", mirror.commit, *paths], capture_output=True, check=True)
+    prefix = library.prefix
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         members = [member for member in tar.getmembers() if member.name.startswith(prefix)]
         for member in members:
