@@ -1,8 +1,38 @@
-"""What the real-world corpus' tests share: a measurement as the GPU host's runner writes it."""
+"""What the real-world corpus' tests share: a measurement as the GPU host's runner writes it, a pinned
+mirror or a skip, a stale batch refused."""
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+from workshop.realworld import dataset, pack
+from workshop.realworld.manifest import Mirror
+
+MIRRORS = Path("/work/.mirror")
+
+
+def pinned_mirror(repo: str, commit: str, probe: str) -> Mirror:
+    """The mirror of `repo` at `commit`, or the test skipped where it is absent or lacks the commit (`probe`: a file there)."""
+    try:
+        mirror = Mirror(MIRRORS, repo, commit)
+        mirror.read(probe)
+    except FileNotFoundError as error:
+        pytest.skip(f"no mirror of {repo}: {error}")
+    except Exception as error:  # git show fails: the pinned commit is not in the mirror
+        pytest.skip(f"the mirror of {repo} lacks {commit[:12]}: {error}")
+    return mirror
+
+
+def refuses_stale(row: dict[str, Any], key: str, match: str, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of `row` with `key` (a digest) zeroed is refused with a message matching `match`."""
+    monkeypatch.setattr(pack, "load", lambda: [{**row, key: "0" * 64}])
+    with pytest.raises(ValueError, match=match):
+        pack.pack(out, MIRRORS)
 
 
 def measured(entry_id: str, speedup: float, t_candidate_ms: float = 0.1, gpu: str = "H200") -> dict[str, Any]:
@@ -23,3 +53,13 @@ def measured(entry_id: str, speedup: float, t_candidate_ms: float = 0.1, gpu: st
             "driver": "580",
         },
     }
+
+
+def assembled(rows: list[dict[str, Any]], results: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """The records that `assemble` makes of run results over a manifest of `rows`, all of them measured."""
+    manifest, lines, records = folder / "manifest.jsonl.gz", folder / "results.jsonl", folder / "records.jsonl.gz"
+    with gzip.open(manifest, "wt") as stream:
+        stream.writelines(json.dumps(row) + "\n" for row in rows)
+    lines.write_text("".join(json.dumps(line) + "\n" for line in results))
+    assert dataset.assemble([lines], records, [manifest]) == {"correct": len(results)}
+    return dataset.read(records)

@@ -18,25 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_support import measured
+from realworld_support import MIRRORS, measured, pinned_mirror
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import cuda_l2, dataset, pack
 from workshop.realworld.manifest import Mirror, load
 
-MIRRORS = Path("/work/.mirror")
 SMALL_CUTE_KERNEL = "cuda-l2:h100_F32F16F16F32/64_64_128"  # includes cute/tensor.hpp; builds in about a minute
-
-
-def mirror_of(repo: str, commit: str, path: str) -> Mirror:
-    try:
-        mirror = Mirror(MIRRORS, repo, commit)
-        mirror.read(path)
-    except FileNotFoundError as error:
-        pytest.skip(f"no mirror of {repo}: {error}")
-    except subprocess.CalledProcessError as error:
-        pytest.skip(f"the mirror of {repo} lacks {commit[:12]}:{path}: {error}")
-    return mirror
 
 
 SAMPLE = 10
@@ -44,7 +32,7 @@ SAMPLE = 10
 
 @pytest.fixture(scope="module")
 def mirror() -> Mirror:
-    return mirror_of(cuda_l2.REPO, cuda_l2.COMMIT, "README.md")
+    return pinned_mirror(cuda_l2.REPO, cuda_l2.COMMIT, "README.md")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +102,7 @@ def test_padding_follows_the_kernels_tiles_as_the_repository_reads_them() -> Non
 def test_a_batch_carries_the_checked_files_and_cutlass_headers_and_refuses_a_tampered_kernel(
     built: list[dict[str, Any]], mirror: Mirror, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mirror_of(cuda_l2.CUTLASS_REPO, cuda_l2.CUTLASS_COMMIT, "include/cute/tensor.hpp")
+    pinned_mirror(cuda_l2.CUTLASS_REPO, cuda_l2.CUTLASS_COMMIT, "include/cute/tensor.hpp")
     rows = by_id(built, "cuda-l2:h100_F32F16F16F32/1024_1024_1024", "cuda-l2:a100_F32F16F16F32/1024_1024_1024")
     monkeypatch.setattr(pack, "load", lambda: rows)
     batch = tmp_path / "batch"
@@ -212,7 +200,7 @@ def test_one_generated_candidates_kernel_compiles_for_sm90a_with_the_carried_cut
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("no nvcc on this machine")
-    mirror_of(cuda_l2.CUTLASS_REPO, cuda_l2.CUTLASS_COMMIT, "include/cute/tensor.hpp")
+    pinned_mirror(cuda_l2.CUTLASS_REPO, cuda_l2.CUTLASS_COMMIT, "include/cute/tensor.hpp")
     (row,) = by_id(built, SMALL_CUTE_KERNEL)
     monkeypatch.delenv(cuda_l2.CUTLASS_ENV, raising=False)
     cuda_l2.write_cutlass_archive(MIRRORS, tmp_path)

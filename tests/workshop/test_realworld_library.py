@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_support import measured
+from realworld_support import assembled, measured, refuses_stale
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack
@@ -146,24 +146,13 @@ def test_a_batch_carries_the_library_package_and_the_checked_files_and_refuses_a
     assert hashlib.sha256((batch / "lib/flag_gems/ops/add.py").read_bytes()).hexdigest() == rows[0]["sha256"]
     assert (batch / "lib/flag_gems/__init__.py").is_file() and (batch / "lib/liger_kernel/ops/rms_norm.py").is_file()
     # A manifest whose library file does not hash as the mirror's is refused, and so is a stale template.
-    monkeypatch.setattr(pack, "load", lambda: [{**rows[0], "sha256": "0" * 64}])
-    with pytest.raises(ValueError, match="is not the file the library manifest names"):
-        pack.pack(tmp_path / "other", MIRRORS)
-    monkeypatch.setattr(pack, "load", lambda: [{**rows[0], "candidate_sha256": "0" * 64}])
-    with pytest.raises(ValueError, match="the generated file differs"):
-        pack.pack(tmp_path / "third", MIRRORS)
+    refuses_stale(rows[0], "sha256", "is not the file the library manifest names", tmp_path / "other", monkeypatch)
+    refuses_stale(rows[0], "candidate_sha256", "the generated file differs", tmp_path / "third", monkeypatch)
 
 
 def test_a_measured_library_kernel_gives_pairs_with_the_librarys_source_as_candidate(built: list[dict[str, Any]], tmp_path: Path) -> None:
-    manifest = tmp_path / "library_manifest.jsonl.gz"
-    with gzip.open(manifest, "wt") as stream:
-        stream.writelines(json.dumps(row) + "\n" for row in built)
-    results = tmp_path / "results.jsonl"
     lines = [measured("liger:rms_norm/1024x4096/bfloat16", 2.0, 0.05), measured("liger:rms_norm/1024x4096/bfloat16/compile", 1.6, 0.0625)]
-    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    records_path = tmp_path / "records.jsonl.gz"
-    assert dataset.assemble([results], records_path, [manifest]) == {"correct": 2}
-    records = dataset.read(records_path)
+    records = assembled(built, lines, tmp_path)
     assert {record["op"] for record in records} == {"rms_norm"} and records[0]["problem"] == "liger/rms_norm/1024x4096/bfloat16"
     found = {pair.kind: pair for pair in dataset.pairs(records, MIRRORS)}
     assert sorted(found) == ["inductor-vs-eager", "library-vs-compile", "library-vs-eager"]

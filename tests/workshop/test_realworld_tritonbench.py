@@ -13,26 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_support import measured
+from realworld_support import MIRRORS, measured, pinned_mirror
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack, tritonbench
 from workshop.realworld.manifest import Mirror, load
 
-MIRRORS = Path("/work/.mirror")
 ADD = "tritonbench:G/add_example/i=20/"
 SUB_GELU = "tritonbench:T/sub_gelu/i=19/"
 
 
 def the_mirror() -> Mirror:
-    try:
-        mirror = Mirror(MIRRORS, tritonbench.REPO, tritonbench.COMMIT)
-        mirror.read("performance_metrics/perf_G/performance_utils.py")
-    except FileNotFoundError as error:
-        pytest.skip(f"no mirror of {tritonbench.REPO}: {error}")
-    except Exception as error:  # git show fails: the pinned commit is not in the mirror
-        pytest.skip(f"the mirror of {tritonbench.REPO} lacks {tritonbench.COMMIT[:12]}: {error}")
-    return mirror
+    return pinned_mirror(tritonbench.REPO, tritonbench.COMMIT, "performance_metrics/perf_G/performance_utils.py")
 
 
 # Every SAMPLE-th committed entry is generated again here; `python -m workshop realworld
