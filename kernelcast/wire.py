@@ -350,6 +350,7 @@ PAIR_KINDS = (
     "llm-vs-compile",
     "library-vs-eager",
     "library-vs-compile",
+    "library-vs-naive",
     "llm-vs-human",
     "llm-vs-cublas",
     "variant",

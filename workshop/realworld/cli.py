@@ -42,6 +42,9 @@ def add_parser(subparsers: Any) -> None:
     cuda_l2 = commands.add_parser("cuda-l2-manifest", help="list CUDA-L2's HGEMM kernels to measure against torch.matmul (no code)")
     cuda_l2.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
     cuda_l2.set_defaults(run=cuda_l2_manifest_command)
+    fla = commands.add_parser("fla-manifest", help="list fla's chunked and recurrent kernels to measure against naive PyTorch (no code)")
+    fla.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    fla.set_defaults(run=fla_manifest_command)
 
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
     pack.add_argument("batch", type=Path)
@@ -127,6 +130,13 @@ def cuda_l2_manifest_command(args: argparse.Namespace) -> int:
     from workshop.realworld import cuda_l2
 
     print(json.dumps(cuda_l2.build(args.mirrors), indent=1))
+    return 0
+
+
+def fla_manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import linear_attention
+
+    print(json.dumps(linear_attention.build(args.mirrors), indent=1))
     return 0
 
 

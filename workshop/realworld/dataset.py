@@ -27,14 +27,16 @@ from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
 from workshop.realworld.cuda_l2 import CUDA_L2_KEYS, CUDA_L2_MANIFEST, is_cuda_l2, reference_code
 from workshop.realworld.edits import EDIT_KEYS, EDIT_MANIFEST, edited_text, is_edit
 from workshop.realworld.library import LIBRARY_KEYS, LIBRARY_MANIFEST, generated, is_library
+from workshop.realworld.linear_attention import FLA_KEYS, FLA_MANIFEST, is_fla
+from workshop.realworld.linear_attention import generated as fla_generated
 from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
 from workshop.realworld.prebuild import MAX_LINE_CHARS, error_summary
 from workshop.realworld.runner import COMPILED_MODEL
 from workshop.realworld.tritonbench import TRITONBENCH_KEYS, TRITONBENCH_MANIFEST, is_tritonbench, tritonbench_sides
 
 RECORDS = Path(__file__).parent / "data" / "records.jsonl.gz"
-# Every list of entries to measure: KernelBench solutions, library operators, TritonBench, CUDA-L2, launch edits.
-MANIFESTS = (MANIFEST, LIBRARY_MANIFEST, TRITONBENCH_MANIFEST, CUDA_L2_MANIFEST, EDIT_MANIFEST)
+# Every list of entries to measure: KernelBench solutions, library operators, fla, TritonBench, CUDA-L2, launch edits.
+MANIFESTS = (MANIFEST, LIBRARY_MANIFEST, FLA_MANIFEST, TRITONBENCH_MANIFEST, CUDA_L2_MANIFEST, EDIT_MANIFEST)
 KERNEL_LANGUAGES = ("cuda", "triton")
 
 
@@ -54,7 +56,7 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
-    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS, *CUDA_L2_KEYS) if key in entry}
+    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *FLA_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS, *CUDA_L2_KEYS) if key in entry}
     record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
@@ -210,7 +212,8 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
     (two solutions of one problem file from one source, S from their medians, both ways round).
-    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`);
+    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`), fla's
+    `library-vs-naive` and `variant` (`fla_pairs`);
     TritonBench's `llm-vs-human` and `llm-vs-eager` (`tritonbench_pairs`); CUDA-L2's `llm-vs-cublas`
     and `variant` (`cuda_l2_pairs`); a launch edit's, `edit` (the solution it was made from against
     it, S from their medians)."""
@@ -222,6 +225,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
         if record["correct"]:
             by_problem[record["problem_sha256"]].append(record)
     for members in by_problem.values():
+        if is_fla(members[0]):
+            yield from fla_pairs(members, codes)
+            continue
         if is_library(members[0]):
             yield from library_pairs(members, codes)
             continue
@@ -303,6 +309,25 @@ def library_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[Label
             yield _pair(record, "library-vs-compile", compiled_side, side, speedup, interval, f"{group}/ref=compile")
 
 
+def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
+    """One fla family-shape's pairs: each kernel against the naive reference (`library-vs-naive`), and the
+    chunked and the recurrent kernel against each other (`variant`, both ways round). A side's code is
+    the fla file it runs (the kernel's, or naive.py) read from the mirror, followed by the generated
+    harness; the reference's harness is the whole generated file, the kernel's its ModelNew."""
+    first = members[0]
+    reference_code = fla_generated(first)[0]
+    naive = KernelSide(codes.text(first["repo"], first["commit"], first["naive_path"]) + "\n" + reference_code, "pytorch", "Model")
+    sides = {}
+    for record in members:
+        harness = fla_generated(record)[1][len(reference_code) :]
+        kernel = codes.text(record["repo"], record["commit"], record["path"])
+        sides[record["id"]] = KernelSide(kernel + "\n" + harness, "triton", "ModelNew")
+    group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    for record in members:
+        yield _pair(record, "library-vs-naive", naive, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=naive")
+        yield from _variants(record, members, sides, group)
+
+
 def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
     """One kernel-size's pairs: each LLM candidate against the human Triton kernel it was written to
     replace (track G, `llm-vs-human`) or against the torch operator (track T, `llm-vs-eager`). Each side's
@@ -327,12 +352,15 @@ def cuda_l2_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[Label
     group = f"{first['problem']}@{first['problem_sha256'][:8]}"
     for record in members:
         yield _pair(record, "llm-vs-cublas", cublas, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=cublas")
-        for other in members:
-            if other is not record:
-                speedup, interval = _ratio(other, record)
-                yield _pair(
-                    record, "variant", sides[other["id"]], sides[record["id"]], speedup, interval, f"{group}/ref={other['id']}", other
-                )
+        yield from _variants(record, members, sides, group)
+
+
+def _variants(record: dict[str, Any], members: list[dict[str, Any]], sides: dict[str, KernelSide], group: str) -> Iterator[LabelledPair]:
+    """`variant` pairs of one record: each other member of its group as the reference, S from their medians."""
+    for other in members:
+        if other is not record:
+            speedup, interval = _ratio(other, record)
+            yield _pair(record, "variant", sides[other["id"]], sides[record["id"]], speedup, interval, f"{group}/ref={other['id']}", other)
 
 
 def _ratio(reference: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, tuple[float, float]]:

@@ -8,8 +8,8 @@ The files are read from the mirrors at the manifest's commits and checked agains
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
 round-robin over sources, so a batch cut short by its deadline still covers every source.
 Entries already in the records (or in the `--skip` results) are left out. Library entries
-(`library.py`) are packed from their generated files, SHA-checked against the library manifest,
-with the library's package copied from the mirror into `lib/` (a batch line's `sha256` names the
+(`library.py`, and fla's in `linear_attention.py`) are packed from their generated files, SHA-checked
+against their manifest, with the library's package copied from the mirror into `lib/` (a batch line's `sha256` names the
 file measured as ModelNew, its `problem_sha256` the reference); TritonBench entries
 (`tritonbench.py`) alike, with the kernel texts they import in `lib/tritonbench_v1_code/`, and
 CUDA-L2 entries (`cuda_l2.py`), their kernel files read from the mirror into the generated
@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld import cuda_l2, edits, library, tritonbench
+from workshop.realworld import cuda_l2, edits, library, linear_attention, tritonbench
 from workshop.realworld.dataset import RECORDS, listed, read
 from workshop.realworld.manifest import Mirror
 
@@ -101,7 +101,7 @@ def pack(
     opened: dict[tuple[str, str], Mirror] = {}
     with (out / "batch.jsonl").open("w") as stream:
         for entry in chosen:
-            if library.is_library(entry):
+            if library.is_library(entry) or linear_attention.is_fla(entry):
                 stream.write(json.dumps(_pack_library_entry(entry, out, mirrors, opened)) + "\n")
                 continue
             if cuda_l2.is_cuda_l2(entry):
@@ -133,15 +133,21 @@ def _pack_library_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened:
     """Write a library entry's generated files and, once per batch, the library's package; its batch line.
 
     The generated files must hash as the manifest says (the templates have not changed since) and
-    the library file the entry names must hash alike in the copied package."""
-    source = library.by_name(entry["source"])
+    the library files the entry names (an fla entry's kernel and naive files) must hash alike in the
+    copied package."""
+    fla = linear_attention.is_fla(entry)
+    source = linear_attention.FLA if fla else library.by_name(entry["source"])
     mirror = opened.setdefault((source.repo, source.commit), Mirror(mirrors, source.repo, source.commit))
     package = out / "lib" / source.module
     if not package.is_dir():
         library.extract_package(mirror, source, out / "lib")
-    carried = package.parent / Path(entry["path"]).relative_to(Path(source.package).parent)
-    if hashlib.sha256(carried.read_bytes()).hexdigest() != entry["sha256"]:
-        raise ValueError(f"{source.repo}@{source.commit[:12]}:{entry['path']} is not the file the library manifest names (SHA-256 differs)")
+    named = [(entry["path"], entry["sha256"])] + ([(entry["naive_path"], entry["naive_sha256"])] if fla else [])
+    for path, digest in named:
+        carried = out / "lib" / Path(path).relative_to(source.prefix or ".")
+        if not carried.is_file() or hashlib.sha256(carried.read_bytes()).hexdigest() != digest:
+            raise ValueError(f"{source.repo}@{source.commit[:12]}:{path} is not the file the library manifest names (SHA-256 differs)")
+    if fla:
+        return _write_generated(entry, linear_attention.generated(entry), out, "fla-manifest")
     return _write_generated(entry, library.generated(entry, mirror), out, "library-manifest")
 
 
