@@ -1,17 +1,19 @@
 """What the real-world corpus' tests share: a measurement as the GPU host's runner writes it, a pinned
-mirror or a skip, a stale batch refused."""
+mirror or a skip, a stale batch refused, a carried package's imports followed."""
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from workshop.realworld import dataset, pack
-from workshop.realworld.manifest import Mirror
+from workshop.realworld.manifest import Mirror, load
 
 MIRRORS = Path("/work/.mirror")
 
@@ -26,6 +28,12 @@ def pinned_mirror(repo: str, commit: str, probe: str) -> Mirror:
     except Exception as error:  # git show fails: the pinned commit is not in the mirror
         pytest.skip(f"the mirror of {repo} lacks {commit[:12]}: {error}")
     return mirror
+
+
+def built_from_mirrors(build: Callable[[Path, Path], object], out: Path) -> list[dict[str, Any]]:
+    """The rows of a manifest that `build` writes afresh from the mirrors to `out`."""
+    build(MIRRORS, out)
+    return load(out)
 
 
 def refuses_stale(row: dict[str, Any], key: str, match: str, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,3 +71,34 @@ def assembled(rows: list[dict[str, Any]], results: list[dict[str, Any]], folder:
     lines.write_text("".join(json.dumps(line) + "\n" for line in results))
     assert dataset.assemble([lines], records, [manifest]) == {"correct": len(results)}
     return dataset.read(records)
+
+
+def carried_imports_resolve(lib: Path, module: str, seen: set[str]) -> None:
+    """Follow the top-level imports of `module` (and of each package above it) that name a package carried
+    in lib (a folder there), through lib; fail on one not carried."""
+    if module in seen:
+        return
+    seen.add(module)
+    carried = {folder.name for folder in lib.iterdir() if folder.is_dir()}
+    parts = module.split(".")
+    for depth in range(1, len(parts)):
+        carried_imports_resolve(lib, ".".join(parts[:depth]), seen)
+    folder = lib.joinpath(*parts)
+    path = folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
+    assert path.is_file(), f"{module} is imported but not carried"
+    package = parts if folder.is_dir() else parts[:-1]
+    statements = [node for node in ast.parse(path.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    for node in statements:
+        if isinstance(node, ast.ImportFrom):
+            target = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module
+            if target and target.split(".")[0] in carried:
+                carried_imports_resolve(lib, target, seen)
+                for alias in node.names:
+                    if (lib.joinpath(*target.split("."), alias.name)).is_dir() or lib.joinpath(
+                        *target.split("."), f"{alias.name}.py"
+                    ).is_file():
+                        carried_imports_resolve(lib, f"{target}.{alias.name}", seen)
+        else:
+            for alias in node.names:
+                if alias.name.split(".")[0] in carried:
+                    carried_imports_resolve(lib, alias.name, seen)

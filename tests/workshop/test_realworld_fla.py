@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realworld_support import MIRRORS, assembled, measured, pinned_mirror, refuses_stale
+from realworld_support import MIRRORS, assembled, built_from_mirrors, carried_imports_resolve, measured, pinned_mirror, refuses_stale
 
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, linear_attention, pack
@@ -28,9 +28,7 @@ def fla_mirror() -> Mirror:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     fla_mirror()
-    out = tmp_path_factory.mktemp("fla") / "fla_manifest.jsonl.gz"
-    linear_attention.build(MIRRORS, out)
-    return load(out)
+    return built_from_mirrors(linear_attention.build, tmp_path_factory.mktemp("fla") / "fla_manifest.jsonl.gz")
 
 
 def test_the_fla_manifest_builds_from_the_pinned_mirror_and_matches_the_committed_one(built: list[dict[str, Any]]) -> None:
@@ -126,35 +124,6 @@ def test_a_package_at_the_repository_root_is_carried_by_its_named_parts() -> Non
     assert (library.LIGER.module, library.LIGER.prefix) == ("liger_kernel", "src/")
 
 
-def fla_imports_resolve(lib: Path, module: str, seen: set[str]) -> None:
-    """Follow the top-level fla imports of `module` (and of each package above it) through lib; fail on one not carried."""
-    if module in seen:
-        return
-    seen.add(module)
-    parts = module.split(".")
-    for depth in range(1, len(parts)):
-        fla_imports_resolve(lib, ".".join(parts[:depth]), seen)
-    folder = lib.joinpath(*parts)
-    path = folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
-    assert path.is_file(), f"{module} is imported but not carried"
-    package = parts if folder.is_dir() else parts[:-1]
-    statements = [node for node in ast.parse(path.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    for node in statements:
-        if isinstance(node, ast.ImportFrom):
-            target = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module
-            if target and target.split(".")[0] == "fla":
-                fla_imports_resolve(lib, target, seen)
-                for alias in node.names:
-                    if (lib.joinpath(*target.split("."), alias.name)).is_dir() or lib.joinpath(
-                        *target.split("."), f"{alias.name}.py"
-                    ).is_file():
-                        fla_imports_resolve(lib, f"{target}.{alias.name}", seen)
-        else:
-            for alias in node.names:
-                if alias.name.split(".")[0] == "fla":
-                    fla_imports_resolve(lib, alias.name, seen)
-
-
 def test_a_batch_carries_the_needed_parts_of_fla_and_the_checked_files(
     built: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,7 +143,7 @@ def test_a_batch_carries_the_needed_parts_of_fla_and_the_checked_files(
     seen: set[str] = set()
     for line in lines:
         for module in imported(ast.parse((batch / "files" / f"{line['sha256']}.py").read_text())).values():
-            fla_imports_resolve(lib, module, seen)
+            carried_imports_resolve(lib, module, seen)
     assert {"fla.ops", "fla.utils", "fla.modules.l2norm", "fla.ops.delta_rule.naive"} <= seen
     refuses_stale(rows[0], "naive_sha256", "naive.py is not the file the library manifest names", tmp_path / "other", monkeypatch)
     refuses_stale(rows[0], "candidate_sha256", "rebuild it \\(fla-manifest\\)", tmp_path / "third", monkeypatch)
