@@ -630,19 +630,7 @@ def entries(library: Library, mirrors: Path) -> Iterator[dict[str, Any]]:
                 candidate = candidate_code(library, op, modules[op.function], shape, dtype, reference)
                 group = f"{library.name}/{op.name}/{shape_tag(shape)}/{dtype}"
                 common = {
-                    "source": library.name,
-                    "repo": library.repo,
-                    "commit": library.commit,
-                    "path": path,
-                    "sha256": digests[path],
-                    "run": "",
-                    "level": 0,
-                    "problem": group,
-                    "problem_name": op.name,
-                    "problem_path": "",
-                    "problem_sha256": sha256_of(reference),
-                    "sizes": problem_sizes(reference),
-                    "same_as": [],
+                    **entry_fields(library, path, digests[path], group, op.name, reference),
                     "op": op.name,
                     "shape": list(shape.values()),
                     "dtype": dtype,
@@ -660,6 +648,26 @@ def entries(library: Library, mirrors: Path) -> Iterator[dict[str, Any]]:
                     "language": INDUCTOR,
                     "candidate_sha256": sha256_of(reference),
                 }
+
+
+def entry_fields(library: Library, path: str, digest: str, group: str, name: str, reference: str) -> dict[str, Any]:
+    """What every generated entry of a library holds: the library file it runs (path and SHA-256 at the pinned
+    commit), its group, and the generated reference's digest and sizes, as the KernelBench manifest's keys."""
+    return {
+        "source": library.name,
+        "repo": library.repo,
+        "commit": library.commit,
+        "path": path,
+        "sha256": digest,
+        "run": "",
+        "level": 0,
+        "problem": group,
+        "problem_name": name,
+        "problem_path": "",
+        "problem_sha256": sha256_of(reference),
+        "sizes": problem_sizes(reference),
+        "same_as": [],
+    }
 
 
 def sha256_of(text: str) -> str:

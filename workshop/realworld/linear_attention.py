@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld.library import MAX_ELEMENTS, Library, sha256_of
+from workshop.realworld.library import MAX_ELEMENTS, Library, entry_fields, sha256_of
 from workshop.realworld.manifest import DATA, Mirror, write_rows
-from workshop.training.cuda_l1 import problem_sizes
 
 FLA_MANIFEST = DATA / "fla_manifest.jsonl.gz"
 # fla/__init__.py imports fla.layers and fla.models only if they are there (they need transformers);
@@ -285,6 +284,15 @@ def check_call(source: bytes, call: str) -> None:
         raise KeyError(f"{function} takes no {', '.join(unknown) or f'{len(called.args)} positional arguments'}")
 
 
+def check_calls(library: Library, path: str, source: bytes, calls: Iterable[str]) -> None:
+    """check_call for each of `calls` on the library's file at `path`; an error names the file at the pinned commit."""
+    for call in calls:
+        try:
+            check_call(source, call)
+        except KeyError as error:
+            raise KeyError(f"{library.repo}@{library.commit[:12]}:{path}: {error}") from error
+
+
 def entries(mirrors: Path) -> Iterator[dict[str, Any]]:
     """Per family, shape and method: one entry; a family-shape's entries share their reference, one group."""
     mirror = Mirror(mirrors, FLA.repo, FLA.commit)
@@ -295,29 +303,14 @@ def entries(mirrors: Path) -> Iterator[dict[str, Any]]:
         calls = [(naive_path, naive_source, family.reference)]
         calls += [(path, source, "{}({})".format(*family.kernels[method])) for method, (path, source) in kernel_files.items()]
         for path, source, call in calls:
-            try:
-                check_call(source, call)
-            except KeyError as error:
-                raise KeyError(f"{FLA.repo}@{FLA.commit[:12]}:{path}: {error}") from error
+            check_calls(FLA, path, source, [call])
         for shape in family_shapes(family):
             reference = reference_code(family, shape)
             group = f"{FLA.name}/{family.name}/{shape_tag(shape)}/{DTYPE}"
             for method, (path, source) in kernel_files.items():
                 yield {
                     "id": f"{FLA.name}:{family.name}/{shape_tag(shape)}/{DTYPE}/{method}",
-                    "source": FLA.name,
-                    "repo": FLA.repo,
-                    "commit": FLA.commit,
-                    "path": path,
-                    "sha256": hashlib.sha256(source).hexdigest(),
-                    "run": "",
-                    "level": 0,
-                    "problem": group,
-                    "problem_name": family.name,
-                    "problem_path": "",
-                    "problem_sha256": sha256_of(reference),
-                    "sizes": problem_sizes(reference),
-                    "same_as": [],
+                    **entry_fields(FLA, path, hashlib.sha256(source).hexdigest(), group, family.name, reference),
                     "language": "triton",
                     "op": family.name,
                     "method": method,
