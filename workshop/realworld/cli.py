@@ -45,6 +45,9 @@ def add_parser(subparsers: Any) -> None:
     fla = commands.add_parser("fla-manifest", help="list fla's chunked and recurrent kernels to measure against naive PyTorch (no code)")
     fla.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
     fla.set_defaults(run=fla_manifest_command)
+    helion = commands.add_parser("helion-manifest", help="list helion's example kernels to measure against their eager baselines (no code)")
+    helion.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    helion.set_defaults(run=helion_manifest_command)
 
     pack = commands.add_parser("pack", help="write a batch (entries and their files) to carry to the GPU host")
     pack.add_argument("batch", type=Path)
@@ -137,6 +140,13 @@ def fla_manifest_command(args: argparse.Namespace) -> int:
     from workshop.realworld import linear_attention
 
     print(json.dumps(linear_attention.build(args.mirrors), indent=1))
+    return 0
+
+
+def helion_manifest_command(args: argparse.Namespace) -> int:
+    from workshop.realworld import helion_examples
+
+    print(json.dumps(helion_examples.build(args.mirrors), indent=1))
     return 0
 
 

@@ -18,7 +18,7 @@ import math
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from kernelcast.kernels_runtime.hardware import lookup
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
 from workshop.realworld.cuda_l2 import CUDA_L2_KEYS, CUDA_L2_MANIFEST, is_cuda_l2, reference_code
 from workshop.realworld.edits import EDIT_KEYS, EDIT_MANIFEST, edited_text, is_edit
+from workshop.realworld.helion_examples import HELION_KEYS, HELION_MANIFEST, is_helion
+from workshop.realworld.helion_examples import generated as helion_generated
 from workshop.realworld.library import LIBRARY_KEYS, LIBRARY_MANIFEST, generated, is_library
 from workshop.realworld.linear_attention import FLA_KEYS, FLA_MANIFEST, is_fla
 from workshop.realworld.linear_attention import generated as fla_generated
@@ -35,8 +37,9 @@ from workshop.realworld.runner import COMPILED_MODEL
 from workshop.realworld.tritonbench import TRITONBENCH_KEYS, TRITONBENCH_MANIFEST, is_tritonbench, tritonbench_sides
 
 RECORDS = Path(__file__).parent / "data" / "records.jsonl.gz"
-# Every list of entries to measure: KernelBench solutions, library operators, fla, TritonBench, CUDA-L2, launch edits.
-MANIFESTS = (MANIFEST, LIBRARY_MANIFEST, FLA_MANIFEST, TRITONBENCH_MANIFEST, CUDA_L2_MANIFEST, EDIT_MANIFEST)
+# Every list of entries to measure: KernelBench solutions, library operators, fla, helion's examples, TritonBench,
+# CUDA-L2, launch edits.
+MANIFESTS = (MANIFEST, LIBRARY_MANIFEST, FLA_MANIFEST, HELION_MANIFEST, TRITONBENCH_MANIFEST, CUDA_L2_MANIFEST, EDIT_MANIFEST)
 KERNEL_LANGUAGES = ("cuda", "triton")
 
 
@@ -56,7 +59,9 @@ def plain_message(message: str) -> str:
 def record_of(entry: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     record = {key: entry[key] for key in ("id", "source", "repo", "commit", "path", "sha256", "run", "level", "problem")}
     record |= {key: entry[key] for key in ("problem_name", "problem_path", "problem_sha256", "language", "sizes")}
-    record |= {key: entry[key] for key in (*LIBRARY_KEYS, *FLA_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS, *CUDA_L2_KEYS) if key in entry}
+    record |= {
+        key: entry[key] for key in (*LIBRARY_KEYS, *FLA_KEYS, *HELION_KEYS, *EDIT_KEYS, *TRITONBENCH_KEYS, *CUDA_L2_KEYS) if key in entry
+    }
     record["gpu"] = None  # a measurement names its GPU; a failure may come before any GPU work
     record["build_s"] = result.get("build_s")
     record["gpu_seconds"] = result.get("seconds")
@@ -212,7 +217,7 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
     (two solutions of one problem file from one source, S from their medians, both ways round).
-    A library's records give `library-vs-eager` and `library-vs-compile` (`library_pairs`), fla's
+    A library's records and helion's examples give `library-vs-eager` and `library-vs-compile` (`library_pairs`), fla's
     `library-vs-naive` and `variant` (`fla_pairs`);
     TritonBench's `llm-vs-human` and `llm-vs-eager` (`tritonbench_pairs`); CUDA-L2's `llm-vs-cublas`
     and `variant` (`cuda_l2_pairs`); a launch edit's, `edit` (the solution it was made from against
@@ -230,6 +235,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
             continue
         if is_library(members[0]):
             yield from library_pairs(members, codes)
+            continue
+        if is_helion(members[0]):
+            yield from library_pairs(members, codes, helion_generated)
             continue
         if is_tritonbench(members[0]):
             yield from tritonbench_pairs(members, codes)
@@ -285,13 +293,17 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
                 yield _pair(record, "edit", sides[base["id"]], edit, speedup, interval, f"{group}/ref={base['id']}", base)
 
 
-def library_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
+def library_pairs(
+    members: list[dict[str, Any]], codes: Codes, generate: Callable[[dict[str, Any]], tuple[str, str]] | None = None
+) -> Iterator[LabelledPair]:
     """One operator-shape's pairs: the library kernel against eager PyTorch and against torch.compile
     of the same reference. The candidate's code is the library file that implements the op (read
-    from the mirror) followed by the generated ModelNew that calls it; the reference is generated."""
+    from the mirror; helion's: the example file) followed by the generated ModelNew that calls it;
+    the reference is generated, by `generate` where given (helion's templates), else by library.py's."""
     first = members[0]
     mirror = codes.mirror(first["repo"], first["commit"])
-    reference_code = generated(first, mirror)[0]
+    generate = generate or (lambda record: generated(record, mirror))
+    reference_code = generate(first)[0]
     eager = KernelSide(reference_code, "pytorch", "Model")
     compiled = next((record for record in members if record["language"] == INDUCTOR), None)
     group = f"{first['problem']}@{first['problem_sha256'][:8]}"
@@ -300,7 +312,7 @@ def library_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[Label
             side = KernelSide(reference_code + COMPILED_MODEL, "pytorch", "ModelNew")
             yield _pair(record, "inductor-vs-eager", eager, side, record["speedup"], record["ci95"], f"{group}/ref=eager")
             continue
-        harness = generated(record, mirror)[1][len(reference_code) :]
+        harness = generate(record)[1][len(reference_code) :]
         side = KernelSide(codes.text(record["repo"], record["commit"], record["path"]) + "\n" + harness, "triton", "ModelNew")
         yield _pair(record, "library-vs-eager", eager, side, record["speedup"], record["ci95"], f"{group}/ref=eager")
         if compiled is not None:

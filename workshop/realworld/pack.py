@@ -8,9 +8,10 @@ The files are read from the mirrors at the manifest's commits and checked agains
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
 round-robin over sources, so a batch cut short by its deadline still covers every source.
 Entries already in the records (or in the `--skip` results) are left out. Library entries
-(`library.py`, and fla's in `linear_attention.py`) are packed from their generated files, SHA-checked
-against their manifest, with the library's package copied from the mirror into `lib/` (a batch line's `sha256` names the
-file measured as ModelNew, its `problem_sha256` the reference); TritonBench entries
+(`library.py`, fla's in `linear_attention.py`, helion's in `helion_examples.py`) are packed from their generated
+files, SHA-checked against their manifest, with the library's package copied from the mirror into `lib/` (a batch
+line's `sha256` names the file measured as ModelNew, its `problem_sha256` the reference; helion's example files go
+to `lib/helion_examples/`); TritonBench entries
 (`tritonbench.py`) alike, with the kernel texts they import in `lib/tritonbench_v1_code/`, and
 CUDA-L2 entries (`cuda_l2.py`), their kernel files read from the mirror into the generated
 candidates, with CUTLASS's headers as `cutlass.tar.xz`. `--whole-problems N` packs every
@@ -32,7 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from workshop.realworld import cuda_l2, edits, library, linear_attention, tritonbench
+from workshop.realworld import cuda_l2, edits, helion_examples, library, linear_attention, tritonbench
 from workshop.realworld.dataset import RECORDS, listed, read
 from workshop.realworld.manifest import Mirror
 
@@ -101,6 +102,9 @@ def pack(
     opened: dict[tuple[str, str], Mirror] = {}
     with (out / "batch.jsonl").open("w") as stream:
         for entry in chosen:
+            if helion_examples.is_helion(entry):
+                stream.write(json.dumps(_pack_helion_entry(entry, out, mirrors, opened)) + "\n")
+                continue
             if library.is_library(entry) or linear_attention.is_fla(entry):
                 stream.write(json.dumps(_pack_library_entry(entry, out, mirrors, opened)) + "\n")
                 continue
@@ -149,6 +153,17 @@ def _pack_library_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened:
     if fla:
         return _write_generated(entry, linear_attention.generated(entry), out, "fla-manifest")
     return _write_generated(entry, library.generated(entry, mirror), out, "library-manifest")
+
+
+def _pack_helion_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened: dict[tuple[str, str], Mirror]) -> dict[str, Any]:
+    """Write a helion entry's generated files, its example file (SHA-checked) into lib/helion_examples and,
+    once per batch, the helion package; its batch line."""
+    source = helion_examples.HELION
+    mirror = opened.setdefault((source.repo, source.commit), Mirror(mirrors, source.repo, source.commit))
+    if not (out / "lib" / source.module).is_dir():
+        library.extract_package(mirror, source, out / "lib")
+    helion_examples.carry_example(mirror, entry, out / "lib")
+    return _write_generated(entry, helion_examples.generated(entry), out, "helion-manifest")
 
 
 def _pack_tritonbench_entry(entry: dict[str, Any], out: Path, mirrors: Path, opened: dict[tuple[str, str], Mirror]) -> dict[str, Any]:
