@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -37,6 +38,11 @@ HEALTH_TIMEOUT_S = 1.0
 # After a failed start, the same answer comes at once for this long: a service that cannot
 # start must not cost a process start (1-2 s) on every keystroke.
 START_RETRY_S = 10.0
+# A service whose start outlasted START_TIMEOUT_S (a loaded machine, a first import writing its
+# bytecode) is waited for on the next try, not joined by another: a second process on a busy
+# machine only slows the first. One still silent this long after it began is stopped instead.
+STARTING_FILE = "service.starting"
+STARTING_LIMIT_S = 120.0
 # The calibration version in cache keys is asked for again after this long, so local learning
 # from another editor window or `kernelcast reset-learning` never leaves stale forecasts served.
 BACKEND_INFO_TTL_S = 2.0
@@ -142,28 +148,58 @@ class ForecasterClient:
             # misses a health check gets the start timeout to answer, so no second one starts beside it.
             elif alive and _responds(state["url"], self._headers, START_TIMEOUT_S):
                 return state["url"]
-            (self.state_dir / STATE_FILE).unlink(missing_ok=True)
-            log = open(self.state_dir / "service.log", "ab")
-            process = subprocess.Popen(
-                [sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(self.state_dir)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,  # outlives this editor window; others share it
-            )
-            log.close()
+            process: subprocess.Popen[bytes] | None = None
+            pid = self._still_starting()
+            if pid is None:
+                (self.state_dir / STATE_FILE).unlink(missing_ok=True)
+                log = open(self.state_dir / "service.log", "ab")
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "kernelcast", "serve", "--state-dir", str(self.state_dir)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,  # outlives this editor window; others share it
+                )
+                log.close()
+                pid = process.pid
+                (self.state_dir / STARTING_FILE).write_text(json.dumps({"pid": pid, "started": time.time(), "build": code_build()}))
             deadline = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise ForecasterUnavailable(
-                        f"forecaster unavailable: the service exited with code {process.returncode}; see {self.state_dir / 'service.log'}"
-                    )
+                # Our own child is polled (which reaps it); another editor's by its pid.
+                if (process.poll() is not None) if process is not None else not process_alive(pid):
+                    (self.state_dir / STARTING_FILE).unlink(missing_ok=True)
+                    code = f" with code {process.returncode}" if process is not None else ""
+                    raise ForecasterUnavailable(f"forecaster unavailable: the service exited{code}; see {self.state_dir / 'service.log'}")
                 state = read_state(self.state_dir)
-                if state and state.get("pid") == process.pid and _responds(state["url"], self._headers):
-                    logger.info("started forecaster service pid %s at %s", process.pid, state["url"])
+                if state and state.get("pid") == pid and _responds(state["url"], self._headers):
+                    (self.state_dir / STARTING_FILE).unlink(missing_ok=True)
+                    logger.info("started forecaster service pid %s at %s", pid, state["url"])
                     return state["url"]
                 time.sleep(0.05)
-            raise ForecasterUnavailable(f"forecaster unavailable: the service did not start within {START_TIMEOUT_S:.0f} s")
+            raise ForecasterUnavailable(
+                f"forecaster unavailable: the service did not start within {START_TIMEOUT_S:.0f} s (still starting: pid {pid})"
+            )
+
+    def _still_starting(self) -> int | None:
+        """The pid of a service of this build that an earlier try started and that is still starting,
+        to be waited for; a record of one that exited is dropped, one silent past STARTING_LIMIT_S
+        or of another build is stopped."""
+        path = self.state_dir / STARTING_FILE
+        try:
+            record = json.loads(path.read_text())
+            pid, started, build = int(record["pid"]), float(record["started"]), record["build"]
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            return None
+        if not process_alive(pid) or b"kernelcast" not in _command_line(pid):
+            path.unlink(missing_ok=True)
+            return None
+        if build == code_build() and time.time() - started < STARTING_LIMIT_S:
+            return pid
+        logger.info("stopping forecaster service pid %s (build %s): not serving %.0f s after it started", pid, build, time.time() - started)
+        os.kill(pid, signal.SIGTERM)
+        path.unlink(missing_ok=True)
+        return None
 
     async def served(self) -> dict[str, BackendInfo]:
         """Every backend the service serves, by name; the calibration versions are part of every cache key."""

@@ -1,5 +1,6 @@
-"""The service's life as real processes: it says where it is, stops when asked or idle, and a
-client of other code does not join it."""
+"""The service's life as real processes: it says where it is, stops when asked or idle, a
+client of other code does not join it, and a start that outlasts its timeout is waited for, not
+doubled."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from lsp_support import KERNELCAST, stop_service
 from machine import limit
 
 import kernelcast
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.server.service_client import ForecasterClient
+from kernelcast.server import service_client
+from kernelcast.server.service_client import STARTING_FILE, ForecasterClient, ForecasterUnavailable
 from kernelcast.wire import ForecastRequest, KernelSide, code_build, read_or_create_token, read_state
 
 
@@ -105,4 +108,32 @@ def test_a_client_of_other_code_replaces_the_service_instead_of_joining_it(tmp_p
         os.utime(package_file, ns=(before.st_atime_ns, before.st_mtime_ns))
         code_build.cache_clear()
         old.kill()
+        stop_service(tmp_path)
+
+
+def test_a_start_that_outlasts_its_timeout_is_waited_for_not_doubled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a loaded machine `kernelcast serve` may take longer than the start timeout. The next try
+    must wait for that process: another one beside it would only slow both (three editors
+    typing started one after another and none answered)."""
+    state_dir = tmp_path / "service"
+    state_dir.mkdir()
+    client = ForecasterClient(state_dir)
+    try:
+        monkeypatch.setattr(service_client, "START_TIMEOUT_S", 0.01)  # no service imports that fast
+        with pytest.raises(ForecasterUnavailable, match="did not start within") as failed:
+            client._start_service()
+        starting = json.loads((state_dir / STARTING_FILE).read_text())
+        assert f"still starting: pid {starting['pid']}" in str(failed.value)
+        monkeypatch.setattr(service_client, "START_TIMEOUT_S", 60.0)
+        url = client._start_service()
+        state = read_state(state_dir)
+        assert state["url"] == url and state["pid"] == starting["pid"], "the second try started another service"
+        assert not (state_dir / STARTING_FILE).exists()
+        # A record of a start whose process is gone names nothing to wait for: it is dropped.
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        (state_dir / STARTING_FILE).write_text(json.dumps({"pid": gone.pid, "started": time.time(), "build": code_build()}))
+        assert client._still_starting() is None and not (state_dir / STARTING_FILE).exists()
+    finally:
+        asyncio.run(client.close())
         stop_service(tmp_path)
