@@ -229,21 +229,18 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     for record in records:
         if record["correct"]:
             by_problem[record["problem_sha256"]].append(record)
+    # Sources whose groups pair by rules of their own; KernelBench solutions and their edits follow.
+    own_rules: tuple[tuple[Callable[[dict[str, Any]], bool], Callable[[list[dict[str, Any]], Codes], Iterator[LabelledPair]]], ...] = (
+        (is_fla, fla_pairs),
+        (is_library, library_pairs),
+        (is_helion, lambda members, codes: library_pairs(members, codes, helion_generated)),
+        (is_tritonbench, tritonbench_pairs),
+        (is_cuda_l2, cuda_l2_pairs),
+    )
     for members in by_problem.values():
-        if is_fla(members[0]):
-            yield from fla_pairs(members, codes)
-            continue
-        if is_library(members[0]):
-            yield from library_pairs(members, codes)
-            continue
-        if is_helion(members[0]):
-            yield from library_pairs(members, codes, helion_generated)
-            continue
-        if is_tritonbench(members[0]):
-            yield from tritonbench_pairs(members, codes)
-            continue
-        if is_cuda_l2(members[0]):
-            yield from cuda_l2_pairs(members, codes)
+        rule = next((paired for belongs, paired in own_rules if belongs(members[0])), None)
+        if rule is not None:
+            yield from rule(members, codes)
             continue
         edited = [record for record in members if is_edit(record)]
         members = [record for record in members if not is_edit(record)]
