@@ -165,10 +165,9 @@ class ForecasterClient:
                 (self.state_dir / STARTING_FILE).write_text(json.dumps({"pid": pid, "started": time.time(), "build": code_build()}))
             deadline = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < deadline:
-                # Our own child is polled (which reaps it); another editor's by its pid.
-                if (process.poll() is not None) if process is not None else not process_alive(pid):
+                if not process_alive(pid):  # an exited child of ours is a zombie until polled: not alive
                     (self.state_dir / STARTING_FILE).unlink(missing_ok=True)
-                    code = f" with code {process.returncode}" if process is not None else ""
+                    code = f" with code {process.poll()}" if process is not None else ""
                     raise ForecasterUnavailable(f"forecaster unavailable: the service exited{code}; see {self.state_dir / 'service.log'}")
                 state = read_state(self.state_dir)
                 if state and state.get("pid") == pid and _responds(state["url"], self._headers):

@@ -137,3 +137,14 @@ def test_a_start_that_outlasts_its_timeout_is_waited_for_not_doubled(tmp_path: P
     finally:
         asyncio.run(client.close())
         stop_service(tmp_path)
+
+
+def test_a_service_that_exits_while_starting_is_reported_with_its_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state_dir = tmp_path / "service"
+    state_dir.mkdir()
+    client = ForecasterClient(state_dir)
+    monkeypatch.setattr(service_client.sys, "executable", "/bin/false")  # `false -m kernelcast serve …` exits 1 at once
+    with pytest.raises(ForecasterUnavailable, match=r"the service exited with code 1; see .*service\.log"):
+        client._start_service()
+    assert not (state_dir / STARTING_FILE).exists()
+    asyncio.run(client.close())
