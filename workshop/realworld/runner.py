@@ -134,6 +134,7 @@ class Run:
                 }
             )
         except subprocess.TimeoutExpired:
+            printed = ""
             if self.left() < RESERVE_S:
                 return  # cut by the deadline, not by the kernel: measured next time
             built = {"ok": False, "error": f"the load_inline build took over {BUILD_LIMIT_S:.0f} s", "seconds": BUILD_LIMIT_S}
