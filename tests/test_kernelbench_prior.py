@@ -13,8 +13,8 @@ import pytest
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.models.embedded.kernelbench_prior import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, PRIOR_PATH, KernelBenchPrior, Line
-from kernelcast.wire import ForecastRequest, KernelSide
-from workshop.training.kernelbench_prior import fit, held_out_lines
+from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
+from workshop.training.kernelbench_prior import MISS_QUANTILES, fit, held_out_lines
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -83,6 +83,9 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
         assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * plain["mean_log2"], abs=1e-3)
         assert moved["spread_log2"] == pytest.approx(max(line.sd, plain["spread_log2"]), abs=1e-3)
+        assert shipped.predict(request).probabilities == pytest.approx(
+            line.bin_probabilities(plain["mean_log2"], plain["spread_log2"]), abs=1e-4
+        )
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
     assert shipped.predict(sgemm).probabilities == without.predict(sgemm).probabilities
@@ -110,9 +113,28 @@ def test_a_line_is_as_wide_as_it_missed_on_a_source_left_out() -> None:
     line = held_out_lines(fitted, dict(enumerate(means)), pairs, {"a", "b"})[AGAINST_PROBLEM]
     assert (line.intercept, line.slope) == (pytest.approx(0.0, abs=1e-3), pytest.approx(1.0, abs=1e-3))
     assert line.sd == pytest.approx(2.0, abs=1e-3)
+    # Its shape is those misses: a's pairs land 2 above the line fitted on b, b's 2 below a's.
+    assert (line.misses[0], line.misses[-1]) == (pytest.approx(-2.0), pytest.approx(2.0)) and len(line.misses) == MISS_QUANTILES
     # One source alone has no source to leave out: its own residual spread stands.
     alone = held_out_lines(fitted, dict(enumerate(means)), pairs, {"a"})[AGAINST_PROBLEM]
     assert alone.sd == pytest.approx(0.0, abs=1e-3)
+
+
+def test_a_line_forecasts_in_the_shape_of_its_misses() -> None:
+    # Most pairs on the line, one in five three octaves off either side: the RMS miss is 1.34, but
+    # a forecast on the line keeps far more mass in the two bins around it than a normal that wide.
+    misses = (-3.0,) * 4 + (0.0,) * 32 + (3.0,) * 4
+    line = Line(0.0, 1.0, 1.34, misses, 0.1)
+    shaped, normal = line.bin_probabilities(0.0, 0.5), normal_bin_probabilities(0.0, 1.34)
+    assert sum(shaped) == pytest.approx(1.0)
+    assert shaped[3] + shaped[4] > 0.75 > normal[3] + normal[4]
+    # The tails are still there: a tenth of the mass in each end bin.
+    assert shaped[0] == pytest.approx(0.1, abs=0.01) and shaped[-1] == pytest.approx(0.1, abs=0.01)
+    # A model twice as unsure as the line (an unfamiliar pair) stretches the shape: wider, same centre.
+    stretched = line.bin_probabilities(0.0, 2.68)
+    assert stretched[3] + stretched[4] < shaped[3] + shaped[4] and stretched == pytest.approx(stretched[::-1])
+    # A line without misses (a file written before they were kept) is the normal of its spread.
+    assert Line(0.0, 1.0, 1.34).bin_probabilities(0.0, 0.5) == pytest.approx(normal)
 
 
 def test_solution_against_solution_runs_through_the_origin() -> None:
@@ -127,6 +149,7 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
     assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS}
     assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0
+    assert all(len(line["misses"]) == MISS_QUANTILES and line["bandwidth"] > 0 for line in data["lines"].values())
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     prior = KernelBenchPrior.load(PRIOR_PATH)
     assert prior is not None and prior.to_json() == {"lines": data["lines"], "meta": data["meta"]}

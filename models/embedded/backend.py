@@ -236,12 +236,24 @@ class EmbeddedBackend:
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
+        probabilities = [
+            self.prior.bin_probabilities(kind, float(mean[index]), float(sd[index]))
+            if kind and self.prior is not None
+            else normal_bin_probabilities(float(mean[index]), float(sd[index]))
+            for index, kind in enumerate(prior_applied)
+        ]
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
                 mean[index], sd[index] = self.prior.adjust(kind, float(mean[index]), float(sd[index]))
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied in zip(
-            mean.tolist(), sd.tolist(), prediction.sd.tolist(), novelty.tolist(), prediction.log2_time.tolist(), prior_applied
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, bins in zip(
+            mean.tolist(),
+            sd.tolist(),
+            prediction.sd.tolist(),
+            novelty.tolist(),
+            prediction.log2_time.tolist(),
+            prior_applied,
+            probabilities,
         ):
             details = {
                 "mean_log2": round(mean_log2, 4),
@@ -253,7 +265,7 @@ class EmbeddedBackend:
             }
             if applied:
                 details["kernelbench_prior"] = applied
-            raw.append(RawPrediction(probabilities=normal_bin_probabilities(mean_log2, sd_log2), details=details))
+            raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 
 

@@ -5,8 +5,9 @@ The weights learnt from generated kernels and from CUDA-L1's winning rewrites. S
 LLMs write (a `ModelNew` with load_inline CUDA or Triton kernels) mostly lose to eager PyTorch,
 which calls cuBLAS and cuDNN: measured on the real-world corpus, two in three are slower, while
 the weights call five in six faster. Two kinds of pair are read through lines fitted on measured
-real-world pairs, mean' = intercept + slope·mean, with the fit's residual spread as the least
-spread (never narrower than the model's own, so novelty still widens it):
+real-world pairs, mean' = intercept + slope·mean. Around the line, the forecast takes the shape of
+the line's misses on sources left out of its fit (heavy-tailed: most pairs land near the line, a
+few octaves away), widened where the model's own spread is wider (novelty still widens it):
 - a solution against its problem (eager `Model`, or the problem under torch.compile);
 - two solutions of one problem against each other. Their order is arbitrary, so that line runs
   through the origin; the weights rank such pairs no better than chance, and the line's wide
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelcast.wire import ForecastRequest, KernelSide
+from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
 
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
 _MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.M)
@@ -40,12 +41,30 @@ class Line:
     intercept: float
     slope: float
     sd: float  # octaves: the spread of measured log2 S around the line
+    misses: tuple[float, ...] = ()  # quantiles of measured − line on sources left out of the fit, octaves
+    bandwidth: float = 0.0  # octaves: how far each quantile is smoothed
 
     def adjust(self, mean: float, sd: float) -> tuple[float, float]:
         return self.intercept + self.slope * mean, max(self.sd, sd)
 
-    def to_json(self) -> dict[str, float]:
-        return {"intercept": self.intercept, "slope": self.slope, "sd": self.sd}
+    def bin_probabilities(self, mean: float, sd: float) -> list[float]:
+        """The 8 bins around the line: its misses, each smoothed by the bandwidth, stretched by how
+        much wider the model's own spread is; a normal of the line's spread where it has none."""
+        centre, spread = self.adjust(mean, sd)
+        if not self.misses:
+            return normal_bin_probabilities(centre, spread)
+        stretch = spread / self.sd if self.sd > 0 else 1.0
+        each = [normal_bin_probabilities(centre + stretch * miss, stretch * self.bandwidth) for miss in self.misses]
+        return [sum(column) / len(each) for column in zip(*each)]
+
+    def to_json(self) -> dict[str, Any]:
+        shape = {"misses": list(self.misses), "bandwidth": self.bandwidth} if self.misses else {}
+        return {"intercept": self.intercept, "slope": self.slope, "sd": self.sd, **shape}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Line:
+        misses = tuple(float(miss) for miss in data.get("misses", ()))
+        return cls(float(data["intercept"]), float(data["slope"]), float(data["sd"]), misses, float(data.get("bandwidth", 0.0)))
 
 
 def _solution(side: KernelSide) -> bool:
@@ -85,6 +104,9 @@ class KernelBenchPrior:
     def adjust(self, kind: str, mean: float, sd: float) -> tuple[float, float]:
         return self.lines[kind].adjust(mean, sd)
 
+    def bin_probabilities(self, kind: str, mean: float, sd: float) -> list[float]:
+        return self.lines[kind].bin_probabilities(mean, sd)
+
     def to_json(self) -> dict[str, Any]:
         return {"lines": {kind: line.to_json() for kind, line in sorted(self.lines.items())}, "meta": self.meta}
 
@@ -94,5 +116,5 @@ class KernelBenchPrior:
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        lines = {kind: Line(float(line["intercept"]), float(line["slope"]), float(line["sd"])) for kind, line in data["lines"].items()}
+        lines = {kind: Line.from_json(line) for kind, line in data["lines"].items()}
         return cls(lines, data.get("meta", {}))

@@ -10,11 +10,11 @@ two such solutions of one problem against each other (variant pairs, both ways r
 line runs through the origin). The weights' forecast mean m, taken without any line, is
 regressed on the measured log2 S by least squares, every source weighing the same whatever its
 number of pairs; a line's spread is how far it missed on sources left out of its fit
-(`held_out_lines`), never narrower than its own residual spread. Judging: for each source, the
-lines fitted on the other sources alone are shipped to a forecaster, which forecasts that
-source's pairs (all its kinds) as `kernelcast eval` does, compiler facts included; the table
-holds every metric per held-out source, with and without the lines. The shipped lines are then
-fitted on every source.
+(`held_out_lines`), never narrower than its own residual spread, and the forecast around the
+line takes the shape of those misses. Judging: for each source, the lines fitted on the other
+sources alone are shipped to a forecaster, which forecasts that source's pairs (all its kinds)
+as `kernelcast eval` does, compiler facts included; the table holds every metric per held-out
+source, with and without the lines. The shipped lines are then fitted on every source.
 """
 
 from __future__ import annotations
@@ -75,22 +75,51 @@ def held_out_lines(
 
     A line's own residuals say how far pairs of the sources it saw scatter; a source it never saw
     (another library, another agent) misses by more. For each source in turn the line is fitted on
-    the others and that source's residuals kept; the spread is their root mean square, every
-    source weighing the same, and never narrower than the line's own."""
+    the others and that source's misses kept. The spread is their root mean square, every source
+    weighing the same, and never narrower than the line's own; the shape is their quantiles, so a
+    forecast keeps most of its mass near the line where most pairs land. One source alone has no
+    source to leave out: its own residuals stand."""
     lines = fit_lines(fitted, means, pairs, lambda i: pairs[i].source in sources)
     for kind, line in lines.items():
-        per_source = []
+        misses: list[np.ndarray] = []
         for left_out in sorted(sources):
             rest = sources - {left_out}
             inner = fit_lines({kind: fitted[kind]}, means, pairs, lambda i, rest=rest: pairs[i].source in rest).get(kind)
             own = [i for i in fitted[kind] if pairs[i].source == left_out]
-            if inner is None or not own:
-                continue
-            y = np.clip([pairs[i].log2_speedup for i in own], -CLIP_LOG2, CLIP_LOG2)
-            per_source.append(float(np.mean((y - (inner.intercept + inner.slope * np.array([means[i] for i in own]))) ** 2)))
-        if per_source:
-            lines[kind] = Line(line.intercept, line.slope, round(max(line.sd, math.sqrt(float(np.mean(per_source)))), 4))
+            if inner is not None and own:
+                misses.append(_misses(inner, own, means, pairs))
+        if not misses:
+            misses = [_misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)]
+        spread = max(line.sd, math.sqrt(float(np.mean([np.mean(each**2) for each in misses]))))
+        quantiles = _quantiles_each_source_alike(misses)
+        lines[kind] = Line(line.intercept, line.slope, round(spread, 4), quantiles, _bandwidth(quantiles))
     return lines
+
+
+MISS_QUANTILES = 41
+
+
+def _misses(line: Line, indices: Sequence[int], means: Mapping[int, float], pairs: Sequence[LabelledPair]) -> np.ndarray:
+    y = np.clip([pairs[i].log2_speedup for i in indices], -CLIP_LOG2, CLIP_LOG2)
+    return y - (line.intercept + line.slope * np.array([means[i] for i in indices]))
+
+
+def _quantiles_each_source_alike(misses: Sequence[np.ndarray]) -> tuple[float, ...]:
+    """MISS_QUANTILES evenly spaced quantiles of the pooled misses, each source's misses weighing the same in all."""
+    values = np.concatenate(misses)
+    weights = np.concatenate([np.full(len(each), 1.0 / len(each)) for each in misses])
+    order = np.argsort(values)
+    cumulative = (np.cumsum(weights[order]) - 0.5 * weights[order]) / weights.sum()
+    levels = (np.arange(MISS_QUANTILES) + 0.5) / MISS_QUANTILES
+    return tuple(round(float(q), 4) for q in np.interp(levels, cumulative, values[order]))
+
+
+def _bandwidth(quantiles: Sequence[float]) -> float:
+    """Silverman's rule on the quantiles: wide enough to join neighbouring quantiles into one smooth shape."""
+    q = np.asarray(quantiles)
+    iqr = float(np.subtract(*np.percentile(q, [75, 25])))
+    scale = min(float(np.std(q)), iqr / 1.34) if iqr > 0 else float(np.std(q))
+    return round(max(0.9 * scale * len(q) ** -0.2, 0.05), 4)
 
 
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
