@@ -12,7 +12,14 @@ import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
-from kernelcast.models.embedded.kernelbench_prior import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, PRIOR_PATH, KernelBenchPrior, Line
+from kernelcast.models.embedded.kernelbench_prior import (
+    AGAINST_PROBLEM,
+    BETWEEN_SOLUTIONS,
+    LIBRARY_CALL,
+    PRIOR_PATH,
+    KernelBenchPrior,
+    Line,
+)
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
 from workshop.training.kernelbench_prior import MISS_QUANTILES, fit, held_out_lines
 
@@ -40,6 +47,12 @@ TRITON_SOLUTION = (
 )
 
 
+# A ModelNew(Model) that calls a library's kernel: the kernel that runs is out of sight.
+LIBRARY_CALLER = PROBLEM + (
+    "\nfrom some_library.ops import relu as library_op\n\nclass ModelNew(Model):\n    def forward(self, x):\n        return library_op(x)\n"
+)
+
+
 def kernelbench_pair(candidate_language: str = "cuda", candidate: str = SOLUTION) -> ForecastRequest:
     return ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(candidate, candidate_language, "ModelNew"), HARDWARE, None)
 
@@ -49,9 +62,8 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert KernelBenchPrior.reads(kernelbench_pair("triton")) == AGAINST_PROBLEM
     # A torch-only rewrite or torch.compile of the problem: no kernels of its own, no line was fitted on them.
     assert KernelBenchPrior.reads(kernelbench_pair("pytorch")) is None
-    # A library's kernel called from a ModelNew(Model) wrapper is not an LLM's rewrite either.
-    library = "import triton\n\n@triton.jit\ndef relu(x_ptr):\n    pass\n\nclass ModelNew(Model):\n    pass\n"
-    assert KernelBenchPrior.reads(kernelbench_pair("triton", library)) is None
+    # A library's kernel called from a ModelNew(Model) wrapper is not an LLM's rewrite: it has a line of its own.
+    assert KernelBenchPrior.reads(kernelbench_pair("triton", LIBRARY_CALLER)) == LIBRARY_CALL
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     assert KernelBenchPrior.reads(solutions) == BETWEEN_SOLUTIONS
     # One solution with its block size edited is read by the weights, from its launch.
@@ -77,7 +89,8 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
     without = EmbeddedBackend(prior_path=tmp_path / "none.json")
     assert shipped.prior is not None and without.prior is None and shipped.model_id != without.model_id
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
-    for request, kind in ((kernelbench_pair(), AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS)):
+    library = kernelbench_pair("triton", LIBRARY_CALLER)
+    for request, kind in ((kernelbench_pair(), AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS), (library, LIBRARY_CALL)):
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
@@ -141,14 +154,19 @@ def test_solution_against_solution_runs_through_the_origin() -> None:
     # Every pair both ways round: (m, y) and (-m, -y). The slope is sum(m·y) / sum(m²) = 4.4 / 10.
     means = [1.0, -1.0, 2.0, -2.0]
     speedups = [0.8, -0.8, 0.7, -0.7]
-    line = fit(means, speedups, ["a"] * 4, through_origin=True)
+    line = fit(means, speedups, ["a"] * 4, "origin")
     assert line.intercept == 0.0 and line.slope == pytest.approx(0.44, abs=1e-3)
 
 
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
-    assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS}
+    assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL}
     assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0
+    # A library call keeps the weights' mean; its misses are as wide on either side.
+    library = data["lines"][LIBRARY_CALL]
+    assert (library["intercept"], library["slope"]) == (0.0, 1.0) and library["misses"] == pytest.approx(
+        [-m for m in library["misses"][::-1]]
+    )
     assert all(len(line["misses"]) == MISS_QUANTILES and line["bandwidth"] > 0 for line in data["lines"].values())
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     prior = KernelBenchPrior.load(PRIOR_PATH)

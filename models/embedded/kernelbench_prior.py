@@ -4,16 +4,20 @@ that others wrote and we measured.
 The weights learnt from generated kernels and from CUDA-L1's winning rewrites. Solutions that
 LLMs write (a `ModelNew` with load_inline CUDA or Triton kernels) mostly lose to eager PyTorch,
 which calls cuBLAS and cuDNN: measured on the real-world corpus, two in three are slower, while
-the weights call five in six faster. Two kinds of pair are read through lines fitted on measured
-real-world pairs, mean' = intercept + slope·mean. Around the line, the forecast takes the shape of
-the line's misses on sources left out of its fit (heavy-tailed: most pairs land near the line, a
-few octaves away), widened where the model's own spread is wider (novelty still widens it):
+the weights call five in six faster. Three kinds of pair are read through lines fitted on
+measured real-world pairs, mean' = intercept + slope·mean. Around the line, the forecast takes the
+shape of the line's misses on sources left out of its fit (heavy-tailed: most pairs land near the
+line, a few octaves away), widened where the model's own spread is wider (novelty still widens it):
 - a solution against its problem (eager `Model`, or the problem under torch.compile);
 - two solutions of one problem against each other. Their order is arbitrary, so that line runs
   through the origin; the weights rank such pairs no better than chance, and the line's wide
   spread makes the forecast say so (it defers) instead of naming a side with confidence. A
-  solution against itself with a line or two edited (a launch's block size) is not such a pair.
-Both are judged with each source held out in turn (workshop/training/kernelbench_prior.py).
+  solution against itself with a line or two edited (a launch's block size) is not such a pair;
+- a `ModelNew(Model)` that calls a library's kernel (FlagGems, Liger, ...) against the problem.
+  The kernel that runs is out of sight and libraries disagree (a line fitted on some did worse
+  on the others than none), so the mean stays the weights' and only the spread is learnt: how
+  far the weights missed on libraries left out, as wide on either side.
+All are judged with each source held out in turn (workshop/training/kernelbench_prior.py).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ _WRAPPER = re.compile(r"^class\s+ModelNew\s*\(\s*Model\s*\)", re.M)
 _OWN_KERNELS = ("cuda", "triton")
 AGAINST_PROBLEM = "solution-vs-problem"
 BETWEEN_SOLUTIONS = "solution-vs-solution"
+LIBRARY_CALL = "library-vs-problem"
+# Pairs whose solutions are read without the launches their ModelNew makes, as those lines were fitted.
+SOLUTION_KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)
 EDITED_LINES = 2
 
 
@@ -88,13 +95,17 @@ class KernelBenchPrior:
     @staticmethod
     def reads(request: ForecastRequest) -> str | None:
         """Which line a pair is read through, or None: a solution with its own kernels against the
-        PyTorch problem it solves, or two such solutions against each other."""
+        PyTorch problem it solves, or two such solutions against each other; a `ModelNew(Model)`
+        that calls a library's kernel on the problem's inputs, against the problem."""
         reference, candidate = request.reference, request.candidate
-        if not _solution(candidate):
-            return None
-        if reference.language == "pytorch" and _MODEL.search(reference.code):
-            return AGAINST_PROBLEM
-        return BETWEEN_SOLUTIONS if _solution(reference) and not _an_edit(reference.code, candidate.code) else None
+        against_problem = reference.language == "pytorch" and bool(_MODEL.search(reference.code))
+        if _solution(candidate):
+            if against_problem:
+                return AGAINST_PROBLEM
+            return BETWEEN_SOLUTIONS if _solution(reference) and not _an_edit(reference.code, candidate.code) else None
+        if against_problem and candidate.language in _OWN_KERNELS and _WRAPPER.search(candidate.code):
+            return LIBRARY_CALL
+        return None
 
     def applies(self, request: ForecastRequest) -> str | None:
         """The kind of pair, where this prior has a line for it."""

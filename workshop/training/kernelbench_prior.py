@@ -4,14 +4,15 @@ from measured real-world pairs, and judge them with each source held out in turn
     python -m workshop realworld pairs --out /tmp/rw.jsonl
     python -m workshop.training.kernelbench_prior --pairs /tmp/rw.jsonl [--out PATH] [--report FILE]
 
-Two lines, each fitted on the pairs it reads (`KernelBenchPrior.reads`): a `ModelNew` with its
-own CUDA or Triton kernels against the PyTorch problem (llm-vs-eager and llm-vs-compile), and
-two such solutions of one problem against each other (variant pairs, both ways round, so that
-line runs through the origin). The weights' forecast mean m, taken without any line, is
-regressed on the measured log2 S by least squares, every source weighing the same whatever its
-number of pairs; a line's spread is how far it missed on sources left out of its fit
-(`held_out_lines`), never narrower than its own residual spread, and the forecast around the
-line takes the shape of those misses. Judging: for each source, the lines fitted on the other
+Three lines, each fitted on the pairs it reads (`KernelBenchPrior.reads`, `FIT_MODES`): a
+`ModelNew` with its own CUDA or Triton kernels against the PyTorch problem (llm-vs-eager and
+llm-vs-compile); two such solutions of one problem against each other (variant pairs, both ways
+round, so that line runs through the origin); a `ModelNew(Model)` calling a library's kernel
+against the problem (library-vs-eager and library-vs-compile), which keeps the weights' mean.
+The weights' forecast mean m, taken without any line, is regressed on the measured log2 S by
+least squares, every source weighing the same whatever its number of pairs; a line's spread is
+how far it missed on sources left out of its fit (`held_out_lines`), never narrower than its own
+residual spread, and the forecast around the line takes the shape of those misses. Judging: for each source, the lines fitted on the other
 sources alone are shipped to a forecaster, which forecasts that source's pairs (all its kinds)
 as `kernelcast eval` does, compiler facts included; the table holds every metric per held-out
 source, with and without the lines. The shipped lines are then fitted on every source.
@@ -32,13 +33,26 @@ import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
-from kernelcast.models.embedded.kernelbench_prior import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, PRIOR_PATH, KernelBenchPrior, Line
+from kernelcast.models.embedded.kernelbench_prior import (
+    AGAINST_PROBLEM,
+    BETWEEN_SOLUTIONS,
+    LIBRARY_CALL,
+    PRIOR_PATH,
+    KernelBenchPrior,
+    Line,
+)
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import Forecast, LabelledPair, read_pairs
 from workshop.training import CLIP_LOG2
 
+# How each kind's line is fitted: intercept and slope; slope alone (the pair's order is
+# arbitrary, so the line runs through the origin); or the weights' mean kept and only how far it
+# missed learnt, as wide on either side ("symmetric": the libraries disagree, and a line fitted
+# on some did worse on the others than none).
+FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL: "symmetric"}
 
-def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], through_origin: bool = False) -> Line:
+
+def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], mode: str = "line") -> Line:
     """Weighted least squares of log2 S on the forecast mean, each source weighing the same."""
     counts: dict[str, int] = defaultdict(int)
     for source in sources:
@@ -46,10 +60,13 @@ def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequenc
     weights = np.array([1.0 / counts[source] for source in sources])
     x = np.asarray(means, dtype=float)
     y = np.clip(np.asarray(log2_speedups, dtype=float), -CLIP_LOG2, CLIP_LOG2)
-    design = x[:, None] if through_origin else np.stack([np.ones_like(x), x], axis=1)
-    root = np.sqrt(weights)[:, None]
-    solution, *_ = np.linalg.lstsq(design * root, y * root[:, 0], rcond=None)
-    intercept, slope = (0.0, float(solution[0])) if through_origin else (float(solution[0]), float(solution[1]))
+    if mode == "symmetric":
+        intercept, slope = 0.0, 1.0
+    else:
+        design = x[:, None] if mode == "origin" else np.stack([np.ones_like(x), x], axis=1)
+        root = np.sqrt(weights)[:, None]
+        solution, *_ = np.linalg.lstsq(design * root, y * root[:, 0], rcond=None)
+        intercept, slope = (0.0, float(solution[0])) if mode == "origin" else (float(solution[0]), float(solution[1]))
     residuals = y - (intercept + slope * x)
     sd = math.sqrt(float(np.sum(weights * residuals**2) / np.sum(weights)))
     return Line(round(intercept, 4), round(slope, 4), round(sd, 4))
@@ -64,7 +81,7 @@ def fit_lines(
         chosen = [i for i in indices if keep(i)]
         if chosen:
             x, y = [means[i] for i in chosen], [pairs[i].log2_speedup for i in chosen]
-            lines[kind] = fit(x, y, [pairs[i].source for i in chosen], through_origin=kind == BETWEEN_SOLUTIONS)
+            lines[kind] = fit(x, y, [pairs[i].source for i in chosen], FIT_MODES[kind])
     return lines
 
 
@@ -91,6 +108,8 @@ def held_out_lines(
         if not misses:
             misses = [_misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)]
         spread = max(line.sd, math.sqrt(float(np.mean([np.mean(each**2) for each in misses]))))
+        if FIT_MODES[kind] == "symmetric":
+            misses = [np.concatenate([each, -each]) for each in misses]
         quantiles = _quantiles_each_source_alike(misses)
         lines[kind] = Line(line.intercept, line.slope, round(spread, 4), quantiles, _bandwidth(quantiles))
     return lines
@@ -159,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kinds = [KernelBenchPrior.reads(pair.request) for pair in pairs]
     read = [i for i, kind in enumerate(kinds) if kind]
     means = dict(zip(read, raw_means([pairs[i] for i in read], forecaster)))
-    fitted = {kind: [i for i in read if kinds[i] == kind] for kind in (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)}
+    fitted = {kind: [i for i in read if kinds[i] == kind] for kind in FIT_MODES}
     sources = sorted({pairs[i].source for i in read})
     counts = ", ".join(f"{len(indices)} {kind}" for kind, indices in fitted.items())
     lines = [f"# The KernelBench lines, each source held out ({counts} of {len(pairs)} pairs, {len(sources)} sources)", ""]
