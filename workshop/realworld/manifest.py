@@ -15,6 +15,8 @@ import hashlib
 import json
 import re
 import subprocess
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,13 +50,18 @@ class Entry:
 
 
 class Mirror:
-    """One repository's git mirror, read at one commit."""
+    """One repository's git mirror, read at one commit.
+
+    Files are read through one `git cat-file --batch` per mirror, started at the first read: a
+    `git show` per file took 10 s for CUDA-L2's 3,736 kernel files on 2 cores."""
 
     def __init__(self, mirrors: Path, repo: str, commit: str) -> None:
         self.git_dir = mirrors / repo.replace("/", "+") / "repo"
         if not self.git_dir.is_dir():
             raise FileNotFoundError(f"no mirror of {repo} at {self.git_dir}: fetch github:{repo} first")
         self.commit = commit
+        self._reader: subprocess.Popen[bytes] | None = None
+        self._reading = threading.Lock()
 
     def paths(self) -> list[str]:
         listed = subprocess.run(
@@ -63,7 +70,34 @@ class Mirror:
         return listed.stdout.splitlines()
 
     def read(self, path: str) -> bytes:
-        return subprocess.run(["git", f"--git-dir={self.git_dir}", "show", f"{self.commit}:{path}"], capture_output=True, check=True).stdout
+        """The file's bytes at the commit; FileNotFoundError where the commit has no such file."""
+        with self._reading:
+            reader = self._reader or self._start_reader()
+            assert reader.stdin is not None and reader.stdout is not None
+            reader.stdin.write(f"{self.commit}:{path}\n".encode())
+            reader.stdin.flush()
+            header = reader.stdout.readline().split()  # <object> <type> <size>, or <name> missing
+            if len(header) == 3:
+                data = reader.stdout.read(int(header[2]))
+                reader.stdout.read(1)  # the newline after the contents
+                if header[1] == b"blob":
+                    return data
+        raise FileNotFoundError(f"{self.git_dir} has no file {path} at {self.commit}: {b' '.join(header).decode(errors='replace')}")
+
+    def _start_reader(self) -> subprocess.Popen[bytes]:
+        self._reader = subprocess.Popen(
+            ["git", f"--git-dir={self.git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        weakref.finalize(self, _stop_reader, self._reader)
+        return self._reader
+
+
+def _stop_reader(reader: subprocess.Popen[bytes]) -> None:
+    """git cat-file --batch exits at the end of its input."""
+    assert reader.stdin is not None and reader.stdout is not None
+    reader.stdin.close()
+    reader.wait()
+    reader.stdout.close()
 
 
 def language_of(text: str) -> str:
