@@ -229,7 +229,8 @@ async def test_set_reference_offers_only_targets_that_resolve(session: Session) 
 async def test_burst_of_edits_yields_one_forecast_for_the_final_text(session: Session) -> None:
     uri = session.open("vector_add_float4.cu")
     await session.diagnostics_for(uri)
-    await asyncio.sleep(3)  # let the first open's compiler-facts stage finish and publish
+    # An empty cache: the forecast comes before the compiles, then again with their facts; the burst starts after both.
+    await session.recorder.wait_for(lambda: sum(p.uri == uri for p in session.recorder.diagnostics) >= 2)
     before = len(session.recorder.diagnostics)
     base = (session.root / "vector_add_float4.cu").read_text()
     for version in range(2, 52):
