@@ -160,6 +160,13 @@ def _eval(tmp_path: Path, *args: str, block_matplotlib: bool = False) -> subproc
     )
 
 
+def _subset(path: Path, ids: tuple[str, ...]) -> Path:
+    """The small file's pairs of `ids`, in that order, written to `path`."""
+    lines = {json.loads(line)["id"]: line for line in PAIRS.read_text().splitlines()}
+    path.write_text("".join(lines[pair_id] + "\n" for pair_id in ids))
+    return path
+
+
 def _predictions(report: Path) -> list[dict]:
     return [json.loads(line) for line in (report / "predictions.jsonl").read_text().splitlines()]
 
@@ -224,33 +231,35 @@ def test_bad_line_is_named_and_nothing_is_written(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and "unknown forecaster backend 'oracle'" in unknown.stderr and not report.exists()
 
 
+# A CUDA edit, a Triton rewrite and a CUDA kernel against a PyTorch reference: each kind of pair, each side's language.
+EACH_KIND_AND_LANGUAGE = ("vadd-float4", "vadd-triton", "vadd-torch-vs-cuda")
+
+
 @pytest.mark.slow
 def test_eval_llama_cpp_on_the_small_file(tmp_path: Path) -> None:
-    """The LLM path end to end on six pairs of the small file (each costs a forward pass of a few
-    seconds on a 2-core CPU; the embedded test above scores all of them, with compiler facts)."""
+    """The LLM path end to end on a pair of each kind of the small file (each costs a forward pass
+    of a few seconds on a 2-core CPU; the embedded test above scores all of them, with compiler facts)."""
     gguf = require_llama_and_model()
-    six = tmp_path / "six.jsonl"
-    six.write_text("".join(line + "\n" for line in PAIRS.read_text().splitlines()[:6]))
+    three = _subset(tmp_path / "three.jsonl", EACH_KIND_AND_LANGUAGE)
     report = tmp_path / "report"
     completed = _eval(
-        tmp_path, str(six), "--no-facts", "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "4096", "--report", str(report)
+        tmp_path, str(three), "--no-facts", "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "4096", "--report", str(report)
     )
     assert completed.returncode == 0, completed.stderr
     written = json.loads((report / "metrics.json").read_text())
     assert written["backend"] == "llama-cpp" and written["model_id"] == gguf.name
-    assert written["failed"] == [] and written["overall"]["n"] == 6
+    assert written["failed"] == [] and written["overall"]["n"] == 3
+    assert sorted(written["by_kind"]) == ["cross", "edit", "reference"] and sorted(written["by_language"]) == ["cuda", "triton"]
     rows = _predictions(report)
     assert all(len(row["probabilities"]) == 8 and sum(row["probabilities"]) == pytest.approx(1.0) for row in rows)
-    assert "llama-cpp on six.jsonl" in (report / "report.md").read_text()
+    assert "llama-cpp on three.jsonl" in (report / "report.md").read_text()
 
 
 def test_pairs_the_backend_cannot_forecast_are_named_and_left_out(tmp_path: Path) -> None:
     """A real failure: SmolLM2 with a 1024-token context cannot take the register-blocked SGEMM pair (~1260 tokens
     without compiler facts, which lengthen every prompt)."""
     gguf = require_llama_and_model()
-    lines = {json.loads(line)["id"]: line for line in PAIRS.read_text().splitlines()}
-    subset = tmp_path / "two.jsonl"
-    subset.write_text(lines["vadd-torch-vs-cuda"] + "\n" + lines["sgemm-regblock"] + "\n")
+    subset = _subset(tmp_path / "two.jsonl", ("vadd-torch-vs-cuda", "sgemm-regblock"))
     report = tmp_path / "report"
     completed = _eval(
         tmp_path, str(subset), "--no-facts", "--backend", "llama-cpp", "--gguf", str(gguf), "--llm-ctx", "1024", "--report", str(report)
