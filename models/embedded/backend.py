@@ -236,15 +236,14 @@ class EmbeddedBackend:
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
-        probabilities = [
-            self.prior.bin_probabilities(kind, float(mean[index]), float(sd[index]))
-            if kind and self.prior is not None
-            else normal_bin_probabilities(float(mean[index]), float(sd[index]))
-            for index, kind in enumerate(prior_applied)
-        ]
+        probabilities = []
         for index, kind in enumerate(prior_applied):
+            weights_mean, weights_sd = float(mean[index]), float(sd[index])
             if kind and self.prior is not None:
-                mean[index], sd[index] = self.prior.adjust(kind, float(mean[index]), float(sd[index]))
+                probabilities.append(self.prior.bin_probabilities(kind, weights_mean, weights_sd))
+                mean[index], sd[index] = self.prior.adjust(kind, weights_mean, weights_sd)
+            else:
+                probabilities.append(normal_bin_probabilities(weights_mean, weights_sd))
         raw = []
         for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, bins in zip(
             mean.tolist(),

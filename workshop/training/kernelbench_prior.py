@@ -12,10 +12,11 @@ against the problem (library-vs-eager and library-vs-compile), which keeps the w
 The weights' forecast mean m, taken without any line, is regressed on the measured log2 S by
 least squares, every source weighing the same whatever its number of pairs; a line's spread is
 how far it missed on sources left out of its fit (`held_out_lines`), never narrower than its own
-residual spread, and the forecast around the line takes the shape of those misses. Judging: for each source, the lines fitted on the other
-sources alone are shipped to a forecaster, which forecasts that source's pairs (all its kinds)
-as `kernelcast eval` does, compiler facts included; the table holds every metric per held-out
-source, with and without the lines. The shipped lines are then fitted on every source.
+residual spread, and the forecast around the line takes the shape of those misses. Judging: for
+each source, the lines fitted on the other sources alone are shipped to a forecaster, which
+forecasts that source's pairs (all its kinds) as `kernelcast eval` does, compiler facts
+included; the table holds every metric per held-out source, with and without the lines. The
+shipped lines are then fitted on every source.
 """
 
 from __future__ import annotations
