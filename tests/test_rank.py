@@ -166,6 +166,34 @@ def test_replay_reports_every_source_and_both_halves(tmp_path: Path) -> None:
     assert sorted((g.source, len(g.pairs)) for g in pooled) == [(replay.POOLED, 10), (replay.POOLED, 10), (replay.POOLED, 22)]
 
 
+def test_replay_reads_forecasts_made_elsewhere(tmp_path: Path) -> None:
+    # Forecasts that know each group's order (S itself, as a narrow distribution) find the best at
+    # 10%; forecasts that have it backwards do not. The replay must use the file's, not its own.
+    pairs = [json.loads(line) for line in (DATA / "pairs_rank_groups.jsonl").read_text().splitlines()]
+
+    def forecasts(sign: float) -> Path:
+        path = tmp_path / f"forecasts{sign:+.0f}.jsonl"
+        lines = [{"id": pair["id"], "probabilities": normal_bin_probabilities(sign * np.log2(pair["speedup"]), 0.1)} for pair in pairs]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return path
+
+    def regret_at_10(path: Path) -> float:
+        completed = _rank(tmp_path, "--replay", str(DATA / "pairs_rank_groups.jsonl"), "--forecasts", str(path), "--json")
+        assert completed.returncode == 0, completed.stderr
+        return json.loads(completed.stdout)["splits"][0]["forecast order @10%"]["mean_regret"]
+
+    knowing, backwards = regret_at_10(forecasts(+1)), regret_at_10(forecasts(-1))
+    assert knowing == pytest.approx(1.0) and backwards > 1.05
+    # A file that lacks a pair, or is not forecasts, is named with what is wrong.
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(forecasts(+1).read_text().splitlines(keepends=True)[1:]))
+    completed = _rank(tmp_path, "--replay", str(DATA / "pairs_rank_groups.jsonl"), "--forecasts", str(short))
+    assert completed.returncode == 2 and "has no forecast of 1 pairs" in completed.stderr and pairs[0]["id"] in completed.stderr
+    short.write_text('{"id": "x", "probabilities": [1.0]}\n')
+    completed = _rank(tmp_path, "--replay", str(DATA / "pairs_rank_groups.jsonl"), "--forecasts", str(short))
+    assert completed.returncode == 2 and "short.jsonl:1: 1 probabilities, not one per bin (8)" in completed.stderr
+
+
 # --- a real local Dask cluster -----------------------------------------------------------------
 
 

@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-group", type=int, default=10, help="--replay: smallest group replayed (default 10)")
     parser.add_argument("--max-groups", type=int, help="--replay: only the first N groups")
     parser.add_argument("--pool-sources", action="store_true", help="--replay: a group is one problem's pairs from every source")
+    parser.add_argument(
+        "--forecasts",
+        metavar="FORECASTS.jsonl",
+        help="--replay: each pair's forecast from this file ({id, probabilities} a line), e.g. forecasts held out by source",
+    )
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -165,13 +170,21 @@ def _replay(args: argparse.Namespace) -> int:
         return _fail(str(error))
     if not groups:
         return _fail(f"no group in {args.replay} has {args.min_group} or more measured variants")
-    try:
-        forecaster = Forecaster([args.backend], options={})
-    except KeyError as error:
-        return _fail(str(error.args[0]))
-    progress = Progress("", 0, every_s=0.0)
-    replay.forecast_groups(groups, forecaster, lambda done, total: progress.update(done, "pairs forecast", total))
-    progress.finish()
+    if args.forecasts:
+        try:
+            replay.read_forecasts(Path(args.forecasts), groups)
+        except OSError as error:
+            return _fail(f"cannot read {args.forecasts}: {error.strerror or error}")
+        except ValueError as error:
+            return _fail(str(error))
+    else:
+        try:
+            forecaster = Forecaster([args.backend], options={})
+        except KeyError as error:
+            return _fail(str(error.args[0]))
+        progress = Progress("", 0, every_s=0.0)
+        replay.forecast_groups(groups, forecaster, lambda done, total: progress.update(done, "pairs forecast", total))
+        progress.finish()
     summary = replay.replay(groups)
     if args.json:
         print(json.dumps(summary, indent=2))
