@@ -8,20 +8,21 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
+from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
-    AGAINST_PROBLEM,
-    BETWEEN_SOLUTIONS,
-    LIBRARY_CALL,
     PRIOR_PATH,
+    TREES_FILE,
     KernelBenchPrior,
     Line,
 )
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
-from workshop.training.kernelbench_prior import MISS_QUANTILES, fit, held_out_lines
+from workshop.training.kernelbench_prior import MISS_QUANTILES, Measured, fit, grow_trees, held_out_lines, out_of_source_centres
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -58,27 +59,24 @@ def kernelbench_pair(candidate_language: str = "cuda", candidate: str = SOLUTION
 
 
 def test_a_solution_is_read_against_its_problem_or_against_another_solution() -> None:
-    assert KernelBenchPrior.reads(kernelbench_pair("cuda")) == AGAINST_PROBLEM
-    assert KernelBenchPrior.reads(kernelbench_pair("triton")) == AGAINST_PROBLEM
+    assert pair_kind(kernelbench_pair("cuda")) == AGAINST_PROBLEM
+    assert pair_kind(kernelbench_pair("triton")) == AGAINST_PROBLEM
     # A torch-only rewrite or torch.compile of the problem: no kernels of its own, no line was fitted on them.
-    assert KernelBenchPrior.reads(kernelbench_pair("pytorch")) is None
+    assert pair_kind(kernelbench_pair("pytorch")) is None
     # A library's kernel called from a ModelNew(Model) wrapper is not an LLM's rewrite: it has a line of its own.
-    assert KernelBenchPrior.reads(kernelbench_pair("triton", LIBRARY_CALLER)) == LIBRARY_CALL
+    assert pair_kind(kernelbench_pair("triton", LIBRARY_CALLER)) == LIBRARY_CALL
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
-    assert KernelBenchPrior.reads(solutions) == BETWEEN_SOLUTIONS
+    assert pair_kind(solutions) == BETWEEN_SOLUTIONS
     # One solution with its block size edited is read by the weights, from its launch.
     edited = SOLUTION.replace("return x\n", "return x  # launched with 512 threads\n")
     assert edited != SOLUTION
     assert (
-        KernelBenchPrior.reads(
-            ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(edited, "cuda", "ModelNew"), HARDWARE, None)
-        )
-        is None
+        pair_kind(ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(edited, "cuda", "ModelNew"), HARDWARE, None)) is None
     )
     # Kernels in .cu files are read as the weights read them.
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
-    assert KernelBenchPrior.reads(sgemm) is None
+    assert pair_kind(sgemm) is None
     # A prior with one line only reads that kind.
     only_problem = KernelBenchPrior({AGAINST_PROBLEM: Line(-1.0, 1.0, 1.0)})
     assert only_problem.applies(kernelbench_pair()) == AGAINST_PROBLEM and only_problem.applies(solutions) is None
@@ -94,11 +92,15 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
-        assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * plain["mean_log2"], abs=1e-3)
+        # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair.
+        centre = shipped.prior.centres(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])[0]
+        assert centre != pytest.approx(plain["mean_log2"], abs=1e-3)
+        assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * centre, abs=1e-3)
         assert moved["spread_log2"] == pytest.approx(max(line.sd, plain["spread_log2"]), abs=1e-3)
-        assert shipped.predict(request).probabilities == pytest.approx(
-            line.bin_probabilities(plain["mean_log2"], plain["spread_log2"]), abs=1e-4
-        )
+        assert shipped.predict(request).probabilities == pytest.approx(line.bin_probabilities(centre, plain["spread_log2"]), abs=1e-4)
+    # Two solutions swapped: the forecast flips exactly, trees and all.
+    swapped = ForecastRequest(solutions.candidate, solutions.reference, HARDWARE, None)
+    assert shipped.predict(swapped).details["mean_log2"] == pytest.approx(-shipped.predict(solutions).details["mean_log2"], abs=2e-4)
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
     assert shipped.predict(sgemm).probabilities == without.predict(sgemm).probabilities
@@ -171,6 +173,10 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     prior = KernelBenchPrior.load(PRIOR_PATH)
     assert prior is not None and prior.to_json() == {"lines": data["lines"], "meta": data["meta"]}
+    # The trees beside them learnt from every measured pair, of more sources than the lines read.
+    assert prior.trees is not None and (PRIOR_PATH.parent / TREES_FILE).exists()
+    assert len(prior.trees.roots) == data["meta"]["trees"]["settings"]["rounds"]
+    assert data["meta"]["trees"]["pairs"] > sum(data["meta"]["pairs"].values())
 
 
 # A KernelBench solution whose load_inline CUDA launches with one block-size constant.
@@ -188,7 +194,7 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     line = {"reference": {"code": LAUNCHING_SOLUTION, "language": "cuda", "name": "ModelNew"}, "gpu": "H100-SXM"}
     edit, _ = editor_request({**line, "candidate": {"code": wide, "language": "cuda", "name": "ModelNew"}}, 0.8, False)
     blocks = [side.facts["launches"][0]["block"] for side in (edit.reference, edit.candidate)]
-    assert blocks == [[256], [1024]] and KernelBenchPrior.reads(edit) is None
+    assert blocks == [[256], [1024]] and pair_kind(edit) is None
     # kernelcast eval's path reads the same launches.
     cache = ResultCache(tmp_path / "cache")
     read, _ = side_with_facts(KernelSide(wide, "cuda", "ModelNew"), SPECS["H100-SXM"], cache)
@@ -201,3 +207,24 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     against = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), edit.candidate, HARDWARE, None)
     assert (pair_features(against) == pair_features(without_launches(against))).all()
     assert not (pair_features(edit) == pair_features(without_launches(edit))).all()
+
+
+def test_a_line_is_fitted_on_forecasts_of_trees_that_never_saw_the_source() -> None:
+    # Three sources with the same features and the same weights' forecast: a's pairs measured 2
+    # octaves faster, b's and c's 2 slower. Trees grown on b and c forecast a's pairs slower: that
+    # miss is what a line must learn from, not the trees' fit of a itself.
+    rng = np.random.default_rng(0)
+    sources = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
+    speedups = [2.0] * 40 + [-2.0] * 80
+    pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, y in zip(sources, speedups)]
+    # The sides differ as a problem and its solution do (the first column: "pytorch"), otherwise noise.
+    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
+    features[:, :, 0] = [1.0, 0.0]
+    data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), [AGAINST_PROBLEM] * len(pairs))
+    centres = out_of_source_centres(data, range(len(pairs)), {"a", "b", "c"})
+    assert all(centres[i] < -1.0 for i in range(40))
+    # b's forecast comes from a and c, which weigh the same: halfway.
+    assert abs(np.mean([centres[i] for i in range(40, 80)])) < 0.5
+    # Grown on all three, every source weighing the same, the trees meet the three where they lie.
+    everything = data.corrected(grow_trees(data, range(len(pairs))), range(len(pairs)))
+    assert np.mean(everything[:40]) > 1.0 and np.mean(everything[40:]) < -1.0

@@ -1,7 +1,7 @@
 """The embedded forecaster: each side's log time from its work, corrected by a learned residual.
 
 docs/forecast.md "Backends": log2 t̂ = α·(roofline floor of the side) + r(side, context), where
-r is a small MLP ensemble trained on measured pairs (models/training) and the floor comes
+r is a small MLP ensemble trained on measured pairs (workshop/training) and the floor comes
 from models/embedded/features.py. The forecast is s = log2 t̂_ref − log2 t̂_cand, antisymmetric by
 construction: swap the sides and s flips. Boosted trees on the pair (models/embedded/boosted.py),
 antisymmetric too, forecast s directly and are blended in: the two learners err on different
@@ -27,7 +27,7 @@ import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features, without_launches
-from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, KernelBenchPrior
+from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, TREES_FILE, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
@@ -48,6 +48,7 @@ READER_MODULES = (
     "kernelcast.models.embedded.boosted",
     "kernelcast.models.embedded.spread",
     "kernelcast.models.embedded.novelty",
+    "kernelcast.models.embedded.pair_kinds",
     "kernelcast.models.embedded.kernelbench_prior",
     __name__,
 )
@@ -95,7 +96,7 @@ class TimeModel:
 
     def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         if tuple(meta.get("features", ())) != FEATURE_NAMES:
-            raise ValueError("weights were trained on other features; retrain with models/training/train.py")
+            raise ValueError("weights were trained on other features; retrain with workshop/training/train.py")
         self.arrays = {name: np.asarray(value, dtype=np.float64) for name, value in arrays.items() if not name.startswith(TREE_PREFIXES)}
         self.trees, self.direction, self.spread = (
             BoostedTrees.from_arrays(arrays, prefix) if prefix + "roots" in arrays else None for prefix in TREE_PREFIXES
@@ -214,7 +215,9 @@ class EmbeddedBackend:
         self.model = TimeModel.load(path)
         self.novelty = NoveltyTable.load(novelty_path)
         self.prior = KernelBenchPrior.load(prior_path)
-        digests = [novelty_path] + ([prior_path] if self.prior else [])
+        digests = [novelty_path]
+        if self.prior is not None:
+            digests += [prior_path] + ([prior_path.with_name(TREES_FILE)] if self.prior.trees is not None else [])
         self.model_id = f"{self.model.model_id}+novelty-{source_digest(digests)}"
         # Same weights read by another feature reader give other forecasts: cached ones must not be served.
         self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
@@ -236,14 +239,18 @@ class EmbeddedBackend:
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
+        read = [index for index, kind in enumerate(prior_applied) if kind]
+        if self.prior is not None and read:
+            centres = self.prior.centres(features[read], mean[read], sd[read], [prior_applied[index] for index in read])
+            centre_of = dict(zip(read, centres.tolist()))
         probabilities = []
         for index, kind in enumerate(prior_applied):
-            weights_mean, weights_sd = float(mean[index]), float(sd[index])
             if kind and self.prior is not None:
-                probabilities.append(self.prior.bin_probabilities(kind, weights_mean, weights_sd))
-                mean[index], sd[index] = self.prior.adjust(kind, weights_mean, weights_sd)
+                centre, weights_sd = centre_of[index], float(sd[index])
+                probabilities.append(self.prior.bin_probabilities(kind, centre, weights_sd))
+                mean[index], sd[index] = self.prior.adjust(kind, centre, weights_sd)
             else:
-                probabilities.append(normal_bin_probabilities(weights_mean, weights_sd))
+                probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
         raw = []
         for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, bins in zip(
             mean.tolist(),

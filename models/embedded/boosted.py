@@ -4,13 +4,13 @@ The per-side MLP (models/embedded/backend.py) must learn an edit's effect as the
 smooth functions; trees split on the difference of a feature between the two sides directly
 ("the candidate reads fewer global values"), a rule that carries over to operations they
 never saw. Their forecast is antisymmetric by construction: g(ref, cand) − g(cand, ref),
-halved. Trained by lightgbm (models/training/boosting.py); inference here needs only numpy.
+halved. Trained by lightgbm (workshop/training/boosting.py); inference here needs only numpy.
 
 A regression to log S spends its splits on how far apart two kernels are; an edit that changes
 little is then a coin toss. Direction trees, a classifier of which side is faster read the same
 antisymmetric way, give log-odds that move the regression's forecast toward the side they favour,
 by a bounded step (`toward_direction`): on held-out operations this raised the direction accuracy
-of edit pairs without costing the bins (models/training/README.md).
+of edit pairs without costing the bins (workshop/training/README.md).
 """
 
 from __future__ import annotations
@@ -78,3 +78,16 @@ def toward_direction(trees_mean: np.ndarray, log_odds: np.ndarray, step: float) 
     """The regression trees' forecast moved toward the side the direction trees favour, by at
     most `step` octaves (tanh of their log-odds): a sure classifier cannot push a forecast far."""
     return trees_mean + step * np.tanh(log_odds)
+
+
+def forecast_rows(features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """`pair_rows` with what the weights forecast for the pair (mean and spread of s) and per-pair
+    flags (which kind of pair it is): rows for trees that correct the weights' forecast."""
+    return np.concatenate([pair_rows(features), mean[:, None], sd[:, None], flags], axis=1)
+
+
+def corrected(trees: BoostedTrees, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """(N,) forecast of s by trees grown on `forecast_rows`, read both ways round (the sides swapped,
+    the weights' mean negated): antisymmetric exactly, as `BoostedTrees.predict`."""
+    both_ways = trees.raw(np.concatenate([forecast_rows(features, mean, sd, flags), forecast_rows(features[:, ::-1], -mean, sd, flags)]))
+    return 0.5 * (both_ways[: len(features)] - both_ways[len(features) :])

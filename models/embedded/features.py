@@ -30,7 +30,7 @@ from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
-from kernelcast.models.embedded.kernelbench_prior import SOLUTION_KINDS, KernelBenchPrior
+from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
@@ -670,7 +670,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     (`kernelbench_prior.py`) is read as the lines were fitted, without the launches its
     ModelNew makes of its own kernels; an edit of one solution is read from them.
     """
-    if KernelBenchPrior.reads(request) in SOLUTION_KINDS:
+    if pair_kind(request) in SOLUTION_KINDS:
         request = without_launches(request)
     sides = (request.reference, request.candidate)
     hardware = Hardware.from_json(request.hardware or {})

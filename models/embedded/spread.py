@@ -6,7 +6,7 @@ it cannot cost, a knob it reads only through side effects. Trees fitted to the l
 error of held-out forecasts (cross-fitted in training/train.py) say which forecasts to trust,
 from the pair's features and the learners' own forecasts and spreads. On the corpus's held-out
 operations this raised the accuracy of forecasts that are not deferred
-(models/training/README.md). It is symmetric: swapping the sides leaves it unchanged.
+(workshop/training/README.md). It is symmetric: swapping the sides leaves it unchanged.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def train_spread(
     features: np.ndarray, forecasts: np.ndarray, log_squared_errors: np.ndarray, settings: TreeSettings, seed: int
 ) -> BoostedTrees:
     """Spread trees (models/embedded/spread.py) fitted to held-out forecasts' log squared errors; deterministic given `seed`."""
-    return _grow(spread_rows(features, forecasts), np.concatenate([log_squared_errors] * 2), np.ones(2 * len(features)), settings, seed)
+    return grow(spread_rows(features, forecasts), np.concatenate([log_squared_errors] * 2), np.ones(2 * len(features)), settings, seed)
 
 
 def _grow_both_ways(
@@ -69,10 +69,10 @@ def _grow_both_ways(
 ) -> BoostedTrees:
     """Trees on each pair read both ways round: `forward` labels (reference, candidate), `swapped` the reverse."""
     rows = np.concatenate([pair_rows(features), pair_rows(features[:, ::-1])])
-    return _grow(rows, np.concatenate([forward, swapped]), np.concatenate([weights, weights]), settings, seed)
+    return grow(rows, np.concatenate([forward, swapped]), np.concatenate([weights, weights]), settings, seed)
 
 
-def _grow(rows: np.ndarray, target: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
+def grow(rows: np.ndarray, target: np.ndarray, weights: np.ndarray, settings: TreeSettings, seed: int) -> BoostedTrees:
     import lightgbm
 
     parameters: dict[str, Any] = {

@@ -22,7 +22,7 @@ VARIANTS = ("facts without launches", "facts without SASS", "without facts")
 # A copy of each CUDA pair in the spellings users write and the generator never does: no
 # `__restrict__`, no `(long long)` index casts (so `x[row * n + col]` reads as users write it),
 # so that user code is not a region the model never saw. It moves held-out numbers by less
-# than a seed does; it is there for code written unlike the corpus (models/training/README.md).
+# than a seed does; it is there for code written unlike the corpus (workshop/training/README.md).
 RESPELLED = "respelled"
 COPIES = (*VARIANTS, RESPELLED)
 _GENERATOR_SPELLINGS = re.compile(r"[ \t]*\b__restrict__\b|\(\s*(?:long long|int64_t|size_t)\s*\)\s*")

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Training steps on a GPU host with torch but no network and a time limit per call (the shipped
-# weights' folds and weights came from such calls; models/training/README.md says how long each takes).
+# weights' folds and weights came from such calls; workshop/training/README.md says how long each takes).
 #
 # Before sending the tree, here:
 #   pip wheel --no-deps -w .whl .       # kernelcast itself, rebuilt after every change
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl lightgbm pygls ...
 #   cp ../shared/data/cuda-l1/*.jsonl .cudal1/
 # Then, one call each, on one machine (its /tmp keeps the pairs and the feature cache between calls):
-#   bash models/training/gpu_host.sh featurize
-#   bash models/training/gpu_host.sh folds SEED [TRAIN ARGS]      # OUT/foldsSEED.log, OUT/hoSEED_* (cat them)
-#   bash models/training/gpu_host.sh weights --held-out FILE      # OUT/embedded.npz
-#   bash models/training/gpu_host.sh gpu-tests                    # OUT/gpu.log
+#   bash workshop/training/gpu_host.sh featurize
+#   bash workshop/training/gpu_host.sh folds SEED [TRAIN ARGS]      # OUT/foldsSEED.log, OUT/hoSEED_* (cat them)
+#   bash workshop/training/gpu_host.sh weights --held-out FILE      # OUT/embedded.npz
+#   bash workshop/training/gpu_host.sh gpu-tests                    # OUT/gpu.log
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -4,29 +4,34 @@ from measured real-world pairs, and judge them with each source held out in turn
     python -m workshop realworld pairs --out /tmp/rw.jsonl
     python -m workshop.training.kernelbench_prior --pairs /tmp/rw.jsonl [--out PATH] [--report FILE]
 
-Three lines, each fitted on the pairs it reads (`KernelBenchPrior.reads`, `FIT_MODES`): a
-`ModelNew` with its own CUDA or Triton kernels against the PyTorch problem (llm-vs-eager and
-llm-vs-compile); two such solutions of one problem against each other (variant pairs, both ways
-round, so that line runs through the origin); a `ModelNew(Model)` calling a library's kernel
-against the problem (library-vs-eager and library-vs-compile), which keeps the weights' mean.
-The weights' forecast mean m, taken without any line, is regressed on the measured log2 S by
-least squares, every source weighing the same whatever its number of pairs; a line's spread is
-how far it missed on sources left out of its fit (`held_out_lines`), never narrower than its own
-residual spread, and the forecast around the line takes the shape of those misses. Judging: for
-each source, the lines fitted on the other sources alone are shipped to a forecaster, which
-forecasts that source's pairs (all its kinds) as `kernelcast eval` does, compiler facts
-included; the table holds every metric per held-out source, with and without the lines. The
-shipped lines are then fitted on every source.
+Before the lines, trees learn from every measured real-world pair, of every kind: they read the
+pair's features, the weights' forecast (mean and spread, no line applied) and which kind of pair it
+is, and forecast log2 S (`boosted.corrected`, antisymmetric), every source weighing the same. Three
+lines then read the trees' forecast, each fitted on the pairs it reads (`KernelBenchPrior.reads`,
+`FIT_MODES`): a `ModelNew` with its own CUDA or Triton kernels against the PyTorch problem
+(llm-vs-eager and llm-vs-compile); two such solutions of one problem against each other (variant
+pairs, both ways round, so that line runs through the origin); a `ModelNew(Model)` calling a
+library's kernel against the problem (library-vs-eager and library-vs-compile), which keeps the
+trees' forecast. A line is fitted by least squares on forecasts of sources the trees did not see
+(each source's pairs forecast by trees grown on the others), every source weighing the same
+whatever its number of pairs; its spread is how far it missed on sources left out of its fit
+(`held_out_lines`), never narrower than its own residual spread, and the forecast around the line
+takes the shape of those misses. Judging: for each source, the trees and lines fitted on the other
+sources alone are shipped to a forecaster, which forecasts that source's pairs (all its kinds) as
+`kernelcast eval` does, compiler facts included; the table holds every metric per held-out source,
+with and without the trees and lines. The shipped ones are then fitted on every source.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +39,19 @@ import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
+from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows
+from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
-    AGAINST_PROBLEM,
-    BETWEEN_SOLUTIONS,
-    LIBRARY_CALL,
     PRIOR_PATH,
+    TREES_FILE,
     KernelBenchPrior,
     Line,
 )
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, kind_flags, pair_kind
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import Forecast, LabelledPair, read_pairs
 from workshop.training import CLIP_LOG2
+from workshop.training.boosting import TreeSettings, grow
 
 # How each kind's line is fitted: intercept and slope; slope alone (the pair's order is
 # arbitrary, so the line runs through the origin); or the weights' mean kept and only how far it
@@ -53,12 +60,21 @@ from workshop.training import CLIP_LOG2
 FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL: "symmetric"}
 
 
-def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], mode: str = "line") -> Line:
-    """Weighted least squares of log2 S on the forecast mean, each source weighing the same."""
+# Small trees: a few thousand pairs of a dozen sources, where the weights' trees saw half a million rows.
+TREE_SETTINGS = TreeSettings(rounds=300, leaves=31, min_pairs_in_leaf=20, bagging_fraction=0.8)
+
+
+def source_weights(sources: Sequence[str]) -> np.ndarray:
+    """1 / (pairs of its source) for each pair: every source weighs the same in all."""
     counts: dict[str, int] = defaultdict(int)
     for source in sources:
         counts[source] += 1
-    weights = np.array([1.0 / counts[source] for source in sources])
+    return np.array([1.0 / counts[source] for source in sources])
+
+
+def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], mode: str = "line") -> Line:
+    """Weighted least squares of log2 S on the forecast mean, each source weighing the same."""
+    weights = source_weights(sources)
     x = np.asarray(means, dtype=float)
     y = np.clip(np.asarray(log2_speedups, dtype=float), -CLIP_LOG2, CLIP_LOG2)
     if mode == "symmetric":
@@ -142,6 +158,54 @@ def _bandwidth(quantiles: Sequence[float]) -> float:
     return round(max(0.9 * scale * len(q) ** -0.2, 0.05), 4)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """Every measured pair as the trees read it: its features, the weights' forecast (no line), its kind."""
+
+    pairs: list[LabelledPair]
+    features: np.ndarray  # (N, 2, F): pair_features
+    mean: np.ndarray
+    sd: np.ndarray
+    kinds: list[str | None]  # KernelBenchPrior.reads
+
+    def of(self, sources: set[str]) -> list[int]:
+        return [i for i, pair in enumerate(self.pairs) if pair.source in sources]
+
+    def corrected(self, trees: BoostedTrees, indices: Sequence[int]) -> np.ndarray:
+        chosen = list(indices)
+        return corrected(trees, self.features[chosen], self.mean[chosen], self.sd[chosen], kind_flags([self.kinds[i] for i in chosen]))
+
+
+def grow_trees(data: Measured, indices: Sequence[int], seed: int = 0) -> BoostedTrees:
+    """Trees fitted to the measured log2 S of `indices`, each pair both ways round, every source weighing the same."""
+    chosen = list(indices)
+    features, mean, sd = data.features[chosen], data.mean[chosen], data.sd[chosen]
+    flags = kind_flags([data.kinds[i] for i in chosen])
+    rows = np.concatenate([forecast_rows(features, mean, sd, flags), forecast_rows(features[:, ::-1], -mean, sd, flags)])
+    target = np.clip([data.pairs[i].log2_speedup for i in chosen], -CLIP_LOG2, CLIP_LOG2)
+    weights = source_weights([data.pairs[i].source for i in chosen])
+    return grow(rows, np.concatenate([target, -target]), np.concatenate([weights, weights]), TREE_SETTINGS, seed)
+
+
+def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]) -> dict[int, float]:
+    """The trees' forecast of each pair in `read`, by trees grown on `sources` less the pair's own:
+    what a line is fitted on must miss as forecasts of an unseen source do."""
+    centres: dict[int, float] = {}
+    for left_out in sorted(sources):
+        own = [i for i in read if data.pairs[i].source == left_out]
+        if own and len(sources) > 1:
+            trees = grow_trees(data, data.of(sources - {left_out}))
+            centres.update(zip(own, data.corrected(trees, own).tolist()))
+    return centres
+
+
+def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str]) -> KernelBenchPrior:
+    """Trees grown on every pair of `sources`, and the lines that read them, fitted on their out-of-source forecasts."""
+    read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
+    lines = held_out_lines(fitted, out_of_source_centres(data, read, sources), data.pairs, sources)
+    return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)))
+
+
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
     """Every pair's forecast, in order: the embedded forecaster answers every pair, so a gap is an error, never skipped."""
     forecasts, failed = forecast_pairs(pairs, forecaster)
@@ -150,50 +214,72 @@ def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Fore
     return [forecast for forecast in forecasts if forecast is not None]
 
 
-def raw_means(pairs: list[LabelledPair], forecaster: Forecaster) -> list[float]:
-    """The weights' forecast mean of each pair, with no line applied."""
+def measured(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
+    """The pairs with the weights' forecast of each, no line applied."""
     forecaster.backends["embedded"].prior = None  # type: ignore[attr-defined]
-    return [float(forecast.provenance["details"]["mean_log2"]) for forecast in forecast_all(pairs, forecaster)]
+    details = [forecast.provenance["details"] for forecast in forecast_all(pairs, forecaster)]
+    return Measured(
+        pairs,
+        np.stack([pair_features(pair.request) for pair in pairs]),
+        np.array([float(each["mean_log2"]) for each in details]),
+        np.array([float(each["spread_log2"]) for each in details]),
+        [pair_kind(pair.request) for pair in pairs],
+    )
 
 
-def judged(pairs: list[LabelledPair], forecaster: Forecaster, prior: KernelBenchPrior | None) -> dict[str, Any]:
+def judged(pairs: list[LabelledPair], forecaster: Forecaster, prior: KernelBenchPrior | None) -> tuple[dict[str, Any], list[Forecast]]:
+    """Every metric of the pairs' forecasts with `prior`, and the forecasts."""
     forecaster.backends["embedded"].prior = prior  # type: ignore[attr-defined]
+    forecasts = forecast_all(pairs, forecaster)
     return evaluate(
-        [forecast.probabilities for forecast in forecast_all(pairs, forecaster)],
+        [forecast.probabilities for forecast in forecasts],
         [pair.speedup for pair in pairs],
         kinds=[pair.kind for pair in pairs],
         groups=[pair.group for pair in pairs],
         sources=[pair.source for pair in pairs],
-    )
+    ), forecasts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workshop.training.kernelbench_prior", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=Path, required=True, help="real-world pairs (python -m workshop realworld pairs)")
-    parser.add_argument("--out", type=Path, default=PRIOR_PATH)
+    parser.add_argument("--out", type=Path, default=PRIOR_PATH, help=f"the lines; the trees go to {TREES_FILE} beside them")
     parser.add_argument("--report", type=Path, default=None, help="write the held-out-source tables here (markdown)")
+    parser.add_argument(
+        "--held-out-forecasts",
+        type=Path,
+        default=None,
+        help="write every pair's forecast by trees and lines that never saw its source ({id, probabilities} lines, for rank --replay)",
+    )
     args = parser.parse_args(argv)
     pairs = list(read_pairs(args.pairs))
     add_facts(pairs, default_jobs())
     forecaster = Forecaster(["embedded"])
-    kinds = [KernelBenchPrior.reads(pair.request) for pair in pairs]
-    read = [i for i, kind in enumerate(kinds) if kind]
-    means = dict(zip(read, raw_means([pairs[i] for i in read], forecaster)))
-    fitted = {kind: [i for i in read if kinds[i] == kind] for kind in FIT_MODES}
-    sources = sorted({pairs[i].source for i in read})
+    data = measured(pairs, forecaster)
+    fitted = {kind: [i for i, read in enumerate(data.kinds) if read == kind] for kind in FIT_MODES}
+    every_source = {pair.source for pair in pairs}
+    judged_sources = sorted({pairs[i].source for indices in fitted.values() for i in indices})
     counts = ", ".join(f"{len(indices)} {kind}" for kind, indices in fitted.items())
-    lines = [f"# The KernelBench lines, each source held out ({counts} of {len(pairs)} pairs, {len(sources)} sources)", ""]
+    lines = [
+        f"# The KernelBench trees and lines, each source held out (trees on {len(pairs)} pairs of {len(every_source)} sources;"
+        f" lines on {counts})",
+        "",
+    ]
     held_out: dict[str, Any] = {}
-    for source in sources:
-        prior = KernelBenchPrior(held_out_lines(fitted, means, pairs, set(sources) - {source}))
+    # A source no line reads is forecast by the weights alone, as it is with the shipped lines.
+    unread = [pair for pair in pairs if pair.source not in judged_sources]
+    held_out_forecasts = dict(zip([pair.id for pair in unread], judged(unread, forecaster, None)[1])) if unread else {}
+    for source in judged_sources:
+        prior = fit_prior(data, fitted, every_source - {source})
         own = [pair for pair in pairs if pair.source == source]
-        with_line, without = judged(own, forecaster, prior), judged(own, forecaster, None)
+        (with_line, forecasts), (without, _) = judged(own, forecaster, prior), judged(own, forecaster, None)
+        held_out_forecasts.update(zip([pair.id for pair in own], forecasts))
         held_out[source] = {"with": with_line["overall"], "without": without["overall"]}
-        described = "; ".join(f"{kind} {line.intercept:+.2f} + {line.slope:.2f}·m, sd {line.sd:.2f}" for kind, line in prior.lines.items())
+        described = "; ".join(f"{kind} {line.intercept:+.2f} + {line.slope:.2f}·t, sd {line.sd:.2f}" for kind, line in prior.lines.items())
         lines += [
             f"## {source} held out: {described}",
             "",
-            "with the lines:",
+            "with the trees and lines:",
             "```",
             summary_table(with_line),
             "```",
@@ -203,15 +289,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             "```",
             "",
         ]
+    pooled = evaluate(
+        [held_out_forecasts[pair.id].probabilities for pair in pairs],
+        [pair.speedup for pair in pairs],
+        kinds=[pair.kind for pair in pairs],
+        groups=[pair.group for pair in pairs],
+        sources=[pair.source for pair in pairs],
+    )
+    lines += ["## Every pair, forecast by trees and lines that never saw its source", "", "```", summary_table(pooled), "```", ""]
     meta = {
         "pairs": {kind: len(indices) for kind, indices in fitted.items()},
-        "sources": sources,
-        "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in sources},
+        "sources": sorted(every_source),
+        "trees": {"pairs": len(pairs), "settings": dataclasses.asdict(TREE_SETTINGS)},
+        "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in judged_sources},
     }
-    shipped = KernelBenchPrior(held_out_lines(fitted, means, pairs, set(sources)), meta)
+    shipped = dataclasses.replace(fit_prior(data, fitted, every_source), meta=meta)
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
-    described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·m, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
-    lines += [f"Shipped: {described} → {args.out}"]
+    shipped.save_trees(args.out.with_name(TREES_FILE))
+    described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·t, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
+    lines += [f"Shipped: {described} (t: the trees' forecast) → {args.out}, {TREES_FILE}"]
+    if args.held_out_forecasts:
+        rows = [{"id": pair.id, "probabilities": held_out_forecasts[pair.id].probabilities} for pair in pairs]
+        args.held_out_forecasts.write_text("".join(json.dumps(row) + "\n" for row in rows))
     text = "\n".join(lines)
     print(text)
     if args.report:

@@ -1,7 +1,7 @@
 """Train the embedded forecaster, judge it on held-out operations, calibrate it, write weights and a report.
 
     python -m workshop.training.train --pairs corpus_pairs.jsonl --cuda-l1 h100,a100,l40,h20,3090 \\
-        --out models/weights/embedded.npz --report models/training/report
+        --out models/weights/embedded.npz --report workshop/training/report
 
 Judging (docs/forecast.md, issue 5): operations are split into folds (group split, never
 random pairs); each fold's pairs are forecast by a model that never saw its operations
@@ -54,12 +54,12 @@ MIN_ROWS_PER_JOB = 2000
 CALIBRATION_KINDS = ("temperature", "isotonic-cdf")
 # Share of the boosted trees in the blended forecast (0: the MLP alone). On the proxy of
 # held-out operations an even blend beat either learner alone; judged with the full recipe
-# on two fold splits, 0.3–0.4 beat 0.5 on direction, bins and edits (models/training/README.md).
+# on two fold splits, 0.3–0.4 beat 0.5 on direction, bins and edits (workshop/training/README.md).
 TREE_WEIGHT = 0.4
 # Most octaves the direction trees move the regression trees' forecast (0: no direction trees),
 # so at most 0.1 of the blend's. Their log-odds are not a log-speedup: added linearly, a share
 # that settled the edits cost the bins; bounded by tanh, 0.25 raised edit-pair direction on
-# held-out operations with the other targets kept (models/training/README.md).
+# held-out operations with the other targets kept (workshop/training/README.md).
 DIRECTION_STEP = 0.25
 # Headline metrics of the report, with issue 5's targets (None: reported, no target).
 TARGETS: dict[str, float | None] = {
@@ -247,7 +247,7 @@ class _Learner:
     settings: Any
     grow: Callable[..., BoostedTrees] | None = None
     # The direction trees train on the measured pairs alone, the form judged on held-out
-    # operations (models/training/README.md); the editor copies teach the other learners.
+    # operations (workshop/training/README.md); the editor copies teach the other learners.
     measured_only: bool = False
 
     def pairs(self, data: Dataset) -> np.ndarray:

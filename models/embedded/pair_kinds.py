@@ -1,0 +1,60 @@
+"""Which kind of pair a request is, as the KernelBench lines (kernelbench_prior.py) read pairs:
+a solution with kernels of its own against its PyTorch problem, two such solutions of one problem,
+or a `ModelNew(Model)` that calls a library's kernel against its problem. The features read a
+solution the way its line was fitted, so they need the kind too; this module imports neither.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from kernelcast.wire import ForecastRequest, KernelSide
+
+_MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.M)
+_MODEL = re.compile(r"^class\s+Model\b", re.M)
+_WRAPPER = re.compile(r"^class\s+ModelNew\s*\(\s*Model\s*\)", re.M)
+_OWN_KERNELS = ("cuda", "triton")
+AGAINST_PROBLEM = "solution-vs-problem"
+BETWEEN_SOLUTIONS = "solution-vs-solution"
+LIBRARY_CALL = "library-vs-problem"
+# Pairs whose solutions are read without the launches their ModelNew makes, as those lines were fitted.
+SOLUTION_KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)
+# The order of the kind flags the trees read.
+KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL)
+EDITED_LINES = 2
+
+
+def _solution(side: KernelSide) -> bool:
+    """A rewrite with kernels of its own. A `ModelNew(Model)` wraps the problem's own model instead
+    (a library's kernel or torch.compile called on it): the lines were not fitted on those."""
+    return side.language in _OWN_KERNELS and bool(_MODEL_NEW.search(side.code)) and not _WRAPPER.search(side.code)
+
+
+def _an_edit(reference: str, candidate: str) -> bool:
+    """One solution with a line or two changed (a block size, `num_warps`): not two solutions. The
+    weights read such an edit from the launch; the line was fitted on solutions written apart."""
+    before, after = reference.splitlines(), candidate.splitlines()
+    return len(before) == len(after) and sum(old != new for old, new in zip(before, after)) <= EDITED_LINES
+
+
+def pair_kind(request: ForecastRequest) -> str | None:
+    """Which line a pair is read through, or None: a solution with its own kernels against the
+    PyTorch problem it solves, or two such solutions against each other; a `ModelNew(Model)`
+    that calls a library's kernel on the problem's inputs, against the problem."""
+    reference, candidate = request.reference, request.candidate
+    against_problem = reference.language == "pytorch" and bool(_MODEL.search(reference.code))
+    if _solution(candidate):
+        if against_problem:
+            return AGAINST_PROBLEM
+        return BETWEEN_SOLUTIONS if _solution(reference) and not _an_edit(reference.code, candidate.code) else None
+    if against_problem and candidate.language in _OWN_KERNELS and _WRAPPER.search(candidate.code):
+        return LIBRARY_CALL
+    return None
+
+
+def kind_flags(kinds: Sequence[str | None]) -> np.ndarray:
+    """(N, len(KINDS)) one-hot rows of each pair's kind (all zero for a pair no line reads)."""
+    return np.array([[float(kind == name) for name in KINDS] for kind in kinds]).reshape(len(kinds), len(KINDS))
