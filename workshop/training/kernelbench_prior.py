@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -293,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [held_out_forecasts[pair.id].probabilities for pair in pairs],
         [pair.speedup for pair in pairs],
         kinds=[pair.kind for pair in pairs],
+        languages=[pair.language for pair in pairs],
         groups=[pair.group for pair in pairs],
         sources=[pair.source for pair in pairs],
     )
@@ -307,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
     shipped.save_trees(args.out.with_name(TREES_FILE))
     described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·t, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
-    lines += [f"Shipped: {described} (t: the trees' forecast) → {args.out}, {TREES_FILE}"]
+    lines += [f"Shipped: {described} (t: the trees' forecast) → {os.path.relpath(args.out)}, {TREES_FILE}"]
     if args.held_out_forecasts:
         rows = [{"id": pair.id, "probabilities": held_out_forecasts[pair.id].probabilities} for pair in pairs]
         args.held_out_forecasts.write_text("".join(json.dumps(row) + "\n" for row in rows))
