@@ -1,5 +1,6 @@
-"""Embedded forecaster latency on this machine's CPU: one pair as the editor sends it, and the
-worst case the issue names (a 300-kernel file on both sides, nothing cached). Target: under
+"""Embedded forecaster latency on this machine's CPU: one pair as the editor sends it, a KernelBench
+file (whose forecast the real-world trees and a line read too), and the worst case the issue names
+(a 300-kernel file on both sides, nothing cached). Target: under
 20 ms a pair of process CPU time, so a keystroke never waits on the model.
 
     python benchmarks/bench_embedded.py --out benchmarks/results/embedded.json
@@ -37,6 +38,12 @@ def _pairs() -> dict[str, ForecastRequest]:
             KernelSide((examples / "matmul_tiled.cu").read_text(), "cuda"),
             HARDWARE,
             {"N": 2048},
+        ),
+        "examples: KernelBench ReLU file, ModelNew against Model (read through the trees and a line)": ForecastRequest(
+            KernelSide((examples / "kernelbench_relu.py").read_text(), "pytorch", "Model"),
+            KernelSide((examples / "kernelbench_relu.py").read_text(), "cuda", "ModelNew"),
+            HARDWARE,
+            None,
         ),
         "300-kernel file on both sides": ForecastRequest(
             KernelSide(many, "cuda"), KernelSide(many.replace("t[", "t [", 1), "cuda"), HARDWARE, {"N": 4096}
