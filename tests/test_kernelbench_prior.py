@@ -22,7 +22,15 @@ from kernelcast.models.embedded.kernelbench_prior import (
 )
 from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
-from workshop.training.kernelbench_prior import MISS_QUANTILES, Measured, fit, grow_trees, held_out_lines, out_of_source_centres
+from workshop.training.kernelbench_prior import (
+    MISS_QUANTILES,
+    Measured,
+    fit,
+    grow_trees,
+    held_out_lines,
+    out_of_source_centres,
+    problem_folds,
+)
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -228,3 +236,13 @@ def test_a_line_is_fitted_on_forecasts_of_trees_that_never_saw_the_source() -> N
     # Grown on all three, every source weighing the same, the trees meet the three where they lie.
     everything = data.corrected(grow_trees(data, range(len(pairs))), range(len(pairs)))
     assert np.mean(everything[:40]) > 1.0 and np.mean(everything[40:]) < -1.0
+
+
+def test_a_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:
+    pairs = [SimpleNamespace(source="a", op=f"L1/{n}") for n in range(12)] + [SimpleNamespace(source="b", op="L1/99")]
+    folds = problem_folds(pairs, "a", 5)
+    assert sorted(len(fold) for fold in folds) == [2, 2, 2, 3, 3]
+    assert set().union(*folds) == {f"L1/{n}" for n in range(12)} and sum(len(fold) for fold in folds) == 12
+    assert problem_folds(pairs, "a", 5) == folds
+    # A source with fewer problems than folds gets one fold a problem.
+    assert problem_folds(pairs, "b", 5) == [{"L1/99"}]

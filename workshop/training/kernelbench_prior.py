@@ -29,6 +29,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -200,6 +201,24 @@ def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]
     return centres
 
 
+def subset(data: Measured, keep: Sequence[int]) -> Measured:
+    chosen = list(keep)
+    kinds = [data.kinds[i] for i in chosen]
+    return Measured([data.pairs[i] for i in chosen], data.features[chosen], data.mean[chosen], data.sd[chosen], kinds)
+
+
+def fitted_kinds(data: Measured) -> dict[str, list[int]]:
+    """The pairs each kind's line is fitted on."""
+    return {kind: [i for i, read in enumerate(data.kinds) if read == kind] for kind in FIT_MODES}
+
+
+def problem_folds(pairs: Sequence[LabelledPair], source: str, folds: int) -> list[set[str]]:
+    """The source's problems (a pair's `op`) dealt round-robin into `folds` after a shuffle seeded by its name."""
+    problems = sorted({pair.op for pair in pairs if pair.source == source})
+    random.Random(source).shuffle(problems)
+    return [set(problems[fold::folds]) for fold in range(min(folds, len(problems)))]
+
+
 def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str]) -> KernelBenchPrior:
     """Trees grown on every pair of `sources`, and the lines that read them, fitted on their out-of-source forecasts."""
     read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
@@ -241,6 +260,36 @@ def judged(pairs: list[LabelledPair], forecaster: Forecaster, prior: KernelBench
     ), forecasts
 
 
+def within_sources(data: Measured, sources: Sequence[str], forecaster: Forecaster, folds: int) -> list[str]:
+    """The report's table of each source judged on problems it was not fitted on: trees and lines
+    fitted on every source, the fold's problems left out of all of them, forecast the source's
+    pairs of those problems (how well a source already measured is forecast on new problems)."""
+    every_source = {pair.source for pair in data.pairs}
+    forecasts: dict[str, Forecast] = {}
+    for source in sources:
+        for problems in problem_folds(data.pairs, source, folds):
+            rest = subset(data, [i for i, pair in enumerate(data.pairs) if pair.op not in problems])
+            prior = fit_prior(rest, fitted_kinds(rest), every_source)
+            test = [pair for pair in data.pairs if pair.source == source and pair.op in problems]
+            forecasts.update(zip([pair.id for pair in test], judged(test, forecaster, prior)[1]))
+    judged_pairs = [pair for pair in data.pairs if pair.id in forecasts]
+    table = evaluate(
+        [forecasts[pair.id].probabilities for pair in judged_pairs],
+        [pair.speedup for pair in judged_pairs],
+        kinds=[pair.kind for pair in judged_pairs],
+        groups=[pair.group for pair in judged_pairs],
+        sources=[pair.source for pair in judged_pairs],
+    )
+    return [
+        f"## Each source's problems held out ({folds} folds a source; a fold's problems left out of every source's pairs in the fit)",
+        "",
+        "```",
+        summary_table(table),
+        "```",
+        "",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workshop.training.kernelbench_prior", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=Path, required=True, help="real-world pairs (python -m workshop realworld pairs)")
@@ -252,12 +301,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="write every pair's forecast by trees and lines that never saw its source ({id, probabilities} lines, for rank --replay)",
     )
+    parser.add_argument(
+        "--problem-folds",
+        type=int,
+        default=5,
+        help="also judge each source with its problems held out in this many folds (0: skip; about 2 minutes a fold on 2 cores)",
+    )
     args = parser.parse_args(argv)
     pairs = list(read_pairs(args.pairs))
     add_facts(pairs, default_jobs())
     forecaster = Forecaster(["embedded"])
     data = measured(pairs, forecaster)
-    fitted = {kind: [i for i, read in enumerate(data.kinds) if read == kind] for kind in FIT_MODES}
+    fitted = fitted_kinds(data)
     every_source = {pair.source for pair in pairs}
     judged_sources = sorted({pairs[i].source for indices in fitted.values() for i in indices})
     counts = ", ".join(f"{len(indices)} {kind}" for kind, indices in fitted.items())
@@ -299,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sources=[pair.source for pair in pairs],
     )
     lines += ["## Every pair, forecast by trees and lines that never saw its source", "", "```", summary_table(pooled), "```", ""]
+    if args.problem_folds > 0:
+        lines += within_sources(data, judged_sources, forecaster, args.problem_folds)
     meta = {
         "pairs": {kind: len(indices) for kind, indices in fitted.items()},
         "sources": sorted(every_source),
