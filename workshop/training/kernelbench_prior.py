@@ -168,7 +168,7 @@ class Measured:
     features: np.ndarray  # (N, 2, F): pair_features
     mean: np.ndarray
     sd: np.ndarray
-    kinds: list[str | None]  # KernelBenchPrior.reads
+    kinds: list[str | None]  # pair_kind of each
 
     def of(self, sources: set[str]) -> list[int]:
         return [i for i, pair in enumerate(self.pairs) if pair.source in sources]
@@ -202,6 +202,7 @@ def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]
 
 
 def subset(data: Measured, keep: Sequence[int]) -> Measured:
+    """The pairs `keep` names, renumbered from 0."""
     chosen = list(keep)
     kinds = [data.kinds[i] for i in chosen]
     return Measured([data.pairs[i] for i in chosen], data.features[chosen], data.mean[chosen], data.sd[chosen], kinds)
