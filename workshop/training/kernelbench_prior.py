@@ -248,17 +248,23 @@ def measured(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
     )
 
 
-def judged(pairs: list[LabelledPair], forecaster: Forecaster, prior: KernelBenchPrior | None) -> tuple[dict[str, Any], list[Forecast]]:
-    """Every metric of the pairs' forecasts with `prior`, and the forecasts."""
-    forecaster.backends["embedded"].prior = prior  # type: ignore[attr-defined]
-    forecasts = forecast_all(pairs, forecaster)
+def metrics(pairs: Sequence[LabelledPair], forecasts: Sequence[Forecast]) -> dict[str, Any]:
+    """Every metric of the forecasts (in the pairs' order), split by source, language and kind."""
     return evaluate(
         [forecast.probabilities for forecast in forecasts],
         [pair.speedup for pair in pairs],
         kinds=[pair.kind for pair in pairs],
+        languages=[pair.language for pair in pairs],
         groups=[pair.group for pair in pairs],
         sources=[pair.source for pair in pairs],
-    ), forecasts
+    )
+
+
+def judged(pairs: list[LabelledPair], forecaster: Forecaster, prior: KernelBenchPrior | None) -> tuple[dict[str, Any], list[Forecast]]:
+    """Every metric of the pairs' forecasts with `prior`, and the forecasts."""
+    forecaster.backends["embedded"].prior = prior  # type: ignore[attr-defined]
+    forecasts = forecast_all(pairs, forecaster)
+    return metrics(pairs, forecasts), forecasts
 
 
 def within_sources(data: Measured, sources: Sequence[str], forecaster: Forecaster, folds: int) -> list[str]:
@@ -274,13 +280,7 @@ def within_sources(data: Measured, sources: Sequence[str], forecaster: Forecaste
             test = [pair for pair in data.pairs if pair.source == source and pair.op in problems]
             forecasts.update(zip([pair.id for pair in test], judged(test, forecaster, prior)[1]))
     judged_pairs = [pair for pair in data.pairs if pair.id in forecasts]
-    table = evaluate(
-        [forecasts[pair.id].probabilities for pair in judged_pairs],
-        [pair.speedup for pair in judged_pairs],
-        kinds=[pair.kind for pair in judged_pairs],
-        groups=[pair.group for pair in judged_pairs],
-        sources=[pair.source for pair in judged_pairs],
-    )
+    table = metrics(judged_pairs, [forecasts[pair.id] for pair in judged_pairs])
     return [
         f"## Each source's problems held out ({folds} folds a source; a fold's problems left out of every source's pairs in the fit)",
         "",
@@ -346,14 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "```",
             "",
         ]
-    pooled = evaluate(
-        [held_out_forecasts[pair.id].probabilities for pair in pairs],
-        [pair.speedup for pair in pairs],
-        kinds=[pair.kind for pair in pairs],
-        languages=[pair.language for pair in pairs],
-        groups=[pair.group for pair in pairs],
-        sources=[pair.source for pair in pairs],
-    )
+    pooled = metrics(pairs, [held_out_forecasts[pair.id] for pair in pairs])
     lines += ["## Every pair, forecast by trees and lines that never saw its source", "", "```", summary_table(pooled), "```", ""]
     if args.problem_folds > 0:
         lines += within_sources(data, judged_sources, forecaster, args.problem_folds)
