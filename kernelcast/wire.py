@@ -438,16 +438,27 @@ class LabelledPair:
         )
 
 
-def read_pairs(path: Path) -> Iterator[LabelledPair]:
-    """Pairs of a JSONL file; a bad line raises ValueError naming its line number."""
+def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSONL file; a line that is not JSON raises
+    ValueError naming its number."""
     with open(path, encoding="utf-8") as stream:
         for number, line in enumerate(stream, start=1):
             if not line.strip():
                 continue
             try:
-                yield LabelledPair.from_json(json.loads(line))
-            except (ValueError, json.JSONDecodeError) as error:
-                raise ValueError(f"{path}:{number}: {error}") from None
+                value = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+            yield number, value
+
+
+def read_pairs(path: Path) -> Iterator[LabelledPair]:
+    """Pairs of a JSONL file; a bad line raises ValueError naming its line number."""
+    for number, value in jsonl_records(path):
+        try:
+            yield LabelledPair.from_json(value)
+        except ValueError as error:
+            raise ValueError(f"{path}:{number}: {error}") from None
 
 
 def write_pairs(path: Path, pairs: Iterable[LabelledPair]) -> int:

@@ -4,7 +4,6 @@ through the same path as `kernelcast forecast` (analysis.py, then the forecaster
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -17,7 +16,7 @@ from kernelcast.analysis import FileAnalysis, KernelResult, analyse_text, build_
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.launch_spec import LaunchSpecError, find_launch_spec
 from kernelcast.settings import Settings
-from kernelcast.wire import Forecast, ForecastRequest
+from kernelcast.wire import Forecast, ForecastRequest, jsonl_records
 
 KERNEL_SUFFIXES = (".cu", ".cuh", ".py")
 # A JSONL variant's language → the suffix its text is analysed under.
@@ -81,36 +80,29 @@ def _jsonl_variants(path: Path) -> list[Variant]:
     line stops the run, naming its number."""
     variants: list[Variant] = []
     names: set[str] = set()
-    with open(path, encoding="utf-8") as stream:
-        for number, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise RankError(f"{path}:{number}: not JSON ({error.msg})") from None
-            if not isinstance(entry, dict) or not isinstance(entry.get("code"), str):
-                raise RankError(f'{path}:{number}: a variant is an object with "code" (and "name", "language", "problem")')
-            language = entry.get("language", "cuda")
-            if language not in _JSONL_SUFFIX:
-                raise RankError(f"{path}:{number}: language must be one of {', '.join(_JSONL_SUFFIX)}, got {language!r}")
-            problem = entry.get("problem")
-            if problem is not None and not isinstance(problem, dict):
-                raise RankError(f'{path}:{number}: "problem" must be an object of sizes, e.g. {{"N": 4096}}')
-            launch = entry.get("launch")
-            if launch is not None and not isinstance(launch, str):
-                raise RankError(
-                    f'{path}:{number}: "launch" is the text of a launch pragma, e.g. "grid=(cdiv(N, 256)) block=(256) args=(...)"'
-                )
-            code = (
-                entry["code"] if launch is None else f"{'//' if language == 'cuda' else '#'} kernelcast: launch {launch}\n{entry['code']}"
-            )
-            name = str(entry.get("name") or f"line{number}")
-            if name in names:
-                raise RankError(f"{path}:{number}: a second variant named {name!r}")
-            names.add(name)
-            safe = re.sub(r"[^\w.-]", "_", name)
-            variants.append(Variant(name, path.parent.resolve() / f"{safe}{_JSONL_SUFFIX[language]}", code, problem))
+    try:
+        entries = list(jsonl_records(path))
+    except ValueError as error:
+        raise RankError(str(error)) from None
+    for number, entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("code"), str):
+            raise RankError(f'{path}:{number}: a variant is an object with "code" (and "name", "language", "problem")')
+        language = entry.get("language", "cuda")
+        if language not in _JSONL_SUFFIX:
+            raise RankError(f"{path}:{number}: language must be one of {', '.join(_JSONL_SUFFIX)}, got {language!r}")
+        problem = entry.get("problem")
+        if problem is not None and not isinstance(problem, dict):
+            raise RankError(f'{path}:{number}: "problem" must be an object of sizes, e.g. {{"N": 4096}}')
+        launch = entry.get("launch")
+        if launch is not None and not isinstance(launch, str):
+            raise RankError(f'{path}:{number}: "launch" is the text of a launch pragma, e.g. "grid=(cdiv(N, 256)) block=(256) args=(...)"')
+        code = entry["code"] if launch is None else f"{'//' if language == 'cuda' else '#'} kernelcast: launch {launch}\n{entry['code']}"
+        name = str(entry.get("name") or f"line{number}")
+        if name in names:
+            raise RankError(f"{path}:{number}: a second variant named {name!r}")
+        names.add(name)
+        safe = re.sub(r"[^\w.-]", "_", name)
+        variants.append(Variant(name, path.parent.resolve() / f"{safe}{_JSONL_SUFFIX[language]}", code, problem))
     if not variants:
         raise RankError(f"no variants: {path} has no lines")
     return variants

@@ -240,9 +240,8 @@ class EmbeddedBackend:
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
         read = [index for index, kind in enumerate(prior_applied) if kind]
-        if self.prior is not None and read:
-            centres = self.prior.centres(features[read], mean[read], sd[read], [prior_applied[index] for index in read])
-            centre_of = dict(zip(read, centres.tolist()))
+        centres = self.prior.centres(features[read], mean[read], sd[read], [prior_applied[i] for i in read]) if self.prior else mean[read]
+        centre_of = dict(zip(read, centres.tolist()))
         probabilities = []
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:

@@ -86,8 +86,13 @@ def forecast_rows(features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags:
     return np.concatenate([pair_rows(features), mean[:, None], sd[:, None], flags], axis=1)
 
 
+def forecast_rows_both_ways(features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """(2N, …) `forecast_rows` of each pair as given, then of each with its sides swapped and the weights' mean negated."""
+    return np.concatenate([forecast_rows(features, mean, sd, flags), forecast_rows(features[:, ::-1], -mean, sd, flags)])
+
+
 def corrected(trees: BoostedTrees, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
-    """(N,) forecast of s by trees grown on `forecast_rows`, read both ways round (the sides swapped,
-    the weights' mean negated): antisymmetric exactly, as `BoostedTrees.predict`."""
-    both_ways = trees.raw(np.concatenate([forecast_rows(features, mean, sd, flags), forecast_rows(features[:, ::-1], -mean, sd, flags)]))
+    """(N,) forecast of s by trees grown on `forecast_rows_both_ways`, their two readings halved
+    apart: antisymmetric exactly, as `BoostedTrees.predict`."""
+    both_ways = trees.raw(forecast_rows_both_ways(features, mean, sd, flags))
     return 0.5 * (both_ways[: len(features)] - both_ways[len(features) :])

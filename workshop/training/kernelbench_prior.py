@@ -41,7 +41,7 @@ import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
-from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows
+from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows_both_ways
 from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
     PRIOR_PATH,
@@ -183,7 +183,7 @@ def grow_trees(data: Measured, indices: Sequence[int], seed: int = 0) -> Boosted
     chosen = list(indices)
     features, mean, sd = data.features[chosen], data.mean[chosen], data.sd[chosen]
     flags = kind_flags([data.kinds[i] for i in chosen])
-    rows = np.concatenate([forecast_rows(features, mean, sd, flags), forecast_rows(features[:, ::-1], -mean, sd, flags)])
+    rows = forecast_rows_both_ways(features, mean, sd, flags)
     target = np.clip([data.pairs[i].log2_speedup for i in chosen], -CLIP_LOG2, CLIP_LOG2)
     weights = source_weights([data.pairs[i].source for i in chosen])
     return grow(rows, np.concatenate([target, -target]), np.concatenate([weights, weights]), TREE_SETTINGS, seed)
