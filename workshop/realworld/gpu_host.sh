@@ -11,7 +11,8 @@
 #
 # Two batches at once, one GPU each (a build-bound CUDA batch beside a Triton one keeps both
 # GPUs busy): give each its GPU, its own KERNELCAST_HOME (workers, logs, build cache) and OUT,
-# and split the cores between their builders (BUILD_WORKERS), e.g.
+# and split the cores between their builders (BUILD_WORKERS; a load_inline build compiles its C++
+# and CUDA sources side by side, so builders summing to about half the cores fill the machine), e.g.
 #   CUDA_VISIBLE_DEVICES=0 KERNELCAST_HOME=/tmp/rw0 BUILD_WORKERS=12 OUT=$OUT/b1 bash ... .dev/rw/b1 500 &
 #   CUDA_VISIBLE_DEVICES=1 KERNELCAST_HOME=/tmp/rw1 BUILD_WORKERS=12 OUT=$OUT/lib3 bash ... .dev/rw/lib3 500 &
 #   wait
