@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import gzip
 import hashlib
@@ -187,11 +188,34 @@ def test_torch_compile_records_compile_the_problems_own_model(tmp_path: Path) ->
     assert runner.candidate_code({"language": "triton", "sha256": "abc"}, tmp_path) == PROBLEM
 
 
-def test_a_run_folder_says_what_is_measured_already(tmp_path: Path) -> None:
+def test_a_run_folder_says_what_is_measured_already_and_what_a_deadline_cut(tmp_path: Path) -> None:
     results = tmp_path / "results.jsonl"
-    assert runner.done_ids(results) == set()
-    results.write_text(json.dumps({"id": "s:1", "failure": "compile"}) + "\n\n" + json.dumps({"id": "s:2", "speedup": 1.2}) + "\n")
-    assert runner.done_ids(results) == {"s:1", "s:2"}
+    entries = [{"id": f"s:{number}", "source": "s", "language": "triton"} for number in range(1, 7)]
+    assert runner.read_results(results) == (set(), {})
+    assert runner.plan(entries, results) == (entries, [], {})
+    slow, fast = runner.SLOW_CUT_S + 100.0, runner.SLOW_CUT_S / 4
+    rows = [
+        {"id": "s:1", "failure": "compile"},
+        {"id": "s:2", "speedup": 1.2},
+        {"id": "s:2", "cut_after_s": slow},  # cut once, measured later: measured
+        {"id": "s:3", "cut_after_s": slow},  # cut once after long: measured after the rest
+        {"id": "s:4", "cut_after_s": fast},  # cut soon after it started: measured in its turn
+        {"id": "s:5", "cut_after_s": slow},
+        {"id": "s:5", "cut_after_s": slow + 30.0},  # cut twice after long: a timeout
+    ]
+    results.write_text("\n".join(json.dumps(row) for row in rows) + "\n\n")
+    done, cuts = runner.read_results(results)
+    assert done == {"s:1", "s:2"} and cuts == {"s:3": [slow], "s:4": [fast], "s:5": [slow, slow + 30.0]}
+    todo, given_up, slow_cuts = runner.plan(entries, results)
+    assert [entry["id"] for entry in todo] == ["s:4", "s:6", "s:3"]
+    assert [entry["id"] for entry in given_up] == ["s:5"] and slow_cuts == {"s:3": [slow], "s:5": [slow, slow + 30.0]}
+    # A run over the folder records the twice-cut entry as a timeout, and measures the rest.
+    (tmp_path / "batch.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    run = runner.Run(argparse.Namespace(batch=tmp_path, out=tmp_path, deadline_s=60.0))
+    assert [entry["id"] for entry in run.todo] == ["s:4", "s:6", "s:3"]
+    last = json.loads(results.read_text().splitlines()[-1])
+    assert last["id"] == "s:5" and last["failure"] == "timeout" and "2 runs ended" in last["message"]
+    assert runner.read_results(results)[0] == {"s:1", "s:2", "s:5"}
 
 
 def test_failure_messages_keep_the_tools_words_and_never_the_solutions_code() -> None:
@@ -213,6 +237,7 @@ def test_assembled_records_join_the_manifest_and_keep_every_failure(llmkernel: t
     rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
     results = tmp_path / "results.jsonl"
     lines = [
+        {"id": rows["triton"]["id"], "source": "llmkernel", "language": "triton", "cut_after_s": 300.0},  # no outcome: left out
         measured(rows["triton"]["id"], 0.5, 2.0),
         {"id": rows["cuda"]["id"], "failure": "wrong", "message": "wrong results: max abs err 3.0e+00", "seconds": 1.0},
         measured(rows["triton"]["id"], 9.0, 1.0),  # a later result for the same id does not replace the first
@@ -280,6 +305,7 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
     rows = {row["language"]: row for row in packable(mirrors, tmp_path, monkeypatch)}
     first = tmp_path / "results.jsonl"
     lines = [
+        {"id": rows["triton"]["id"], "source": "llmkernel", "language": "triton", "cut_after_s": 300.0},  # no outcome: left out
         measured(rows["triton"]["id"], 0.5, 2.0),
         measured(rows["inductor"]["id"], 1.25, 0.03),
         {"id": rows["cuda"]["id"], "failure": "wrong", "message": "wrong results"},

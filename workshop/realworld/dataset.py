@@ -98,6 +98,8 @@ def assemble(results: Iterable[Path], out: Path = RECORDS, manifests: Sequence[P
         for line in path.read_text().splitlines():
             if line.strip():
                 result = json.loads(line)
+                if "cut_after_s" in result:
+                    continue  # a measurement a deadline ended (runner.py): no outcome
                 if result["id"] in entries and result["id"] not in records:
                     records[result["id"]] = record_of(entries[result["id"]], result)
     out.parent.mkdir(parents=True, exist_ok=True)

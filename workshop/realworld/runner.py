@@ -13,6 +13,11 @@ first by `prebuild` processes on the other cores, so the GPUs measure while the 
 Every outcome is kept: a measurement, or a failure with its kind and message (a build that
 fails is a `compile` failure). Results are appended to RUN_DIR/results.jsonl as they come, and
 a second run over the same folder measures only what is missing.
+
+A measurement still running at the deadline is cut and measured again by a later run; the cut
+is noted in results.jsonl (`cut_after_s`, never assembled into a record). One cut after
+SLOW_CUT_S or more would hold its GPU for most of every later call in turn, so it is measured
+after everything else; after SLOW_CUTS such cuts it is recorded as a `timeout`.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ BUILD_LIMIT_S = 420.0
 KERNEL_LIMIT_S = 10.0
 LOAD_LIMIT_S = 240.0
 ROUNDS = 5
+SLOW_CUT_S = 120.0
+SLOW_CUTS = 2
 
 # torch.compile of the problem's own model, as a ModelNew the measure path takes like any other:
 # the same parameters (a subclass, built after the same seed), forward compiled in default mode.
@@ -69,10 +76,29 @@ def candidate_code(entry: dict[str, Any], files: Path) -> str:
     return code + COMPILED_MODEL if entry["language"] == INDUCTOR else code
 
 
-def done_ids(results: Path) -> set[str]:
-    if not results.exists():
-        return set()
-    return {json.loads(line)["id"] for line in results.read_text().splitlines() if line.strip()}
+def read_results(results: Path) -> tuple[set[str], dict[str, list[float]]]:
+    """The ids with an outcome, and for each id cut by a deadline how long it had run each time."""
+    done: set[str] = set()
+    cuts: dict[str, list[float]] = {}
+    if results.exists():
+        for line in results.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                if "cut_after_s" in row:
+                    cuts.setdefault(row["id"], []).append(float(row["cut_after_s"]))
+                else:
+                    done.add(row["id"])
+    return done, {key: seconds for key, seconds in cuts.items() if key not in done}
+
+
+def plan(entries: list[dict[str, Any]], results: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[float]]]:
+    """What to measure now (in order, slow cuts last), what to record as a timeout, and each slow cut's seconds."""
+    done, cuts = read_results(results)
+    slow = {key: long for key, each in cuts.items() if (long := [seconds for seconds in each if seconds >= SLOW_CUT_S])}
+    waiting = [entry for entry in entries if entry["id"] not in done]
+    todo = sorted((entry for entry in waiting if len(slow.get(entry["id"], ())) < SLOW_CUTS), key=lambda entry: entry["id"] in slow)
+    given_up = [entry for entry in waiting if len(slow.get(entry["id"], ())) >= SLOW_CUTS]
+    return todo, given_up, slow
 
 
 class Run:
@@ -89,18 +115,30 @@ class Run:
         self.finished = 0
         self.cancel = threading.Event()
         entries = [json.loads(line) for line in (args.batch / "batch.jsonl").read_text().splitlines() if line.strip()]
-        done = done_ids(self.results)
-        self.todo = [entry for entry in entries if entry["id"] not in done]
-        print(f"{len(entries)} entries, {len(done)} already measured, {len(self.todo)} to go", flush=True)
+        self.todo, given_up, self.slow_cuts = plan(entries, self.results)
+        print(f"{len(entries)} entries, {len(entries) - len(self.todo)} already measured, {len(self.todo)} to go", flush=True)
+        for entry in given_up:
+            ran = " s and ".join(f"{seconds:.0f}" for seconds in self.slow_cuts[entry["id"]])
+            self.record(entry, {"failure": "timeout", "message": f"measuring was still running when {SLOW_CUTS} runs ended ({ran} s in)"})
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def record(self, entry: dict[str, Any], outcome: dict[str, Any], **extra: Any) -> None:
-        row = {"id": entry["id"], "source": entry["source"], "language": entry["language"], **extra, **outcome}
+    def _append(self, entry: dict[str, Any], **fields: Any) -> dict[str, Any]:
+        row = {"id": entry["id"], "source": entry["source"], "language": entry["language"], **fields}
+        with self.results.open("a") as stream:
+            stream.write(json.dumps(row) + "\n")
+        return row
+
+    def note_cut(self, entry: dict[str, Any], seconds: float) -> None:
+        """A measurement the deadline ended: no outcome, measured again by a later run (module docstring)."""
         with self.lock:
-            with self.results.open("a") as stream:
-                stream.write(json.dumps(row) + "\n")
+            self._append(entry, cut_after_s=seconds)
+            print(f"[cut] {entry['id']} {entry['language']} still running after {seconds:.0f} s at the deadline", flush=True)
+
+    def record(self, entry: dict[str, Any], outcome: dict[str, Any], **extra: Any) -> None:
+        with self.lock:
+            row = self._append(entry, **extra, **outcome)
             self.finished += 1
             what = f"{row['speedup']:.3f}x" if "speedup" in row else f"{row['failure']}: {row['message'][:90]!r}"
             print(f"[{self.finished}/{len(self.todo)}] {entry['id']} {entry['language']} {what}", flush=True)
@@ -170,7 +208,8 @@ class Run:
             seconds = round(time.monotonic() - started, 2)
             if isinstance(outcome, MeasureFailure):
                 if outcome.kind == "cancelled" or (outcome.kind == "timeout" and self.left() < 10.0):
-                    return  # the deadline's doing, not the kernel's: left for the next run
+                    self.note_cut(entry, seconds)  # the deadline's doing, not the kernel's: left for the next run
+                    return
                 self.record(
                     entry,
                     {"failure": outcome.kind, "message": outcome.message, **outcome.details},
@@ -202,7 +241,9 @@ class Run:
             thread.join(30.0)  # the cancelled measurement ends before the workers are stopped
 
     def put(self, entry: dict[str, Any] | None, first: bool = False) -> None:
-        self.ready.put((0 if first else 1, next(self.queued), entry))
+        """Built load_inline files first, entries a deadline cut slowly before last."""
+        last = entry is not None and entry["id"] in self.slow_cuts
+        self.ready.put((2 if last else 0 if first else 1, next(self.queued), entry))
 
 
 def run_command(args: argparse.Namespace) -> int:
