@@ -197,11 +197,11 @@ def test_a_run_folder_says_what_is_measured_already_and_what_a_deadline_cut(tmp_
     rows = [
         {"id": "s:1", "failure": "compile"},
         {"id": "s:2", "speedup": 1.2},
-        {"id": "s:2", "cut_after_s": slow},  # cut once, measured later: measured
-        {"id": "s:3", "cut_after_s": slow},  # cut once after long: measured after the rest
-        {"id": "s:4", "cut_after_s": fast},  # cut soon after it started: measured in its turn
-        {"id": "s:5", "cut_after_s": slow},
-        {"id": "s:5", "cut_after_s": slow + 30.0},  # cut twice after long: a timeout
+        {"id": "s:2", runner.CUT: slow},  # cut once, measured later: measured
+        {"id": "s:3", runner.CUT: slow},  # cut once after long: measured after the rest
+        {"id": "s:4", runner.CUT: fast},  # cut soon after it started: measured in its turn
+        {"id": "s:5", runner.CUT: slow},
+        {"id": "s:5", runner.CUT: slow + 30.0},  # cut twice after long: a timeout
     ]
     results.write_text("\n".join(json.dumps(row) for row in rows) + "\n\n")
     done, cuts = runner.read_results(results)
@@ -237,7 +237,7 @@ def test_assembled_records_join_the_manifest_and_keep_every_failure(llmkernel: t
     rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
     results = tmp_path / "results.jsonl"
     lines = [
-        {"id": rows["triton"]["id"], "source": "llmkernel", "language": "triton", "cut_after_s": 300.0},  # no outcome: left out
+        {"id": rows["triton"]["id"], "source": "llmkernel", "language": "triton", runner.CUT: 300.0},  # no outcome: left out
         measured(rows["triton"]["id"], 0.5, 2.0),
         {"id": rows["cuda"]["id"], "failure": "wrong", "message": "wrong results: max abs err 3.0e+00", "seconds": 1.0},
         measured(rows["triton"]["id"], 9.0, 1.0),  # a later result for the same id does not replace the first
@@ -305,7 +305,6 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
     rows = {row["language"]: row for row in packable(mirrors, tmp_path, monkeypatch)}
     first = tmp_path / "results.jsonl"
     lines = [
-        {"id": rows["triton"]["id"], "source": "llmkernel", "language": "triton", "cut_after_s": 300.0},  # no outcome: left out
         measured(rows["triton"]["id"], 0.5, 2.0),
         measured(rows["inductor"]["id"], 1.25, 0.03),
         {"id": rows["cuda"]["id"], "failure": "wrong", "message": "wrong results"},

@@ -33,7 +33,7 @@ from workshop.realworld.linear_attention import FLA_KEYS, FLA_MANIFEST, is_fla
 from workshop.realworld.linear_attention import generated as fla_generated
 from workshop.realworld.manifest import INDUCTOR, MANIFEST, Mirror, load
 from workshop.realworld.prebuild import MAX_LINE_CHARS, error_summary
-from workshop.realworld.runner import COMPILED_MODEL
+from workshop.realworld.runner import COMPILED_MODEL, CUT
 from workshop.realworld.tritonbench import TRITONBENCH_KEYS, TRITONBENCH_MANIFEST, is_tritonbench, tritonbench_sides
 
 RECORDS = Path(__file__).parent / "data" / "records.jsonl.gz"
@@ -98,7 +98,7 @@ def assemble(results: Iterable[Path], out: Path = RECORDS, manifests: Sequence[P
         for line in path.read_text().splitlines():
             if line.strip():
                 result = json.loads(line)
-                if "cut_after_s" in result:
+                if CUT in result:
                     continue  # a measurement a deadline ended (runner.py): no outcome
                 if result["id"] in entries and result["id"] not in records:
                     records[result["id"]] = record_of(entries[result["id"]], result)

@@ -47,6 +47,8 @@ LOAD_LIMIT_S = 240.0
 ROUNDS = 5
 SLOW_CUT_S = 120.0
 SLOW_CUTS = 2
+# The field of a results.jsonl row that notes a cut (seconds run before the deadline ended it): no outcome.
+CUT = "cut_after_s"
 
 # torch.compile of the problem's own model, as a ModelNew the measure path takes like any other:
 # the same parameters (a subclass, built after the same seed), forward compiled in default mode.
@@ -84,8 +86,8 @@ def read_results(results: Path) -> tuple[set[str], dict[str, list[float]]]:
         for line in results.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                if "cut_after_s" in row:
-                    cuts.setdefault(row["id"], []).append(float(row["cut_after_s"]))
+                if CUT in row:
+                    cuts.setdefault(row["id"], []).append(float(row[CUT]))
                 else:
                     done.add(row["id"])
     return done, {key: seconds for key, seconds in cuts.items() if key not in done}
@@ -133,7 +135,7 @@ class Run:
     def note_cut(self, entry: dict[str, Any], seconds: float) -> None:
         """A measurement the deadline ended: no outcome, measured again by a later run (module docstring)."""
         with self.lock:
-            self._append(entry, cut_after_s=seconds)
+            self._append(entry, **{CUT: seconds})
             print(f"[cut] {entry['id']} {entry['language']} still running after {seconds:.0f} s at the deadline", flush=True)
 
     def record(self, entry: dict[str, Any], outcome: dict[str, Any], **extra: Any) -> None:
