@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 15.0
+# How long a service that is up gets to answer: the health check of one that is busy, and
+# the shutdown request of `kernelcast serve --stop`.
+BUSY_ANSWER_S = 15.0
 REQUEST_TIMEOUT_S = 10.0
 # The embedded forecaster answers in milliseconds; standing in for a slow backend, it must show
 # its forecast at once or not at all, whatever kernelcast.forecaster.timeoutMs allows the LLM.
@@ -38,9 +40,10 @@ HEALTH_TIMEOUT_S = 1.0
 # After a failed start, the same answer comes at once for this long: a service that cannot
 # start must not cost a process start (1-2 s) on every keystroke.
 START_RETRY_S = 10.0
-# A service whose start outlasted START_TIMEOUT_S (a loaded machine, a first import writing its
-# bytecode) is waited for on the next try, not joined by another: a second process on a busy
-# machine only slows the first. One still silent this long after it began is stopped instead.
+# A service that is still starting (a loaded machine, a first import writing its bytecode) is
+# waited for while its process lives, by every editor and every try, never joined by another: a
+# second process on a busy machine only slows the first, and an editor shows its forecasts late
+# rather than an error. One still silent this long after it began is reported, then stopped.
 STARTING_FILE = "service.starting"
 STARTING_LIMIT_S = 120.0
 # The calibration version in cache keys is asked for again after this long, so local learning
@@ -72,6 +75,8 @@ class ForecasterClient:
         self._served: dict[str, BackendInfo] | None = None
         self._served_at = 0.0
         self._connect_lock = asyncio.Lock()
+        # One start at a time: a file task cancelled by the next keystroke leaves it running for the next try.
+        self._start: asyncio.Future[str] | None = None
         self.timeout_s = timeout_s  # an LLM on a CPU may need minutes: kernelcast.forecaster.timeoutMs
         self._http_client: httpx.AsyncClient | None = None
 
@@ -119,14 +124,19 @@ class ForecasterClient:
             if state and state.get("build") == code_build() and await self._healthy(state["url"]):
                 self._url = state["url"]
                 return self._url
-            if self._start_failure is not None and time.monotonic() < self._start_failure[0]:
-                raise ForecasterUnavailable(self._start_failure[1])
-            try:
-                self._url = await asyncio.to_thread(self._start_service)
-            except ForecasterUnavailable as error:
-                self._start_failure = (time.monotonic() + START_RETRY_S, str(error))
-                raise
+            if self._start is None or self._start.done():
+                if self._start_failure is not None and time.monotonic() < self._start_failure[0]:
+                    raise ForecasterUnavailable(self._start_failure[1])
+                self._start = asyncio.ensure_future(asyncio.to_thread(self._start_service))
+                self._start.add_done_callback(self._note_start_failure)
+            self._url = await asyncio.shield(self._start)
             return self._url
+
+    def _note_start_failure(self, start: asyncio.Future[str]) -> None:
+        """Remember why a start failed (read here, so a start nobody awaits any more logs no warning)."""
+        error = None if start.cancelled() else start.exception()
+        if isinstance(error, ForecasterUnavailable):
+            self._start_failure = (time.monotonic() + START_RETRY_S, str(error))
 
     def _start_service(self) -> str:
         """Start `kernelcast serve` detached; a file lock keeps two editors from racing."""
@@ -146,10 +156,10 @@ class ForecasterClient:
                 stop_service(self.state_dir)
             # Busy (three editors on two cores) is not dead: a service that takes its connections but
             # misses a health check gets the start timeout to answer, so no second one starts beside it.
-            elif alive and _responds(state["url"], self._headers, START_TIMEOUT_S):
+            elif alive and _responds(state["url"], self._headers, BUSY_ANSWER_S):
                 return state["url"]
             process: subprocess.Popen[bytes] | None = None
-            pid = self._still_starting()
+            pid, started = self._still_starting() or (None, time.time())
             if pid is None:
                 (self.state_dir / STATE_FILE).unlink(missing_ok=True)
                 log = open(self.state_dir / "service.log", "ab")
@@ -162,9 +172,8 @@ class ForecasterClient:
                 )
                 log.close()
                 pid = process.pid
-                (self.state_dir / STARTING_FILE).write_text(json.dumps({"pid": pid, "started": time.time(), "build": code_build()}))
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while time.monotonic() < deadline:
+                (self.state_dir / STARTING_FILE).write_text(json.dumps({"pid": pid, "started": started, "build": code_build()}))
+            while time.time() - started < STARTING_LIMIT_S:
                 if not process_alive(pid):  # an exited child of ours is a zombie until polled: not alive
                     (self.state_dir / STARTING_FILE).unlink(missing_ok=True)
                     code = f" with code {process.poll()}" if process is not None else ""
@@ -176,13 +185,14 @@ class ForecasterClient:
                     return state["url"]
                 time.sleep(0.05)
             raise ForecasterUnavailable(
-                f"forecaster unavailable: the service did not start within {START_TIMEOUT_S:.0f} s (still starting: pid {pid})"
+                f"forecaster unavailable: the service did not start within {STARTING_LIMIT_S:.0f} s (pid {pid}; "
+                f"the next try starts another); see {self.state_dir / 'service.log'}"
             )
 
-    def _still_starting(self) -> int | None:
-        """The pid of a service of this build that an earlier try started and that is still starting,
-        to be waited for; a record of one that exited is dropped, one silent past STARTING_LIMIT_S
-        or of another build is stopped."""
+    def _still_starting(self) -> tuple[int, float] | None:
+        """The pid and start time of a service of this build that an earlier try (or another editor)
+        started and that is still starting, to be waited for; a record of one that exited is dropped,
+        one silent past STARTING_LIMIT_S or of another build is stopped."""
         path = self.state_dir / STARTING_FILE
         try:
             record = json.loads(path.read_text())
@@ -194,7 +204,7 @@ class ForecasterClient:
             path.unlink(missing_ok=True)
             return None
         if build == code_build() and time.time() - started < STARTING_LIMIT_S:
-            return pid
+            return pid, started
         logger.info("stopping forecaster service pid %s (build %s): not serving %.0f s after it started", pid, build, time.time() - started)
         os.kill(pid, signal.SIGTERM)
         path.unlink(missing_ok=True)
@@ -313,7 +323,7 @@ def stop_service(state_dir: Path) -> tuple[bool, str]:
     pid, url = state.get("pid"), state["url"]
     headers = {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
     try:
-        httpx.post(f"{url}/v1/shutdown", headers=headers, timeout=START_TIMEOUT_S).raise_for_status()
+        httpx.post(f"{url}/v1/shutdown", headers=headers, timeout=BUSY_ANSWER_S).raise_for_status()
     except httpx.TimeoutException:  # hung: end it, if that pid is still a kernelcast service
         if process_alive(pid) and b"kernelcast" in _command_line(pid):
             os.kill(pid, signal.SIGTERM)
