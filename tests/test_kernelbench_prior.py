@@ -5,6 +5,7 @@ weigh alike; solution against solution through the origin)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,6 +16,7 @@ from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
+    MEMBERS_FILE,
     PRIOR_PATH,
     TREES_FILE,
     KernelBenchPrior,
@@ -104,8 +106,12 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         centre = shipped.prior.centres(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])[0]
         assert centre != pytest.approx(plain["mean_log2"], abs=1e-3)
         assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * centre, abs=1e-3)
-        assert moved["spread_log2"] == pytest.approx(max(line.sd, plain["spread_log2"]), abs=1e-3)
-        assert shipped.predict(request).probabilities == pytest.approx(line.bin_probabilities(centre, plain["spread_log2"]), abs=1e-4)
+        # The sources' disagreement about the pair widens the line's spread.
+        across = shipped.prior.source_spread(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])[0]
+        assert moved["source_spread_log2"] == pytest.approx(across, abs=1e-3) and across > 0
+        assert moved["spread_log2"] == pytest.approx(max(math.hypot(line.sd, across), plain["spread_log2"]), abs=1e-3)
+        widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]))
+        assert shipped.predict(request).probabilities == pytest.approx(widened, abs=1e-4)
     # Two solutions swapped: the forecast flips exactly, trees and all.
     swapped = ForecastRequest(solutions.candidate, solutions.reference, HARDWARE, None)
     assert shipped.predict(swapped).details["mean_log2"] == pytest.approx(-shipped.predict(solutions).details["mean_log2"], abs=2e-4)
@@ -185,6 +191,9 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     assert prior.trees is not None and (PRIOR_PATH.parent / TREES_FILE).exists()
     assert len(prior.trees.roots) == data["meta"]["trees"]["settings"]["rounds"]
     assert data["meta"]["trees"]["pairs"] > sum(data["meta"]["pairs"].values())
+    # And one member for each source the lines read, grown without it.
+    assert (PRIOR_PATH.parent / MEMBERS_FILE).exists() and len(prior.members) >= 5
+    assert data["meta"]["members"].endswith(", ".join(data["meta"]["held_out_direction_accuracy"]))
 
 
 # A KernelBench solution whose load_inline CUDA launches with one block-size constant.
@@ -229,13 +238,38 @@ def test_a_line_is_fitted_on_forecasts_of_trees_that_never_saw_the_source() -> N
     features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
     features[:, :, 0] = [1.0, 0.0]
     data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), [AGAINST_PROBLEM] * len(pairs))
-    centres = out_of_source_centres(data, range(len(pairs)), {"a", "b", "c"})
+    centres, members = out_of_source_centres(data, range(len(pairs)), {"a", "b", "c"})
+    assert len(members) == 3, "one member a source left out"
     assert all(centres[i] < -1.0 for i in range(40))
     # b's forecast comes from a and c, which weigh the same: halfway.
     assert abs(np.mean([centres[i] for i in range(40, 80)])) < 0.5
     # Grown on all three, every source weighing the same, the trees meet the three where they lie.
     everything = data.corrected(grow_trees(data, range(len(pairs))), range(len(pairs)))
     assert np.mean(everything[:40]) > 1.0 and np.mean(everything[40:]) < -1.0
+
+
+def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_not() -> None:
+    # Source a measured 2 octaves faster, b and c 2 slower, on the same features: the member grown
+    # without a forecasts a's pairs slower, those grown with it halfway or faster.
+    rng = np.random.default_rng(1)
+    sources = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
+    pairs = [SimpleNamespace(source=source, log2_speedup=2.0 if source == "a" else -2.0) for source in sources]
+    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
+    features[:, :, 0] = [1.0, 0.0]
+    data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), [AGAINST_PROBLEM] * len(pairs))
+    _, members = out_of_source_centres(data, range(len(pairs)), {"a", "b", "c"})
+    line = Line(0.0, 1.0, 0.5)
+    disagreeing = KernelBenchPrior({AGAINST_PROBLEM: line}, {}, members[0], members)
+    agreeing = KernelBenchPrior({AGAINST_PROBLEM: line}, {}, members[0], (members[0],) * 3)
+    ones = np.ones(40)
+    spread = disagreeing.source_spread(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)
+    assert (spread > 1.0).all() and agreeing.source_spread(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40) == pytest.approx(0 * ones)
+    centre = float(disagreeing.centres(features[:1], [0.0], [0.1], [AGAINST_PROBLEM])[0])
+    wide = disagreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, float(spread[0]))
+    narrow = agreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, 0.0)
+    assert narrow == line.bin_probabilities(centre, 0.1)
+    assert sum(wide[4:]) > sum(narrow[4:]) + 0.2, "less sure it is slower"
+    assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]))[1] == pytest.approx(math.hypot(0.5, spread[0]))
 
 
 def test_a_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features, without_launches
-from kernelcast.models.embedded.kernelbench_prior import PRIOR_PATH, TREES_FILE, KernelBenchPrior
+from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
@@ -217,7 +217,8 @@ class EmbeddedBackend:
         self.prior = KernelBenchPrior.load(prior_path)
         digests = [novelty_path]
         if self.prior is not None:
-            digests += [prior_path] + ([prior_path.with_name(TREES_FILE)] if self.prior.trees is not None else [])
+            beside = [prior_path.with_name(name) for name in (TREES_FILE, MEMBERS_FILE)]
+            digests += [prior_path, *(path for path in beside if path.exists())]
         self.model_id = f"{self.model.model_id}+novelty-{source_digest(digests)}"
         # Same weights read by another feature reader give other forecasts: cached ones must not be served.
         self.version = "2." + source_digest(Path(str(sys.modules[name].__file__)) for name in READER_MODULES)
@@ -240,24 +241,27 @@ class EmbeddedBackend:
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
         read = [index for index, kind in enumerate(prior_applied) if kind]
-        centres = self.prior.centres(features[read], mean[read], sd[read], [prior_applied[i] for i in read]) if self.prior else mean[read]
-        centre_of = dict(zip(read, centres.tolist()))
+        read_kinds = [prior_applied[i] for i in read]
+        centres = self.prior.centres(features[read], mean[read], sd[read], read_kinds) if self.prior else mean[read]
+        spreads = self.prior.source_spread(features[read], mean[read], sd[read], read_kinds) if self.prior else np.zeros(len(read))
+        centre_of, spread_of = dict(zip(read, centres.tolist())), dict(zip(read, spreads.tolist()))
         probabilities = []
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
-                centre, weights_sd = centre_of[index], float(sd[index])
-                probabilities.append(self.prior.bin_probabilities(kind, centre, weights_sd))
-                mean[index], sd[index] = self.prior.adjust(kind, centre, weights_sd)
+                centre, weights_sd, across_sources = centre_of[index], float(sd[index]), spread_of[index]
+                probabilities.append(self.prior.bin_probabilities(kind, centre, weights_sd, across_sources))
+                mean[index], sd[index] = self.prior.adjust(kind, centre, weights_sd, across_sources)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, bins in zip(
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, across_sources, bins in zip(
             mean.tolist(),
             sd.tolist(),
             prediction.sd.tolist(),
             novelty.tolist(),
             prediction.log2_time.tolist(),
             prior_applied,
+            [spread_of.get(index, 0.0) for index in range(len(requests))],
             probabilities,
         ):
             details = {
@@ -270,6 +274,7 @@ class EmbeddedBackend:
             }
             if applied:
                 details["kernelbench_prior"] = applied
+                details["source_spread_log2"] = round(across_sources, 4)
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 

@@ -12,7 +12,10 @@ real-world pair read the pair's features, the weights' forecast and the kind of 
 log2 S (`boosted.corrected`): what the weights could not learn from generated code. A line per
 kind then reads that forecast t, mean' = intercept + slope·t, and the forecast takes the shape of
 the line's misses on sources left out of the fit (heavy-tailed: most pairs land near the line, a
-few octaves away), widened where the weights' own spread is wider (novelty still widens it):
+few octaves away), widened where the weights' own spread is wider (novelty still widens it) and
+where the forecast rests on which sources were measured: trees grown with one source left out
+each forecast the pair too, and the jackknife spread of their forecasts adds to the line's. Where
+the sources disagree about a pair, the forecast defers; where they agree, it stays as sure.
 - a solution against its problem (eager `Model`, or the problem under torch.compile);
 - two solutions of one problem against each other. Their order is arbitrary, so that line runs
   through the origin. A solution against itself with a line or two edited (a launch's block size)
@@ -27,6 +30,7 @@ trees that forecast a source's pairs never saw that source, nor did the lines.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +45,9 @@ from kernelcast.wire import ForecastRequest, normal_bin_probabilities
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
 # The trees that move the weights' forecast of these pairs before a line reads it (beside PRIOR_PATH).
 TREES_FILE = "kernelbench_trees.npz"
+# Trees grown as those were, each with one source left out (beside PRIOR_PATH): member i's arrays are
+# prefixed "i/".
+MEMBERS_FILE = "kernelbench_members.npz"
 
 
 @dataclass(frozen=True)
@@ -81,17 +88,35 @@ class KernelBenchPrior:
     # Trees on the pair's features and the weights' forecast (boosted.corrected), fitted to every measured
     # real-world pair: their forecast is what a line reads. Without them a line reads the weights' mean.
     trees: BoostedTrees | None = None
+    # The trees grown with one source left out each: how far their forecasts spread is how much a
+    # forecast rests on which sources were measured (source_spread).
+    members: tuple[BoostedTrees, ...] = ()
 
     def applies(self, request: ForecastRequest) -> str | None:
         """The kind of pair, where this prior has a line for it."""
         kind = pair_kind(request)
         return kind if kind in self.lines else None
 
-    def adjust(self, kind: str, mean: float, sd: float) -> tuple[float, float]:
-        return self.lines[kind].adjust(mean, sd)
+    def adjust(self, kind: str, mean: float, sd: float, source_spread: float = 0.0) -> tuple[float, float]:
+        return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread))
 
-    def bin_probabilities(self, kind: str, mean: float, sd: float) -> list[float]:
-        return self.lines[kind].bin_probabilities(mean, sd)
+    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float = 0.0) -> list[float]:
+        return self.lines[kind].bin_probabilities(mean, self._widened(kind, sd, source_spread))
+
+    def _widened(self, kind: str, sd: float, source_spread: float) -> float:
+        """The weights' spread, or the line's with the sources' disagreement added, whichever is wider."""
+        return max(sd, math.hypot(self.lines[kind].sd, source_spread))
+
+    def source_spread(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> np.ndarray:
+        """The jackknife sd of the trees' forecast over the sources, sqrt((n - 1) / n · Σ (t_i - t̄)²)
+        for the n members' forecasts t_i: 0 where all members agree, or without members."""
+        if len(self.members) < 2 or not len(kinds):
+            return np.zeros(len(kinds))
+        flags = kind_flags(kinds)
+        mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
+        forecasts = np.stack([corrected(member, features, mean, sd, flags) for member in self.members])
+        count = len(self.members)
+        return np.sqrt((count - 1) / count * np.sum((forecasts - forecasts.mean(axis=0)) ** 2, axis=0))
 
     def to_json(self) -> dict[str, Any]:
         return {"lines": {kind: line.to_json() for kind, line in sorted(self.lines.items())}, "meta": self.meta}
@@ -103,8 +128,12 @@ class KernelBenchPrior:
         return corrected(self.trees, features, np.asarray(mean, dtype=float), np.asarray(sd, dtype=float), kind_flags(kinds))
 
     def save_trees(self, path: Path) -> None:
+        """The trees to `path`, their members to MEMBERS_FILE beside it."""
         if self.trees is not None:
             np.savez_compressed(path, **self.trees.to_arrays())
+        if self.members:
+            members = {key: value for i, member in enumerate(self.members) for key, value in member.to_arrays(f"{i}/").items()}
+            np.savez_compressed(path.with_name(MEMBERS_FILE), **members)
 
     @classmethod
     def load(cls, path: Path = PRIOR_PATH) -> KernelBenchPrior | None:
@@ -119,4 +148,11 @@ class KernelBenchPrior:
         if trees_path.exists():
             with np.load(trees_path) as arrays:
                 trees = BoostedTrees.from_arrays(dict(arrays))
-        return cls(lines, data.get("meta", {}), trees)
+        members: list[BoostedTrees] = []
+        members_path = path.with_name(MEMBERS_FILE)
+        if members_path.exists():
+            with np.load(members_path) as arrays:
+                stored = dict(arrays)
+            count = len({key.split("/", 1)[0] for key in stored})
+            members = [BoostedTrees.from_arrays(stored, f"{i}/") for i in range(count)]
+        return cls(lines, data.get("meta", {}), trees, tuple(members))

@@ -189,16 +189,19 @@ def grow_trees(data: Measured, indices: Sequence[int], seed: int = 0) -> Boosted
     return grow(rows, np.concatenate([target, -target]), np.concatenate([weights, weights]), TREE_SETTINGS, seed)
 
 
-def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]) -> dict[int, float]:
+def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]) -> tuple[dict[int, float], tuple[BoostedTrees, ...]]:
     """The trees' forecast of each pair in `read`, by trees grown on `sources` less the pair's own:
-    what a line is fitted on must miss as forecasts of an unseen source do."""
+    what a line is fitted on must miss as forecasts of an unseen source do. Those trees, one per
+    source left out, are the prior's members too (KernelBenchPrior.source_spread)."""
     centres: dict[int, float] = {}
+    members: list[BoostedTrees] = []
     for left_out in sorted(sources):
         own = [i for i in read if data.pairs[i].source == left_out]
         if own and len(sources) > 1:
             trees = grow_trees(data, data.of(sources - {left_out}))
             centres.update(zip(own, data.corrected(trees, own).tolist()))
-    return centres
+            members.append(trees)
+    return centres, tuple(members)
 
 
 def subset(data: Measured, keep: Sequence[int]) -> Measured:
@@ -221,10 +224,12 @@ def problem_folds(pairs: Sequence[LabelledPair], source: str, folds: int) -> lis
 
 
 def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str]) -> KernelBenchPrior:
-    """Trees grown on every pair of `sources`, and the lines that read them, fitted on their out-of-source forecasts."""
+    """Trees grown on every pair of `sources`, the lines that read them, fitted on their out-of-source
+    forecasts, and the trees that made those forecasts as members."""
     read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
-    lines = held_out_lines(fitted, out_of_source_centres(data, read, sources), data.pairs, sources)
-    return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)))
+    centres, members = out_of_source_centres(data, read, sources)
+    lines = held_out_lines(fitted, centres, data.pairs, sources)
+    return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members)
 
 
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
@@ -354,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pairs": {kind: len(indices) for kind, indices in fitted.items()},
         "sources": sorted(every_source),
         "trees": {"pairs": len(pairs), "settings": dataclasses.asdict(TREE_SETTINGS)},
+        "members": "trees grown with one source left out each, for " + ", ".join(judged_sources),
         "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in judged_sources},
     }
     shipped = dataclasses.replace(fit_prior(data, fitted, every_source), meta=meta)
