@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,10 +128,38 @@ class ForecasterClient:
             if self._start is None or self._start.done():
                 if self._start_failure is not None and time.monotonic() < self._start_failure[0]:
                     raise ForecasterUnavailable(self._start_failure[1])
-                self._start = asyncio.ensure_future(asyncio.to_thread(self._start_service))
+                self._start = self._start_in_background()
                 self._start.add_done_callback(self._note_start_failure)
             self._url = await asyncio.shield(self._start)
             return self._url
+
+    def _start_in_background(self) -> asyncio.Future[str]:
+        """`_start_service` on a daemon thread, as a future of this loop: a start may be waited for up
+        to STARTING_LIMIT_S, and an editor closing meanwhile must exit at once, not join that thread
+        (asyncio's own threads are joined at exit)."""
+        loop = asyncio.get_running_loop()
+        start: asyncio.Future[str] = loop.create_future()
+
+        def settle(url: str | None, error: BaseException | None) -> None:
+            if start.done():
+                return
+            if error is not None:
+                start.set_exception(error)
+            else:
+                start.set_result(url or "")
+
+        def run() -> None:
+            try:
+                url, error = self._start_service(), None
+            except Exception as failure:
+                url, error = None, failure
+            try:
+                loop.call_soon_threadsafe(settle, url, error)
+            except RuntimeError:  # the loop closed first: the editor is gone
+                pass
+
+        threading.Thread(target=run, name="kernelcast-service-start", daemon=True).start()
+        return start
 
     def _note_start_failure(self, start: asyncio.Future[str]) -> None:
         """Remember why a start failed (read here, so a start nobody awaits any more logs no warning)."""

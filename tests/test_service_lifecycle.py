@@ -7,12 +7,13 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from lsp_support import KERNELCAST, stop_service
+from lsp_support import KERNELCAST, StdioLsp, stop_service
 from machine import limit
 
 import kernelcast
@@ -20,6 +21,8 @@ from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.server import service_client
 from kernelcast.server.service_client import STARTING_FILE, ForecasterClient, ForecasterUnavailable
 from kernelcast.wire import ForecastRequest, KernelSide, code_build, read_or_create_token, read_state
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _serve(state_dir: Path, *flags: str) -> subprocess.Popen[str]:
@@ -166,6 +169,29 @@ async def test_a_start_outlives_the_keystroke_that_began_it(tmp_path: Path, monk
     finally:
         await client.close()
         stop_service(tmp_path)
+
+
+async def test_the_editor_exits_at_once_while_a_slow_service_start_is_waited_for(tmp_path: Path) -> None:
+    """A start may be waited for up to STARTING_LIMIT_S; closing the editor meanwhile must not wait
+    with it. A process that never serves stands in for a service starting on a loaded machine."""
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    state_dir = home / "service"
+    state_dir.mkdir(parents=True)
+    workspace.mkdir()
+    for name in ("matmul_naive.cu", "matmul_tiled.cu"):
+        (workspace / name).write_text((EXAMPLES / name).read_text())
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "kernelcast", "serve"])
+    try:
+        (state_dir / STARTING_FILE).write_text(json.dumps({"pid": silent.pid, "started": time.time(), "build": code_build()}))
+        server = await StdioLsp(home, workspace).start()
+        server.open((workspace / "matmul_tiled.cu").as_uri(), (workspace / "matmul_tiled.cu").read_text())
+        while not (state_dir / "start.lock").exists():  # the server waits for the silent "service" now
+            await asyncio.sleep(0.05)
+        assert await server.stop() == 0, "the server did not exit when asked (it was killed)"
+        assert silent.poll() is None, "a start still in its time is waited for, not stopped"
+    finally:
+        silent.kill()
+        silent.wait()
 
 
 def test_a_service_that_exits_while_starting_is_reported_with_its_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
