@@ -90,12 +90,28 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
     lines += _pool_lines(provenance.get("details") or {})
+    prior = _prior_words(provenance.get("details") or {})
+    if prior:
+        lines += ["", prior]
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
         count = provenance.get("local_measurements")
         lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]
     return lines
+
+
+def _prior_words(details: dict[str, Any]) -> str | None:
+    """Which line read a KernelBench pair, and how far the measured sources disagree on it: why such
+    a forecast may defer where a generated-looking pair would not."""
+    kind = details.get("kernelbench_prior")
+    if not kind:
+        return None
+    spread = float(details.get("source_spread_log2", 0.0))
+    return (
+        f"Read as a KernelBench {kind} pair, through trees and a line fitted on kernels others wrote and we measured. "
+        f"Trees fitted each without one of those sources disagree here by ±{spread:.2f} octaves; the interval includes that."
+    )
 
 
 def _assumed_words(assumed: list[str]) -> str:

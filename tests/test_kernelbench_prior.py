@@ -174,6 +174,21 @@ def test_solution_against_solution_runs_through_the_origin() -> None:
     assert line.intercept == 0.0 and line.slope == pytest.approx(0.44, abs=1e-3)
 
 
+def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far_the_sources_disagree() -> None:
+    from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.server.hover import _forecast_lines
+
+    forecast = Forecaster(["embedded"]).forecast(kernelbench_pair())
+    spread = forecast.provenance["details"]["source_spread_log2"]
+    text = "\n".join(_forecast_lines(forecast))
+    assert f"Read as a KernelBench {AGAINST_PROBLEM} pair" in text and f"disagree here by ±{spread:.2f} octaves" in text
+    naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
+    sgemm = Forecaster(["embedded"]).forecast(
+        ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE)
+    )
+    assert "KernelBench" not in "\n".join(_forecast_lines(sgemm))
+
+
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
     assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL}
