@@ -184,7 +184,7 @@ class ForecasterClient:
                 logger.info("replacing forecaster service pid %s of build %s", state.get("pid"), state.get("build"))
                 stop_service(self.state_dir)
             # Busy (three editors on two cores) is not dead: a service that takes its connections but
-            # misses a health check gets the start timeout to answer, so no second one starts beside it.
+            # misses a health check gets BUSY_ANSWER_S to answer, so no second one starts beside it.
             elif alive and _responds(state["url"], self._headers, BUSY_ANSWER_S):
                 return state["url"]
             process: subprocess.Popen[bytes] | None = None
