@@ -212,7 +212,7 @@ def test_a_run_folder_says_what_is_measured_already_and_what_a_deadline_cut(tmp_
     # A run over the folder records the twice-cut entry as a timeout, and measures the rest.
     (tmp_path / "batch.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in entries))
     run = runner.Run(argparse.Namespace(batch=tmp_path, out=tmp_path, deadline_s=60.0))
-    assert [entry["id"] for entry in run.todo] == ["s:4", "s:6", "s:3"]
+    assert [entry["id"] for entry in run.todo] == ["s:4", "s:6", "s:3"] and run.finished == 0, "progress counts this run's measurements"
     last = json.loads(results.read_text().splitlines()[-1])
     assert last["id"] == "s:5" and last["failure"] == "timeout" and "2 runs ended" in last["message"]
     assert runner.read_results(results)[0] == {"s:1", "s:2", "s:5"}

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelcast.wire import jsonl_records
 from workshop.realworld import cuda_l2
 from workshop.realworld.manifest import INDUCTOR
 from workshop.realworld.prebuild import error_summary
@@ -82,14 +83,11 @@ def read_results(results: Path) -> tuple[set[str], dict[str, list[float]]]:
     """The ids with an outcome, and for each id cut by a deadline how long it had run each time."""
     done: set[str] = set()
     cuts: dict[str, list[float]] = {}
-    if results.exists():
-        for line in results.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                if CUT in row:
-                    cuts.setdefault(row["id"], []).append(float(row[CUT]))
-                else:
-                    done.add(row["id"])
+    for _, row in jsonl_records(results) if results.exists() else ():
+        if CUT in row:
+            cuts.setdefault(row["id"], []).append(float(row[CUT]))
+        else:
+            done.add(row["id"])
     return done, {key: seconds for key, seconds in cuts.items() if key not in done}
 
 
@@ -116,12 +114,16 @@ class Run:
         self.lock = threading.Lock()
         self.finished = 0
         self.cancel = threading.Event()
-        entries = [json.loads(line) for line in (args.batch / "batch.jsonl").read_text().splitlines() if line.strip()]
+        entries = [entry for _, entry in jsonl_records(args.batch / "batch.jsonl")]
         self.todo, given_up, self.slow_cuts = plan(entries, self.results)
-        print(f"{len(entries)} entries, {len(entries) - len(self.todo)} already measured, {len(self.todo)} to go", flush=True)
+        measured = len(entries) - len(self.todo) - len(given_up)
+        print(f"{len(entries)} entries, {measured} already measured, {len(given_up)} cut too often, {len(self.todo)} to go", flush=True)
         for entry in given_up:
             ran = " s and ".join(f"{seconds:.0f}" for seconds in self.slow_cuts[entry["id"]])
-            self.record(entry, {"failure": "timeout", "message": f"measuring was still running when {SLOW_CUTS} runs ended ({ran} s in)"})
+            message = f"measuring was still running when {SLOW_CUTS} runs ended ({ran} s in)"
+            with self.lock:
+                self._append(entry, failure="timeout", message=message)
+            print(f"[timeout] {entry['id']} {entry['language']} {message}", flush=True)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
