@@ -241,27 +241,29 @@ class EmbeddedBackend:
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
         read = [index for index, kind in enumerate(prior_applied) if kind]
-        read_kinds = [prior_applied[i] for i in read]
-        centres = self.prior.centres(features[read], mean[read], sd[read], read_kinds) if self.prior else mean[read]
-        spreads = self.prior.source_spread(features[read], mean[read], sd[read], read_kinds) if self.prior else np.zeros(len(read))
-        centre_of, spread_of = dict(zip(read, centres.tolist())), dict(zip(read, spreads.tolist()))
+        # Each pair's tree forecast and the members' spread about it, for the pairs a line reads.
+        centre, across_sources = mean.copy(), np.zeros(len(requests))
+        if self.prior is not None and read:
+            read_kinds = [prior_applied[i] for i in read]
+            centre[read] = self.prior.centres(features[read], mean[read], sd[read], read_kinds)
+            across_sources[read] = self.prior.source_spread(features[read], mean[read], sd[read], read_kinds)
         probabilities = []
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
-                centre, weights_sd, across_sources = centre_of[index], float(sd[index]), spread_of[index]
-                probabilities.append(self.prior.bin_probabilities(kind, centre, weights_sd, across_sources))
-                mean[index], sd[index] = self.prior.adjust(kind, centre, weights_sd, across_sources)
+                at, weights_sd, spread = float(centre[index]), float(sd[index]), float(across_sources[index])
+                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread))
+                mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, across_sources, bins in zip(
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, bins in zip(
             mean.tolist(),
             sd.tolist(),
             prediction.sd.tolist(),
             novelty.tolist(),
             prediction.log2_time.tolist(),
             prior_applied,
-            [spread_of.get(index, 0.0) for index in range(len(requests))],
+            across_sources.tolist(),
             probabilities,
         ):
             details = {
@@ -274,7 +276,7 @@ class EmbeddedBackend:
             }
             if applied:
                 details["kernelbench_prior"] = applied
-                details["source_spread_log2"] = round(across_sources, 4)
+                details["source_spread_log2"] = round(spread, 4)
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 
