@@ -94,5 +94,11 @@ def forecast_rows_both_ways(features: np.ndarray, mean: np.ndarray, sd: np.ndarr
 def corrected(trees: BoostedTrees, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """(N,) forecast of s by trees grown on `forecast_rows_both_ways`, their two readings halved
     apart: antisymmetric exactly, as `BoostedTrees.predict`."""
-    both_ways = trees.raw(forecast_rows_both_ways(features, mean, sd, flags))
-    return 0.5 * (both_ways[: len(features)] - both_ways[len(features) :])
+    return read_both_ways(trees, forecast_rows_both_ways(features, mean, sd, flags))
+
+
+def read_both_ways(trees: BoostedTrees, rows: np.ndarray) -> np.ndarray:
+    """(N,) `corrected` from rows already built, so several trees read one set of rows."""
+    both_ways = trees.raw(rows)
+    count = len(rows) // 2
+    return 0.5 * (both_ways[:count] - both_ways[count:])

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.models.embedded.boosted import BoostedTrees, corrected
+from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows_both_ways, read_both_ways
 from kernelcast.models.embedded.pair_kinds import kind_flags, pair_kind
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities
 
@@ -112,9 +112,8 @@ class KernelBenchPrior:
         for the n members' forecasts t_i: 0 where all members agree, or without members."""
         if len(self.members) < 2 or not len(kinds):
             return np.zeros(len(kinds))
-        flags = kind_flags(kinds)
-        mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
-        forecasts = np.stack([corrected(member, features, mean, sd, flags) for member in self.members])
+        rows = forecast_rows_both_ways(features, np.asarray(mean, dtype=float), np.asarray(sd, dtype=float), kind_flags(kinds))
+        forecasts = np.stack([read_both_ways(member, rows) for member in self.members])
         count = len(self.members)
         return np.sqrt((count - 1) / count * np.sum((forecasts - forecasts.mean(axis=0)) ** 2, axis=0))
 
