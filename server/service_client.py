@@ -140,21 +140,22 @@ class ForecasterClient:
         loop = asyncio.get_running_loop()
         start: asyncio.Future[str] = loop.create_future()
 
-        def settle(url: str | None, error: BaseException | None) -> None:
+        def settle(outcome: str | Exception) -> None:
             if start.done():
                 return
-            if error is not None:
-                start.set_exception(error)
+            if isinstance(outcome, Exception):
+                start.set_exception(outcome)
             else:
-                start.set_result(url or "")
+                start.set_result(outcome)
 
         def run() -> None:
+            outcome: str | Exception
             try:
-                url, error = self._start_service(), None
+                outcome = self._start_service()
             except Exception as failure:
-                url, error = None, failure
+                outcome = failure
             try:
-                loop.call_soon_threadsafe(settle, url, error)
+                loop.call_soon_threadsafe(settle, outcome)
             except RuntimeError:  # the loop closed first: the editor is gone
                 pass
 
