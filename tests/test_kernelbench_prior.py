@@ -103,11 +103,11 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
         # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair.
-        centre = shipped.prior.centres(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])[0]
+        read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])
+        centre, across = float(read[0][0]), float(read[1][0])
         assert centre != pytest.approx(plain["mean_log2"], abs=1e-3)
         assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * centre, abs=1e-3)
         # The sources' disagreement about the pair widens the line's spread.
-        across = shipped.prior.source_spread(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])[0]
         assert moved["source_spread_log2"] == pytest.approx(across, abs=1e-3) and across > 0
         assert moved["spread_log2"] == pytest.approx(max(math.hypot(line.sd, across), plain["spread_log2"]), abs=1e-3)
         widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]))
@@ -277,9 +277,9 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     disagreeing = KernelBenchPrior({AGAINST_PROBLEM: line}, {}, members[0], members)
     agreeing = KernelBenchPrior({AGAINST_PROBLEM: line}, {}, members[0], (members[0],) * 3)
     ones = np.ones(40)
-    spread = disagreeing.source_spread(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)
-    assert (spread > 1.0).all() and agreeing.source_spread(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40) == pytest.approx(0 * ones)
-    centre = float(disagreeing.centres(features[:1], [0.0], [0.1], [AGAINST_PROBLEM])[0])
+    spread = disagreeing.read(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)[1]
+    assert (spread > 1.0).all() and agreeing.read(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)[1] == pytest.approx(0 * ones)
+    centre = float(disagreeing.read(features[:1], [0.0], [0.1], [AGAINST_PROBLEM])[0][0])
     wide = disagreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, float(spread[0]))
     narrow = agreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, 0.0)
     assert narrow == line.bin_probabilities(centre, 0.1)

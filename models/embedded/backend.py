@@ -245,8 +245,7 @@ class EmbeddedBackend:
         centre, across_sources = mean.copy(), np.zeros(len(requests))
         if self.prior is not None and read:
             read_kinds = [prior_applied[i] for i in read]
-            centre[read] = self.prior.centres(features[read], mean[read], sd[read], read_kinds)
-            across_sources[read] = self.prior.source_spread(features[read], mean[read], sd[read], read_kinds)
+            centre[read], across_sources[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds)
         probabilities = []
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows_both_ways, read_both_ways
+from kernelcast.models.embedded.boosted import BoostedTrees, forecast_rows_both_ways, read_both_ways
 from kernelcast.models.embedded.pair_kinds import kind_flags, pair_kind
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities
 
@@ -107,24 +107,24 @@ class KernelBenchPrior:
         """The weights' spread, or the line's with the sources' disagreement added, whichever is wider."""
         return max(sd, math.hypot(self.lines[kind].sd, source_spread))
 
-    def source_spread(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> np.ndarray:
-        """The jackknife sd of the trees' forecast over the sources, sqrt((n - 1) / n · Σ (t_i - t̄)²)
-        for the n members' forecasts t_i: 0 where all members agree, or without members."""
-        if len(self.members) < 2 or not len(kinds):
-            return np.zeros(len(kinds))
-        rows = forecast_rows_both_ways(features, np.asarray(mean, dtype=float), np.asarray(sd, dtype=float), kind_flags(kinds))
-        forecasts = np.stack([read_both_ways(member, rows) for member in self.members])
-        count = len(self.members)
-        return np.sqrt((count - 1) / count * np.sum((forecasts - forecasts.mean(axis=0)) ** 2, axis=0))
+    def read(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
+        """For (N, 2, F) pairs: what each line reads, the trees' forecast (the weights' `mean` without
+        trees), and the jackknife sd of the members' forecasts, sqrt((n - 1) / n · Σ (t_i - t̄)²) for
+        n members (0 where all agree, or without members). The trees and members read one set of rows."""
+        mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
+        spread = np.zeros(len(kinds))
+        if (self.trees is None and len(self.members) < 2) or not len(kinds):
+            return mean, spread
+        rows = forecast_rows_both_ways(features, mean, sd, kind_flags(kinds))
+        centre = read_both_ways(self.trees, rows) if self.trees is not None else mean
+        if len(self.members) >= 2:
+            forecasts = np.stack([read_both_ways(member, rows) for member in self.members])
+            count = len(self.members)
+            spread = np.sqrt((count - 1) / count * np.sum((forecasts - forecasts.mean(axis=0)) ** 2, axis=0))
+        return centre, spread
 
     def to_json(self) -> dict[str, Any]:
         return {"lines": {kind: line.to_json() for kind, line in sorted(self.lines.items())}, "meta": self.meta}
-
-    def centres(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> np.ndarray:
-        """What each line reads: the trees' forecast of (N, 2, F) pairs, or the weights' `mean` without trees."""
-        if self.trees is None or not len(kinds):
-            return np.asarray(mean, dtype=float)
-        return corrected(self.trees, features, np.asarray(mean, dtype=float), np.asarray(sd, dtype=float), kind_flags(kinds))
 
     def save_trees(self, path: Path) -> None:
         """The trees to `path`, their members to MEMBERS_FILE beside it."""

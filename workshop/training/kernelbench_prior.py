@@ -192,7 +192,7 @@ def grow_trees(data: Measured, indices: Sequence[int], seed: int = 0) -> Boosted
 def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]) -> tuple[dict[int, float], tuple[BoostedTrees, ...]]:
     """The trees' forecast of each pair in `read`, by trees grown on `sources` less the pair's own:
     what a line is fitted on must miss as forecasts of an unseen source do. Those trees, one per
-    source left out, are the prior's members too (KernelBenchPrior.source_spread)."""
+    source left out, are the prior's members too (KernelBenchPrior.read)."""
     centres: dict[int, float] = {}
     members: list[BoostedTrees] = []
     for left_out in sorted(sources):
