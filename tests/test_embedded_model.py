@@ -102,6 +102,45 @@ def test_library_calls_that_are_not_one_pass_over_memory_have_kinds_of_their_own
     assert found == ({kind} if kind else set())
 
 
+@pytest.mark.parametrize(
+    ("allocation", "fills"),
+    [
+        ("auto out = torch::empty_like(x);", 0),
+        ("auto out = torch::zeros_like(x);", 1),
+        ("auto out = at::zeros({n}, x.options());", 1),
+        ("auto out = torch::empty_like(x); out.zero_();", 1),
+        ("auto out = torch::empty_like(x); cudaMemset(out.data_ptr<float>(), 0, n * 4);", 1),
+    ],
+)
+def test_a_load_inline_wrapper_that_zero_fills_its_output_reads_as_one_more_launch(allocation: str, fills: int) -> None:
+    """A wrapper that zero-fills its output launches a fill before its kernel, as `torch.zeros` in Python does:
+    on the real-world corpus such a solution lost to its twin that allocated with empty_like in 3 of 4 pairs."""
+    wrapper = (
+        f'source = """\ntorch::Tensor run(torch::Tensor x) {{\n    int n = x.numel();\n    {allocation}\n'
+        '    k<<<n / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);\n    return out;\n}\n"""\n'
+        'module = load_inline(name="m", cpp_sources="", cuda_sources=source)\n'
+    )
+    counts = read_code("import torch\nfrom torch.utils.cpp_extension import load_inline\n" + wrapper, "cuda")
+    assert counts["torch_creation"] == fills
+
+
+def test_the_calls_that_make_a_kernelbench_files_inputs_and_parameters_are_not_launches_of_the_timed_call() -> None:
+    """`get_inputs` and `__init__` run once before timing: a ModelNew file that keeps KernelBench's
+    `get_inputs` must read as the same file without it, and `torch.randn` there is no launch."""
+    model = (
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, n):\n        super().__init__()\n        self.weight = nn.Parameter(torch.randn(n, n))\n\n"
+        "    def forward(self, x):\n        return torch.relu(torch.matmul(x, self.weight))\n\n"
+    )
+    inputs = (
+        "batch = 16\n\ndef get_inputs():\n    return [torch.randn(batch, 4096)]\n\n"
+        "def get_init_inputs():\n    return [torch.zeros(1).shape[0]]\n"
+    )
+    with_inputs, alone = read_code(model + inputs, "pytorch"), read_code(model, "pytorch")
+    assert with_inputs == alone
+    assert with_inputs["torch_creation"] == 0 and with_inputs["torch_heavy"] == 1 and with_inputs["torch_elementwise"] == 1
+
+
 def test_launch_pragma_and_corpus_launches_are_read() -> None:
     code = "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<20)\n__global__ void k() {}"
     from_pragma = pair_features(ForecastRequest(KernelSide(code, "cuda"), KernelSide(code, "cuda"), HARDWARE, {"N": 1 << 20}))

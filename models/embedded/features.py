@@ -171,9 +171,22 @@ TORCH_OPS: dict[str, frozenset[str]] = {
         "minimum neg sin cos erf sign reciprocal square lerp addcmul addcdiv float half bfloat16 "
         "ReLU GELU Sigmoid Tanh SiLU LeakyReLU ELU SELU Softplus Hardtanh Hardswish Mish Dropout".split()
     ),
-    "creation": frozenset("zeros ones full zeros_like ones_like full_like arange rand randn".split()),
+    # A fill is a launch too: `out.zero_()`, `out.fill_(v)`, and cudaMemset in a C++ wrapper.
+    "creation": frozenset(
+        "zeros ones full zeros_like ones_like full_like arange rand randn zero_ fill_ cudaMemset cudaMemsetAsync".split()
+    ),
 }
 _CALL = re.compile(r"(?<!tl)\.(\w+)\s*\(")
+# The same calls in the C++ wrapper of a load_inline module (`torch::zeros_like(x)`, `at::matmul(a, b)`)
+# and its memsets: a wrapper that zero-fills its output launches a fill before the kernel.
+_CPP_CALL = re.compile(r"\b(?:(?:torch|at)::(\w+)|(cudaMemset(?:Async)?))\s*\(")
+# Functions whose calls are not part of the timed call: a KernelBench file's `get_inputs` makes the
+# inputs (`torch.randn`) and `__init__` the parameters, once, before any timing.
+_UNTIMED = re.compile(
+    r"^(?P<indent>[ \t]*)def (?:get_inputs|get_init_inputs|__init__)\b[^\n]*\n"  # the def line, then each line of its body
+    r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
+    re.M,
+)
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
@@ -181,7 +194,8 @@ _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
 
 def _torch_counts(text: str) -> dict[str, float]:
     counts = dict.fromkeys(TORCH_OPS, 0.0)
-    for name in _CALL.findall(text):
+    text = _UNTIMED.sub("", text)
+    for name in [*_CALL.findall(text), *(torch or memset for torch, memset in _CPP_CALL.findall(text))]:
         for kind, names in TORCH_OPS.items():
             if name in names:
                 counts[kind] += 1.0
