@@ -22,7 +22,7 @@ from kernelcast.models.embedded.kernelbench_prior import (
     KernelBenchPrior,
     Line,
 )
-from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, pair_kind
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
 from workshop.training.kernelbench_prior import (
     MISS_QUANTILES,
@@ -77,12 +77,11 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert pair_kind(kernelbench_pair("triton", LIBRARY_CALLER)) == LIBRARY_CALL
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     assert pair_kind(solutions) == BETWEEN_SOLUTIONS
-    # One solution with its block size edited is read by the weights, from its launch.
+    # One solution with a line edited (its block size) has a line of its own, which reads its launch.
     edited = SOLUTION.replace("return x\n", "return x  # launched with 512 threads\n")
     assert edited != SOLUTION
-    assert (
-        pair_kind(ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(edited, "cuda", "ModelNew"), HARDWARE, None)) is None
-    )
+    edit = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(edited, "cuda", "ModelNew"), HARDWARE, None)
+    assert pair_kind(edit) == SOLUTION_EDIT
     # Kernels in .cu files are read as the weights read them.
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
@@ -191,8 +190,9 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
 
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
-    assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL}
-    assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0
+    assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT}
+    # Two solutions, or a solution and its edit, come in either order: those lines run through the origin.
+    assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0 and data["lines"][SOLUTION_EDIT]["intercept"] == 0.0
     # A library call keeps the weights' mean; its misses are as wide on either side.
     library = data["lines"][LIBRARY_CALL]
     assert (library["intercept"], library["slope"]) == (0.0, 1.0) and library["misses"] == pytest.approx(
@@ -226,13 +226,14 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     line = {"reference": {"code": LAUNCHING_SOLUTION, "language": "cuda", "name": "ModelNew"}, "gpu": "H100-SXM"}
     edit, _ = editor_request({**line, "candidate": {"code": wide, "language": "cuda", "name": "ModelNew"}}, 0.8, False)
     blocks = [side.facts["launches"][0]["block"] for side in (edit.reference, edit.candidate)]
-    assert blocks == [[256], [1024]] and pair_kind(edit) is None
+    assert blocks == [[256], [1024]] and pair_kind(edit) == SOLUTION_EDIT
     # kernelcast eval's path reads the same launches.
     cache = ResultCache(tmp_path / "cache")
     read, _ = side_with_facts(KernelSide(wide, "cuda", "ModelNew"), SPECS["H100-SXM"], cache)
     assert read.facts["launches"] == edit.candidate.facts["launches"]
     forecaster = Forecaster(["embedded"])
-    assert forecaster.forecast(edit).provenance["details"]["mean_log2"] != 0.0
+    details = forecaster.forecast(edit).provenance["details"]
+    assert details["mean_log2"] != 0.0 and details["kernelbench_prior"] == SOLUTION_EDIT  # through the edits' line
     same, _ = editor_request({**line, "candidate": {"code": LAUNCHING_SOLUTION + "\n", "language": "cuda", "name": "ModelNew"}}, 0.8, False)
     assert forecaster.forecast(same).provenance["details"]["mean_log2"] == 0.0
     # Against its problem the pair is read through the line, as it was fitted: without those launches.

@@ -7,7 +7,7 @@ which calls cuBLAS and cuDNN: measured on the real-world corpus, two in three ar
 the weights call five in six faster. Most FlagGems operators measured slower than aten eager,
 by most on the smallest tensors, where the weights call them faster.
 
-So three kinds of pair (pair_kinds.py) are forecast in two steps. Trees fitted to every measured
+So four kinds of pair (pair_kinds.py) are forecast in two steps. Trees fitted to every measured
 real-world pair read the pair's features, the weights' forecast and the kind of pair, and forecast
 log2 S (`boosted.corrected`): what the weights could not learn from generated code. A line per
 kind then reads that forecast t, mean' = intercept + slope·t, and the forecast takes the shape of
@@ -18,8 +18,11 @@ each forecast the pair too, and the jackknife spread of their forecasts adds to 
 the sources disagree about a pair, the forecast defers; where they agree, it stays as sure.
 - a solution against its problem (eager `Model`, or the problem under torch.compile);
 - two solutions of one problem against each other. Their order is arbitrary, so that line runs
-  through the origin. A solution against itself with a line or two edited (a launch's block size)
-  is not such a pair: the weights read it from the launch;
+  through the origin;
+- a solution against itself with a line or two edited (a launch's block size, `num_warps`), read
+  with its launches, as the weights read them. Measured edits of elementwise solutions lost 30–40%
+  with 128 threads a block where the author wrote 256, where the weights, which learnt block sizes
+  from smaller generated problems, forecast about 5%; that line runs through the origin too;
 - a `ModelNew(Model)` that calls a library's kernel (FlagGems, Liger, ...) against the problem.
   Libraries disagree, so that line keeps the trees' forecast and learns only its spread: how far
   it missed on libraries left out, as wide on either side.
@@ -83,7 +86,7 @@ class Line:
 
 @dataclass(frozen=True)
 class KernelBenchPrior:
-    lines: dict[str, Line]  # by the kind of pair it reads: AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL
+    lines: dict[str, Line]  # by the kind of pair it reads: pair_kinds.KINDS
     meta: dict[str, Any] = field(default_factory=dict)
     # Trees on the pair's features and the weights' forecast (boosted.corrected), fitted to every measured
     # real-world pair: their forecast is what a line reads. Without them a line reads the weights' mean.

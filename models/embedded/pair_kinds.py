@@ -1,7 +1,8 @@
 """Which kind of pair a request is, as the KernelBench lines (kernelbench_prior.py) read pairs:
 a solution with kernels of its own against its PyTorch problem, two such solutions of one problem,
-or a `ModelNew(Model)` that calls a library's kernel against its problem. The features read a
-solution the way its line was fitted, so they need the kind too; this module imports neither.
+one solution against itself with a line or two edited (a block size, `num_warps`), or a
+`ModelNew(Model)` that calls a library's kernel against its problem. The features read a solution
+the way its line was fitted, so they need the kind too; this module imports neither.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ _OWN_KERNELS = ("cuda", "triton")
 AGAINST_PROBLEM = "solution-vs-problem"
 BETWEEN_SOLUTIONS = "solution-vs-solution"
 LIBRARY_CALL = "library-vs-problem"
-# Pairs whose solutions are read without the launches their ModelNew makes, as those lines were fitted.
+SOLUTION_EDIT = "solution-edit"
+# Pairs whose solutions are read without the launches their ModelNew makes, as those lines were fitted
+# (an edit is read with them: its launch is what changed).
 SOLUTION_KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)
 # The order of the kind flags the trees read.
-KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL)
+KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT)
 EDITED_LINES = 2
 
 
@@ -34,22 +37,24 @@ def _solution(side: KernelSide) -> bool:
 
 
 def _an_edit(reference: str, candidate: str) -> bool:
-    """One solution with a line or two changed (a block size, `num_warps`): not two solutions. The
-    weights read such an edit from the launch; the line was fitted on solutions written apart."""
+    """One solution with a line or two changed (a block size, `num_warps`): not two solutions
+    written apart. Its line reads the edit from the launches, which the solutions' lines do not read."""
     before, after = reference.splitlines(), candidate.splitlines()
     return len(before) == len(after) and sum(old != new for old, new in zip(before, after)) <= EDITED_LINES
 
 
 def pair_kind(request: ForecastRequest) -> str | None:
     """Which line a pair is read through, or None: a solution with its own kernels against the
-    PyTorch problem it solves, or two such solutions against each other; a `ModelNew(Model)`
-    that calls a library's kernel on the problem's inputs, against the problem."""
+    PyTorch problem it solves, two such solutions against each other, or one edited; a
+    `ModelNew(Model)` that calls a library's kernel on the problem's inputs, against the problem."""
     reference, candidate = request.reference, request.candidate
     against_problem = reference.language == "pytorch" and bool(_MODEL.search(reference.code))
     if _solution(candidate):
         if against_problem:
             return AGAINST_PROBLEM
-        return BETWEEN_SOLUTIONS if _solution(reference) and not _an_edit(reference.code, candidate.code) else None
+        if not _solution(reference):
+            return None
+        return SOLUTION_EDIT if _an_edit(reference.code, candidate.code) else BETWEEN_SOLUTIONS
     if against_problem and candidate.language in _OWN_KERNELS and _WRAPPER.search(candidate.code):
         return LIBRARY_CALL
     return None

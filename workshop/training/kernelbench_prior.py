@@ -6,11 +6,12 @@ from measured real-world pairs, and judge them with each source held out in turn
 
 Before the lines, trees learn from every measured real-world pair, of every kind: they read the
 pair's features, the weights' forecast (mean and spread, no line applied) and which kind of pair it
-is, and forecast log2 S (`boosted.corrected`, antisymmetric), every source weighing the same. Three
+is, and forecast log2 S (`boosted.corrected`, antisymmetric), every source weighing the same. Four
 lines then read the trees' forecast, each fitted on the pairs it reads (`KernelBenchPrior.reads`,
 `FIT_MODES`): a `ModelNew` with its own CUDA or Triton kernels against the PyTorch problem
 (llm-vs-eager and llm-vs-compile); two such solutions of one problem against each other (variant
-pairs, both ways round, so that line runs through the origin); a `ModelNew(Model)` calling a
+pairs, both ways round, so that line runs through the origin); one solution with its launch edited
+(edit pairs, through the origin too); a `ModelNew(Model)` calling a
 library's kernel against the problem (library-vs-eager and library-vs-compile), which keeps the
 trees' forecast. A line is fitted by least squares on forecasts of sources the trees did not see
 (each source's pairs forecast by trees grown on the others), every source weighing the same
@@ -49,7 +50,7 @@ from kernelcast.models.embedded.kernelbench_prior import (
     KernelBenchPrior,
     Line,
 )
-from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, kind_flags, pair_kind
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, kind_flags, pair_kind
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import Forecast, LabelledPair, read_pairs
 from workshop.training import CLIP_LOG2
@@ -59,7 +60,7 @@ from workshop.training.boosting import TreeSettings, grow
 # arbitrary, so the line runs through the origin); or the weights' mean kept and only how far it
 # missed learnt, as wide on either side ("symmetric": the libraries disagree, and a line fitted
 # on some did worse on the others than none).
-FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL: "symmetric"}
+FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL: "symmetric", SOLUTION_EDIT: "origin"}
 
 
 # Small trees: a few thousand pairs of a dozen sources, where the weights' trees saw half a million rows.
