@@ -179,7 +179,7 @@ TORCH_OPS: dict[str, frozenset[str]] = {
 _CALL = re.compile(r"(?<!tl)\.(\w+)\s*\(")
 # The same calls in the C++ wrapper of a load_inline module (`torch::zeros_like(x)`, `at::matmul(a, b)`)
 # and its memsets: a wrapper that zero-fills its output launches a fill before the kernel.
-_CPP_CALL = re.compile(r"\b(?:(?:torch|at)::(\w+)|(cudaMemset(?:Async)?))\s*\(")
+_CPP_CALL = re.compile(r"\b(?:(?:torch|at)::|(?=cudaMemset))(\w+)\s*\(")
 # Functions whose calls are not part of the timed call: a KernelBench file's `get_inputs` makes the
 # inputs (`torch.randn`) and `__init__` the parameters, once, before any timing.
 _UNTIMED = re.compile(
@@ -195,7 +195,7 @@ _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
 def _torch_counts(text: str) -> dict[str, float]:
     counts = dict.fromkeys(TORCH_OPS, 0.0)
     text = _UNTIMED.sub("", text)
-    for name in [*_CALL.findall(text), *(torch or memset for torch, memset in _CPP_CALL.findall(text))]:
+    for name in _CALL.findall(text) + _CPP_CALL.findall(text):
         for kind, names in TORCH_OPS.items():
             if name in names:
                 counts[kind] += 1.0

@@ -7,7 +7,7 @@ from measured real-world pairs, and judge them with each source held out in turn
 Before the lines, trees learn from every measured real-world pair, of every kind: they read the
 pair's features, the weights' forecast (mean and spread, no line applied) and which kind of pair it
 is, and forecast log2 S (`boosted.corrected`, antisymmetric), every source weighing the same. Four
-lines then read the trees' forecast, each fitted on the pairs it reads (`KernelBenchPrior.reads`,
+lines then read the trees' forecast, each fitted on the pairs it reads (`fitted_kinds`,
 `FIT_MODES`): a `ModelNew` with its own CUDA or Triton kernels against the PyTorch problem
 (llm-vs-eager and llm-vs-compile); two such solutions of one problem against each other (variant
 pairs, both ways round, so that line runs through the origin); one solution with its launch edited
