@@ -141,6 +141,50 @@ def test_the_calls_that_make_a_kernelbench_files_inputs_and_parameters_are_not_l
     assert with_inputs["torch_creation"] == 0 and with_inputs["torch_heavy"] == 1 and with_inputs["torch_elementwise"] == 1
 
 
+def _problem(forward: str, shape: str, dtype: str = "torch.float32") -> str:
+    return (
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, x):\n        {forward}\n\n"
+        f"def get_inputs():\n    return [torch.randn({shape}, dtype={dtype})]\n"
+    )
+
+
+COMPILED = (
+    "\n\nclass ModelNew(Model):\n    def __init__(self):\n        super().__init__()\n"
+    "        self._compiled_forward = torch.compile(super().forward)\n\n"
+    "    def forward(self, *inputs):\n        return self._compiled_forward(*inputs)\n"
+)
+
+
+def _compiled_against_eager(forward: str, shape: str, sizes: dict) -> float:
+    """The weights' forecast (log2 S) of the problem under torch.compile against the problem eager."""
+    problem = _problem(forward, shape)
+    request = ForecastRequest(KernelSide(problem, "pytorch"), KernelSide(problem + COMPILED, "pytorch"), HARDWARE, sizes)
+    return float(EmbeddedBackend().model.predict(pair_features(request)[None]).mean[0])
+
+
+def test_compiling_one_small_op_costs_a_compiled_call_and_fusing_a_long_chain_pays() -> None:
+    """A compiled call's guards and wrapper cost more than one eager op: FlagGems' operators at their
+    benchmark sizes measured slower compiled than eager in 81% of 382 pairs, where the weights, which
+    never saw torch.compile, called four in five faster. Fusing eight elementwise passes over 256 MiB
+    into one pays whatever the call costs."""
+    assert _compiled_against_eager("return torch.abs(x)", "64, 64", {"dim0": 64, "dim1": 64}) < -0.5
+    chain = "return torch.relu(torch.sigmoid(torch.tanh(torch.exp(torch.abs(torch.neg(torch.sin(torch.cos(x))))))))"
+    assert _compiled_against_eager(chain, "8192, 8192", {"dim0": 8192, "dim1": 8192}) > 1.0
+
+
+def test_a_compiled_pair_reads_its_bytes_from_the_shapes_get_inputs_makes() -> None:
+    """A batch of images named by two of its four sizes reads 2^7 times too small; a compiled call's
+    fixed cost would then swamp work that takes milliseconds."""
+    problem = "batch, channels = 16, 64\n" + _problem("return torch.relu(x)", "batch, channels, 256, 256")
+    sizes = {"batch": 16, "channels": 64}
+    bytes_index = FEATURE_NAMES.index("bytes_log2")
+    eager = pair_features(ForecastRequest(KernelSide(problem, "pytorch"), KernelSide(problem, "pytorch"), HARDWARE, sizes))
+    compiled = pair_features(ForecastRequest(KernelSide(problem, "pytorch"), KernelSide(problem + COMPILED, "pytorch"), HARDWARE, sizes))
+    assert eager[0, bytes_index] == pytest.approx(np.log2(1 + 2 * 16 * 64 * 4))  # the two sizes, as the weights were fitted
+    assert compiled[0, bytes_index] == pytest.approx(np.log2(1 + 2 * 16 * 64 * 256 * 256 * 4))
+
+
 def test_launch_pragma_and_corpus_launches_are_read() -> None:
     code = "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<20)\n__global__ void k() {}"
     from_pragma = pair_features(ForecastRequest(KernelSide(code, "cuda"), KernelSide(code, "cuda"), HARDWARE, {"N": 1 << 20}))

@@ -28,7 +28,7 @@ import numpy as np
 
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
-from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, launch_specs
+from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide
@@ -36,6 +36,11 @@ from kernelcast.wire import ForecastRequest, KernelSide
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
 LAUNCH_US = 2.5
 TORCH_OP_US = 5.0
+# What one call of a torch.compile'd module costs beyond its kernels' launches (its guards and
+# generated wrapper), as the timing harness sees it: at 64×64 elements a compiled call took 0 or
+# 20–65 µs more than one eager op, by process, 15–28 µs on average (benchmarks/bench_host_costs.py).
+# At the sizes libraries are benchmarked at, this decides whether compiling one op pays.
+COMPILED_CALL_US = 15.0
 # Share of a peak a plain kernel reaches before the learned correction: the floor is a
 # floor, the residual says how far above it each kind of code runs.
 LIBRARY_EFFICIENCY = 0.7
@@ -614,7 +619,10 @@ def _physics(
     else:
         peak = hardware.fp32_tflops
     efficiency = LIBRARY_EFFICIENCY if library else 1.0
-    if side.language == "pytorch":
+    if _compiled(side, counts):
+        passes = _compiled_kernels(counts)
+        launch_us = COMPILED_CALL_US + passes * LAUNCH_US
+    elif side.language == "pytorch":
         passes = max(1.0, _torch_launches(counts))
         launch_us = launches * TORCH_OP_US
     else:
@@ -632,6 +640,34 @@ def _physics(
         float(tensor_cores),
         float(library),
     ]
+
+
+def _compiled(side: KernelSide, counts: dict[str, float]) -> bool:
+    """A PyTorch side that runs its ops through torch.compile (a `ModelNew(Model)` compiling the problem)."""
+    return side.language == "pytorch" and counts["torch_compile"] > 0
+
+
+def _compiled_kernels(counts: dict[str, float]) -> float:
+    """The kernels torch.compile makes of a side's eager ops: GEMMs and convolutions stay library
+    calls, each reduction, sort, scan or scatter is a kernel with the elementwise work around it
+    fused in, and elementwise and data-movement ops with no reduction to join fuse into one more."""
+    separate = sum(counts[f"torch_{kind}"] for kind in ("heavy", "reduction", "sort", "scan", "scatter"))
+    pointwise = sum(counts[f"torch_{kind}"] for kind in ("elementwise", "movement", "creation"))
+    return max(1.0, separate + float(pointwise > 0 and counts["torch_reduction"] == 0))
+
+
+def _with_input_bytes(work: Work, sides: tuple[KernelSide, KernelSide]) -> Work:
+    """The work with its bytes read from the shapes a KernelBench file's `get_inputs()` makes (read
+    and written once), where that is more than the sizes say. Two named sizes undercount a problem
+    of four dimensions (a batch of images) by orders of magnitude, and then a compiled call's fixed
+    cost would swamp work that in truth takes milliseconds."""
+    numel = 0
+    for side in sides:
+        spec = find_launch_spec(side.code, "Model", "pytorch") if side.language == "pytorch" else None
+        numel = max(numel, sum(math.prod(shape) for shape in spec.inputs) if spec else 0)
+    if not numel:
+        return work
+    return replace(work, known=True, bytes=max(work.bytes, 2.0 * numel * work.dtype_bytes))
 
 
 def _context_vector(work: Work, hardware: Hardware, threads: float, output: float) -> list[float]:
@@ -692,6 +728,9 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
     launches = tuple(_launches_of(side) for side in sides)
     bytes_per_launch = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
     work = work_of(request, counts, max(max(side, default=0.0) for side in bytes_per_launch))
+    if any(_compiled(side, side_counts) for side, side_counts in zip(sides, counts)):
+        # The weights never saw a compiled side, so its pairs can read sizes better than they were fitted with.
+        work = _with_input_bytes(work, sides)
     output = max(_output_bytes(_real(found)) for found, _ in launches)
     context = _context_vector(work, hardware, max(_total_threads(found) for found, _ in launches), output)
     rows = []

@@ -1,0 +1,123 @@
+"""What one call costs the host, on a tensor too small to keep the GPU busy: an eager PyTorch op, a
+torch.compile'd function or module, and a Triton kernel launched from Python. The embedded
+forecaster's roofline floor adds a compiled call's cost (models/embedded/features.py:
+COMPILED_CALL_US); this is where its size comes from.
+
+Run on a GPU machine:  python3 benchmarks/bench_host_costs.py --out DIR [--processes 3]
+Writes DIR/host_costs.json and DIR/host_costs.md. Each workload is timed by the project's harness
+(kernels_runtime/timing.py: an L2 flush, then the call between two events), in several fresh
+processes: a compiled call's host time lies near what the flush hides, so within one process it
+is either hidden (as cheap as one eager op) or tens of microseconds, and the mean over processes
+is what a forecast can expect. At 64×64 elements the GPU work is well under a microsecond.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SIDE = 64
+CHAIN = 4  # eager ops in the chained workload; torch.compile fuses them into one kernel
+EAGER_ONE = "eager, 1 op"
+COMPILED = ("torch.compile, 1 op", f"torch.compile, {CHAIN} ops fused", "torch.compile of a module's forward, 1 op")
+
+
+def workloads(torch: Any) -> list[tuple[str, Callable[[], Any]]]:
+    x = torch.randn(SIDE, SIDE, device="cuda")
+
+    def chain(t: Any) -> Any:
+        for _ in range(CHAIN):
+            t = t.abs()
+        return t
+
+    class Problem(torch.nn.Module):
+        def forward(self, t: Any) -> Any:
+            return t.abs()
+
+    compiled_one = torch.compile(lambda t: t.abs())
+    compiled_chain = torch.compile(chain)
+    compiled_module = torch.compile(Problem().forward)  # as a KernelBench ModelNew compiles its problem
+    return [
+        (EAGER_ONE, lambda: x.abs()),
+        (f"eager, {CHAIN} ops", lambda: chain(x)),
+        (COMPILED[0], lambda: compiled_one(x)),
+        (COMPILED[1], lambda: compiled_chain(x)),
+        (COMPILED[2], lambda: compiled_module(x)),
+        ("Triton kernel launched from Python", _triton_abs(torch, x)),
+    ]
+
+
+def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
+    """One Triton kernel, launched directly: what a library's wrapper adds is on top of this."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def absolute(source, target, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(target + offsets, tl.abs(tl.load(source + offsets, mask=mask)), mask=mask)
+
+    out = torch.empty_like(x)
+    return lambda: absolute[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+
+
+def one_process() -> dict[str, float]:
+    """Median µs per call of each workload, timed in this process."""
+    import torch
+
+    from kernelcast.kernels_runtime import timing
+
+    return {name: 1e3 * float(timing.time_one(torch, fn)["median_ms"]) for name, fn in workloads(torch)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one_process:
+        print(json.dumps(one_process()))
+        return 0
+
+    runs = []
+    for index in range(args.processes):
+        command = [sys.executable, __file__, "--out", str(args.out), "--one-process"]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"process {index + 1}: " + ", ".join(f"{name} {us:.2f}" for name, us in runs[-1].items()), flush=True)
+    surcharges = [run[name] - run[EAGER_ONE] for run in runs for name in COMPILED]
+    derived = {
+        "compiled_call_surcharge_us_mean": statistics.fmean(surcharges),
+        "compiled_call_surcharge_us_median": statistics.median(surcharges),
+        "eager_op_us": statistics.fmean((run[f"eager, {CHAIN} ops"] - run[EAGER_ONE]) / (CHAIN - 1) for run in runs),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "host_costs.json").write_text(json.dumps({"side": SIDE, "runs": runs, "derived": derived}, indent=1) + "\n")
+    names = list(runs[0])
+    lines = [
+        f"# Host cost of a call, {SIDE}×{SIDE} fp32, median µs per call, each column one fresh process",
+        "",
+        "| workload | " + " | ".join(f"process {i + 1}" for i in range(len(runs))) + " |",
+        "|---|" + "---|" * len(runs),
+        *(f"| {name} | " + " | ".join(f"{run[name]:.2f}" for run in runs) + " |" for name in names),
+        "",
+        f"A compiled call costs {derived['compiled_call_surcharge_us_mean']:.1f} µs more than one eager op on average "
+        f"(median {derived['compiled_call_surcharge_us_median']:.1f}, over {len(surcharges)} compiled workloads); "
+        f"each further eager op adds {derived['eager_op_us']:.2f} µs.",
+        "",
+    ]
+    (args.out / "host_costs.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
