@@ -77,6 +77,13 @@ def one_process() -> dict[str, float]:
     return {name: 1e3 * float(timing.time_one(torch, fn)["median_ms"]) for name, fn in workloads(torch)}
 
 
+def machine() -> str:
+    """The GPU and the torch build the numbers belong to."""
+    import torch
+
+    return f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -100,10 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         "eager_op_us": statistics.fmean((run[f"eager, {CHAIN} ops"] - run[EAGER_ONE]) / (CHAIN - 1) for run in runs),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "host_costs.json").write_text(json.dumps({"side": SIDE, "runs": runs, "derived": derived}, indent=1) + "\n")
+    where = machine()
+    summary = {"machine": where, "side": SIDE, "runs": runs, "derived": derived}
+    (args.out / "host_costs.json").write_text(json.dumps(summary, indent=1) + "\n")
     names = list(runs[0])
     lines = [
         f"# Host cost of a call, {SIDE}×{SIDE} fp32, median µs per call, each column one fresh process",
+        "",
+        f"{where}; `python3 benchmarks/bench_host_costs.py --out DIR --processes {args.processes}`",
         "",
         "| workload | " + " | ".join(f"process {i + 1}" for i in range(len(runs))) + " |",
         "|---|" + "---|" * len(runs),
