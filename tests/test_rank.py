@@ -77,9 +77,23 @@ def test_expected_improvement_prefers_the_wider_of_two_equal_means_below_the_bes
     expected, sds = policy.posterior(probabilities, measured, [2, 3])
     assert expected == pytest.approx([means[2], means[3]]) and sds[0] < sds[1]
     assert policy.pick_next(probabilities, measured, set(), 1) == [3]
-    # Had variant 1 missed by an octave, its twin would be pulled down further than the other.
-    expected, _ = policy.posterior(probabilities, {0: means[0], 1: means[1] - 1.0}, [2, 3])
-    assert expected[0] < expected[1] - 0.2
+    # Had variant 1 missed by 0.6 octaves, its twin would be pulled down further than the other.
+    expected, _ = policy.posterior(probabilities, {0: means[0], 1: means[1] - 0.6}, [2, 3])
+    assert expected[0] < expected[1] - 0.15
+
+
+def test_one_outlying_miss_neither_drags_nor_flips_the_rest() -> None:
+    probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (1.5, 1.0, 0.5, 0.0)])
+    means = policy.forecast_means(probabilities)
+    # The best forecast measures six octaves under it: read as its own miss, the rest keep their
+    # order and stay within a tenth of an octave of their forecasts, and the next best is measured next.
+    outlier = {0: means[0] - 6.0}
+    expected, _ = policy.posterior(probabilities, outlier, [1, 2, 3])
+    assert list(np.argsort(-expected)) == [0, 1, 2] and np.all(np.abs(expected - means[1:]) < 0.1)
+    assert policy.pick_next(probabilities, outlier, set(), 1) == [1]
+    # A second, ordinary miss that the rest can share still moves them.
+    expected, _ = policy.posterior(probabilities, {**outlier, 1: means[1] - 0.5}, [2, 3])
+    assert np.all(expected < means[2:] - 0.15)
 
 
 def test_a_round_spends_no_two_gpus_on_twins() -> None:
