@@ -3,7 +3,12 @@ torch.compile'd function or module, and a Triton kernel launched from Python. Th
 forecaster's roofline floor adds a compiled call's cost (models/embedded/features.py:
 COMPILED_CALL_US); this is where its size comes from.
 
-Run on a GPU machine:  python3 benchmarks/bench_host_costs.py --out DIR [--processes 3]
+Run on a GPU machine:  python3 benchmarks/bench_host_costs.py --out DIR [--processes 3] [--flaggems LIB]
+With --flaggems (a folder holding the flag_gems package, as `python -m workshop realworld pack`
+extracts it), two FlagGems ops join: abs through its generated pointwise wrapper
+(`@pointwise_dynamic`) and a full sum through its kernel cache (`@libentry`, two kernels). What they
+cost beyond a Triton kernel launched directly is each dispatch layer's host time
+(models/embedded/features.py: DISPATCH_US).
 Writes DIR/host_costs.json and DIR/host_costs.md. Each workload is timed by the project's harness
 (kernels_runtime/timing.py: an L2 flush, then the call between two events), in several fresh
 processes: a compiled call's host time lies near what the flush hides, so within one process it
@@ -28,7 +33,12 @@ EAGER_ONE = "eager, 1 op"
 COMPILED = ("torch.compile, 1 op", f"torch.compile, {CHAIN} ops fused", "torch.compile of a module's forward, 1 op")
 
 
-def workloads(torch: Any) -> list[tuple[str, Callable[[], Any]]]:
+FLAGGEMS_ABS = "FlagGems abs (@pointwise_dynamic, 1 kernel)"
+FLAGGEMS_SUM = "FlagGems sum (@libentry, 2 kernels)"
+TRITON_ONE = "Triton kernel launched from Python"
+
+
+def workloads(torch: Any, flaggems: Path | None = None) -> list[tuple[str, Callable[[], Any]]]:
     x = torch.randn(SIDE, SIDE, device="cuda")
 
     def chain(t: Any) -> Any:
@@ -49,8 +59,25 @@ def workloads(torch: Any) -> list[tuple[str, Callable[[], Any]]]:
         (COMPILED[0], lambda: compiled_one(x)),
         (COMPILED[1], lambda: compiled_chain(x)),
         (COMPILED[2], lambda: compiled_module(x)),
-        ("Triton kernel launched from Python", _triton_abs(torch, x)),
+        (TRITON_ONE, _triton_abs(torch, x)),
+        *(_flaggems_ops(flaggems, x) if flaggems else []),
     ]
+
+
+def _flaggems_ops(folder: Path, x: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """Two FlagGems ops on `x`, imported from `folder`."""
+    import importlib
+
+    import triton
+
+    sys.path.insert(0, str(folder))
+    libentry = importlib.import_module("flag_gems.utils.libentry")
+    if tuple(int(part) for part in triton.__version__.split(".")[:2]) >= (3, 6):
+        # Its launch cache knows Triton up to 3.5, whose launcher takes the same arguments.
+        libentry.major_version, libentry.minor_version = 3, 5
+    absolute = importlib.import_module("flag_gems.ops.abs").abs
+    total = importlib.import_module("flag_gems.ops.sum").sum
+    return [(FLAGGEMS_ABS, lambda: absolute(x)), (FLAGGEMS_SUM, lambda: total(x))]
 
 
 def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
@@ -68,13 +95,13 @@ def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
     return lambda: absolute[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
 
 
-def one_process() -> dict[str, float]:
+def one_process(flaggems: Path | None) -> dict[str, float]:
     """Median µs per call of each workload, timed in this process."""
     import torch
 
     from kernelcast.kernels_runtime import timing
 
-    return {name: 1e3 * float(timing.time_one(torch, fn)["median_ms"]) for name, fn in workloads(torch)}
+    return {name: 1e3 * float(timing.time_one(torch, fn)["median_ms"]) for name, fn in workloads(torch, flaggems)}
 
 
 def machine() -> str:
@@ -88,15 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--flaggems", type=Path, help="a folder holding the flag_gems package: time two of its ops too")
     parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one_process:
-        print(json.dumps(one_process()))
+        print(json.dumps(one_process(args.flaggems)))
         return 0
 
     runs = []
     for index in range(args.processes):
         command = [sys.executable, __file__, "--out", str(args.out), "--one-process"]
+        command += ["--flaggems", str(args.flaggems)] if args.flaggems else []
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {index + 1}: " + ", ".join(f"{name} {us:.2f}" for name, us in runs[-1].items()), flush=True)
@@ -106,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         "compiled_call_surcharge_us_median": statistics.median(surcharges),
         "eager_op_us": statistics.fmean((run[f"eager, {CHAIN} ops"] - run[EAGER_ONE]) / (CHAIN - 1) for run in runs),
     }
+    if args.flaggems:
+        derived["flaggems_pointwise_wrapper_us_mean"] = statistics.fmean(run[FLAGGEMS_ABS] - run[TRITON_ONE] for run in runs)
+        derived["flaggems_libentry_us_mean"] = statistics.fmean(run[FLAGGEMS_SUM] - 2 * run[TRITON_ONE] for run in runs)
     args.out.mkdir(parents=True, exist_ok=True)
     where = machine()
     summary = {"machine": where, "side": SIDE, "runs": runs, "derived": derived}
@@ -114,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Host cost of a call, {SIDE}×{SIDE} fp32, median µs per call, each column one fresh process",
         "",
-        f"{where}; `python3 benchmarks/bench_host_costs.py --out DIR --processes {args.processes}`",
+        f"{where}; `python3 benchmarks/bench_host_costs.py --out DIR --processes {args.processes}"
+        + (" --flaggems LIB`" if args.flaggems else "`"),
         "",
         "| workload | " + " | ".join(f"process {i + 1}" for i in range(len(runs))) + " |",
         "|---|" + "---|" * len(runs),
@@ -125,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         f"each further eager op adds {derived['eager_op_us']:.2f} µs.",
         "",
     ]
+    if args.flaggems:
+        lines[-1:-1] = [
+            f"Beyond its kernels launched directly, a FlagGems op costs {derived['flaggems_pointwise_wrapper_us_mean']:.1f} µs "
+            f"through its generated pointwise wrapper (abs) and {derived['flaggems_libentry_us_mean']:.1f} µs through its "
+            f"kernel cache (sum, two kernels), on average over {len(runs)} processes.",
+            "",
+        ]
     (args.out / "host_costs.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return 0

@@ -38,9 +38,15 @@ LAUNCH_US = 2.5
 TORCH_OP_US = 5.0
 # What one call of a torch.compile'd module costs beyond its kernels' launches (its guards and
 # generated wrapper), as the timing harness sees it: at 64×64 elements a compiled call took 0 or
-# 20–65 µs more than one eager op, by process, 15–28 µs on average (benchmarks/bench_host_costs.py).
+# 20–65 µs more than one eager op, by process, 15–28 µs on average (benchmarks/bench_host_costs.py;
+# a later run of three processes saw 0–12 µs, results/host_costs_flaggems.md).
 # At the sizes libraries are benchmarked at, this decides whether compiling one op pays.
 COMPILED_CALL_US = 15.0
+# What a Triton kernel reached through a library's Python dispatch layer costs the host beyond its
+# launch, measured at 64×64 (benchmarks/results/host_costs_flaggems.md): FlagGems' generated
+# pointwise wrapper (`@pointwise_dynamic`) about 20 µs a call, its kernel cache (`@libentry`) 3 µs.
+DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
+_DISPATCH_LAYER = re.compile("|".join(re.escape(layer) + r"\b" for layer in DISPATCH_US))
 # Share of a peak a plain kernel reaches before the learned correction: the floor is a
 # floor, the residual says how far above it each kind of code runs.
 LIBRARY_EFFICIENCY = 0.7
@@ -192,6 +198,15 @@ _UNTIMED = re.compile(
     r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
     re.M,
 )
+# A Helion file's timed call runs one of its kernels (`@helion.kernel`), each one generated Triton
+# kernel: the torch calls in a kernel's body are tile operations, its matmuls tensor-core dots, and
+# the torch calls around the kernels set up and check them (Helion's examples verify themselves).
+_HELION_KERNEL = re.compile(
+    r"^(?P<indent>[ \t]*)@helion\.kernel\b[^\n]*\n(?:(?P=indent)@[^\n]*\n)*"  # the decorators
+    r"(?P=indent)def \w+\((?:[^()]|\([^()]*\))*\)[^\n]*\n"  # the signature, over several lines too
+    r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
+    re.M,
+)
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
@@ -315,6 +330,11 @@ def read_code(code: str, language: str) -> dict[str, float]:
     python = language != "cuda" or "import " in text or "def " in text
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
     torch_counts = _torch_counts(text) if python else dict.fromkeys(TORCH_OPS, 0.0)
+    if python and "@helion.kernel" in text:
+        kernels = [found.group(0) for found in _HELION_KERNEL.finditer(text)]
+        torch_counts = dict.fromkeys(TORCH_OPS, 0.0)
+        counts["mma"] += max((_torch_counts(kernel)["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
+        counts["triton_launch_sites"] += 1.0
     return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}}
 
 
@@ -628,6 +648,8 @@ def _physics(
     else:
         passes = launches
         launch_us = launches * LAUNCH_US
+        if side.language == "triton":
+            launch_us += max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(side.code)), default=0.0)
     memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)
