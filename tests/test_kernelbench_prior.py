@@ -19,6 +19,7 @@ from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
     PRIOR_PATH,
     TREES_FILE,
+    WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
     Line,
 )
@@ -28,6 +29,8 @@ from workshop.training.kernelbench_prior import (
     MISS_QUANTILES,
     Measured,
     fit,
+    fit_prior,
+    fitted_kinds,
     grow_trees,
     held_out_lines,
     out_of_source_centres,
@@ -101,13 +104,17 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
-        # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair.
+        # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair;
+        # a library's kernel's line reads the weights' forecast itself, which no source's trees move.
         read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])
         centre, across = float(read[0][0]), float(read[1][0])
-        assert centre != pytest.approx(plain["mean_log2"], abs=1e-3)
+        if kind in WEIGHTS_ONLY_KINDS:
+            assert centre == pytest.approx(plain["mean_log2"], abs=1e-9) and across == 0
+        else:
+            assert centre != pytest.approx(plain["mean_log2"], abs=1e-3) and across > 0
         assert moved["mean_log2"] == pytest.approx(line.intercept + line.slope * centre, abs=1e-3)
         # The sources' disagreement about the pair widens the line's spread.
-        assert moved["source_spread_log2"] == pytest.approx(across, abs=1e-3) and across > 0
+        assert moved["source_spread_log2"] == pytest.approx(across, abs=1e-3)
         assert moved["spread_log2"] == pytest.approx(max(math.hypot(line.sd, across), plain["spread_log2"]), abs=1e-3)
         widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]))
         assert shipped.predict(request).probabilities == pytest.approx(widened, abs=1e-4)
@@ -262,6 +269,25 @@ def test_a_line_is_fitted_on_forecasts_of_trees_that_never_saw_the_source() -> N
     # Grown on all three, every source weighing the same, the trees meet the three where they lie.
     everything = data.corrected(grow_trees(data, range(len(pairs))), range(len(pairs)))
     assert np.mean(everything[:40]) > 1.0 and np.mean(everything[40:]) < -1.0
+
+
+def test_a_library_kernels_line_is_fitted_on_and_reads_the_weights_forecast() -> None:
+    # Library a measured 2 octaves faster than the weights forecast, b and c 2 slower: trees grown
+    # on b and c would forecast a's pairs slower; the library line keeps the weights' forecast and
+    # learns how far it missed, as wide on either side.
+    rng = np.random.default_rng(2)
+    sources = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
+    pairs = [SimpleNamespace(source=source, log2_speedup=2.0 if source == "a" else -2.0) for source in sources]
+    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
+    features[:, :, 0] = [1.0, 0.0]
+    mean = np.full(len(pairs), 0.3)
+    data = Measured(pairs, features, mean, np.ones(len(pairs)), [LIBRARY_CALL] * len(pairs))
+    prior = fit_prior(data, fitted_kinds(data), {"a", "b", "c"})
+    line = prior.lines[LIBRARY_CALL]
+    assert (line.intercept, line.slope) == (0.0, 1.0)
+    assert min(line.misses) < -2.0 and max(line.misses) > 1.5, "the misses of the weights' 0.3, both ways"
+    centre, across = prior.read(features[:5], mean[:5], np.ones(5), [LIBRARY_CALL] * 5)
+    assert centre == pytest.approx(mean[:5]) and (across == 0).all()
 
 
 def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_not() -> None:

@@ -12,8 +12,8 @@ lines then read the trees' forecast, each fitted on the pairs it reads (`fitted_
 (llm-vs-eager and llm-vs-compile); two such solutions of one problem against each other (variant
 pairs, both ways round, so that line runs through the origin); one solution with its launch edited
 (edit pairs, through the origin too); a `ModelNew(Model)` calling a
-library's kernel against the problem (library-vs-eager and library-vs-compile), which keeps the
-trees' forecast. A line is fitted by least squares on forecasts of sources the trees did not see
+library's kernel against the problem (library-vs-eager and library-vs-compile), which reads the
+weights' forecast, not the trees' (WEIGHTS_ONLY_KINDS). A line is fitted by least squares on forecasts of sources the trees did not see
 (each source's pairs forecast by trees grown on the others), every source weighing the same
 whatever its number of pairs; its spread is how far it missed on sources left out of its fit
 (`held_out_lines`), never narrower than its own residual spread, and the forecast around the line
@@ -47,6 +47,7 @@ from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
     PRIOR_PATH,
     TREES_FILE,
+    WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
     Line,
 )
@@ -229,6 +230,7 @@ def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str]) -
     forecasts, and the trees that made those forecasts as members."""
     read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
     centres, members = out_of_source_centres(data, read, sources)
+    centres.update({i: float(data.mean[i]) for i in read if data.kinds[i] in WEIGHTS_ONLY_KINDS})
     lines = held_out_lines(fitted, centres, data.pairs, sources)
     return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members)
 
