@@ -249,17 +249,21 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     assert not (pair_features(edit) == pair_features(without_launches(edit))).all()
 
 
+def _three_sources(seed: int) -> tuple[list[SimpleNamespace], np.ndarray]:
+    """40 pairs each of sources a (measured 2 octaves faster), b and c (2 slower), on noise features
+    whose sides differ as a problem and its solution do (the first column: "pytorch")."""
+    rng = np.random.default_rng(seed)
+    pairs = [SimpleNamespace(source=source, log2_speedup=2.0 if source == "a" else -2.0) for source in ["a"] * 40 + ["b"] * 40 + ["c"] * 40]
+    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
+    features[:, :, 0] = [1.0, 0.0]
+    return pairs, features
+
+
 def test_a_line_is_fitted_on_forecasts_of_trees_that_never_saw_the_source() -> None:
     # Three sources with the same features and the same weights' forecast: a's pairs measured 2
     # octaves faster, b's and c's 2 slower. Trees grown on b and c forecast a's pairs slower: that
     # miss is what a line must learn from, not the trees' fit of a itself.
-    rng = np.random.default_rng(0)
-    sources = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
-    speedups = [2.0] * 40 + [-2.0] * 80
-    pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, y in zip(sources, speedups)]
-    # The sides differ as a problem and its solution do (the first column: "pytorch"), otherwise noise.
-    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
-    features[:, :, 0] = [1.0, 0.0]
+    pairs, features = _three_sources(0)
     data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), [AGAINST_PROBLEM] * len(pairs))
     centres, members = out_of_source_centres(data, range(len(pairs)), {"a", "b", "c"})
     assert len(members) == 3, "one member a source left out"
@@ -275,11 +279,7 @@ def test_a_library_kernels_line_is_fitted_on_and_reads_the_weights_forecast() ->
     # Library a measured 2 octaves faster than the weights forecast, b and c 2 slower: trees grown
     # on b and c would forecast a's pairs slower; the library line keeps the weights' forecast and
     # learns how far it missed, as wide on either side.
-    rng = np.random.default_rng(2)
-    sources = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
-    pairs = [SimpleNamespace(source=source, log2_speedup=2.0 if source == "a" else -2.0) for source in sources]
-    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
-    features[:, :, 0] = [1.0, 0.0]
+    pairs, features = _three_sources(2)
     mean = np.full(len(pairs), 0.3)
     data = Measured(pairs, features, mean, np.ones(len(pairs)), [LIBRARY_CALL] * len(pairs))
     prior = fit_prior(data, fitted_kinds(data), {"a", "b", "c"})
@@ -293,11 +293,7 @@ def test_a_library_kernels_line_is_fitted_on_and_reads_the_weights_forecast() ->
 def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_not() -> None:
     # Source a measured 2 octaves faster, b and c 2 slower, on the same features: the member grown
     # without a forecasts a's pairs slower, those grown with it halfway or faster.
-    rng = np.random.default_rng(1)
-    sources = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
-    pairs = [SimpleNamespace(source=source, log2_speedup=2.0 if source == "a" else -2.0) for source in sources]
-    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
-    features[:, :, 0] = [1.0, 0.0]
+    pairs, features = _three_sources(1)
     data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), [AGAINST_PROBLEM] * len(pairs))
     _, members = out_of_source_centres(data, range(len(pairs)), {"a", "b", "c"})
     line = Line(0.0, 1.0, 0.5)

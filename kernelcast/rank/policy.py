@@ -17,21 +17,21 @@ miss by six octaves while its near-twins land where forecast. A measured miss th
 ROBUST_Z sds of what the other measurements (or, alone, the prior) predict for it is therefore read
 as mostly the variant's own: its own variance grows until the miss sits at ROBUST_Z sds (found in
 a few rounds), so the further a miss lies out the less it moves the rest, while misses that agree
-with each other still move the run together. The policy measures next the variant with the largest expected improvement over
-the best s measured (before any measurement, the highest forecast mean). A round of several
-GPUs is picked one at a time, each pick counted as measured at its expected s, so a round
-spends no two GPUs on near-twins. The run is settled when no open variant has more than
-SETTLE_CHANCE of beating the best.
+with each other still move the run together. The policy measures next the variant with the
+largest expected improvement over the best s measured (before any measurement, the highest
+forecast mean). A round of several GPUs is picked one at a time, each pick counted as measured
+at its expected s, so a round spends no two GPUs on near-twins. The run is settled when no open
+variant has more than SETTLE_CHANCE of beating the best.
 
 The numbers come from the design half of the corpus groups (replay.HALF_SEED): NEIGHBOUR_SCALE
 from how fast the correlation of two variants' misses falls with the distance of their
 forecasts (beyond a straight-line fit per group: 0.24 for near-identical forecasts, 0.06 at d
 = 0.05-0.1), the four spreads by maximum likelihood of those groups' misses
 (benchmarks/results/rank_replay.md), ROBUST_Z from the design halves of the synthetic and the
-real-world groups together. The held-out half judges the policy (README). A forecast's own spread is not used:
-within a run it hardly told whose miss would be larger (rank correlation 0.07 on the design
-half), and taking it as the own miss's spread made the search chase wide forecasts and find
-the best less often than forecast order.
+real-world groups together. The held-out half judges the policy (README). A forecast's own
+spread is not used: within a run it hardly told whose miss would be larger (rank correlation
+0.07 on the design half), and taking it as the own miss's spread made the search chase wide
+forecasts and find the best less often than forecast order.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ lines then read the trees' forecast, each fitted on the pairs it reads (`fitted_
 `FIT_MODES`): a `ModelNew` with its own CUDA or Triton kernels against the PyTorch problem
 (llm-vs-eager and llm-vs-compile); two such solutions of one problem against each other (variant
 pairs, both ways round, so that line runs through the origin); one solution with its launch edited
-(edit pairs, through the origin too); a `ModelNew(Model)` calling a
-library's kernel against the problem (library-vs-eager and library-vs-compile), which reads the
-weights' forecast, not the trees' (WEIGHTS_ONLY_KINDS). A line is fitted by least squares on forecasts of sources the trees did not see
-(each source's pairs forecast by trees grown on the others), every source weighing the same
+(edit pairs, through the origin too); a `ModelNew(Model)` calling a library's kernel against the
+problem (library-vs-eager and library-vs-compile), which reads the weights' forecast, not the
+trees' (WEIGHTS_ONLY_KINDS). A line is fitted by least squares on forecasts of sources the trees
+did not see (each source's pairs forecast by trees grown on the others), every source weighing the same
 whatever its number of pairs; its spread is how far it missed on sources left out of its fit
 (`held_out_lines`), never narrower than its own residual spread, and the forecast around the line
 takes the shape of those misses. Judging: for each source, the trees and lines fitted on the other
