@@ -147,7 +147,9 @@ async def test_server_killed_while_writing_the_cache_loses_nothing_it_published(
         server = await start()
         for uri, text in texts.items():
             server.open(uri, text)
-        enough = len(published) + rng.randint(1, 8)  # then kill it while it computes and writes the next
+        # Then kill it while it computes and writes the next. Forecasts come in batches, so one server
+        # may publish all 30 before it is killed: the next one then has no more to publish than those.
+        enough = min(len(published) + rng.randint(1, 8), len(texts))
         # Up to 24 forecasts, each with an nvcc run for its compiler facts: on 2 loaded cores
         # (the full suite) that took over WAIT_S once. The test is about what survives, not speed.
         await wait_until(lambda: sum(1 for _, d in server.diagnostics.values() if d) >= enough, "forecasts", 4 * WAIT_S)
