@@ -15,6 +15,7 @@ the worker when the next message is later than `deadline_s` — and one
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -24,7 +25,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -445,6 +446,30 @@ def extensions_root() -> Path:
     return Path(_USER_EXTENSIONS_DIR) if _USER_EXTENSIONS_DIR else cache_dir() / "torch_extensions"
 
 
+# torch's own marker of a build in progress (cpp_extension's FileBaton), and ours beside it.
+TORCH_BUILD_LOCK = "lock"
+BUILDER_LOCK = ".kernelcast-builder"
+
+
+@contextlib.contextmanager
+def _sole_builder(folder: Path) -> Iterator[None]:
+    """Held while this process builds in `folder`, one of kernelcast's own build folders.
+
+    torch marks a build with a `lock` file that a killed build leaves behind (a load limit
+    reached, a worker killed), and every later load of that extension then waits on it for ever.
+    An flock dies with its process: whoever holds ours is alive, so a `lock` found while holding
+    it was left by a build that died, and goes."""
+    import fcntl
+
+    with open(folder / BUILDER_LOCK, "a") as marker:
+        fcntl.flock(marker, fcntl.LOCK_EX)
+        try:
+            (folder / TORCH_BUILD_LOCK).unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(marker, fcntl.LOCK_UN)
+
+
 def with_own_extension_name(load_inline: Callable[..., Any]) -> Callable[..., Any]:
     """load_inline giving each distinct extension a name and a build folder of its own.
 
@@ -452,7 +477,8 @@ def with_own_extension_name(load_inline: Callable[..., Any]) -> Callable[..., An
     a name already loaded in the process as `name_v1`, from scratch, although it was built in its
     folder already (ahead of time, or by an earlier worker); and one folder per name would have two
     files rebuild over each other. The name gets the digest of what is built, so equal sources
-    share one build and different ones never meet. A `build_directory` the file gives is kept."""
+    share one build and different ones never meet. A `build_directory` the file gives is kept, and
+    left to torch's own lock (another program may be building there)."""
     signature = inspect.signature(load_inline)
 
     def load_own(*args: Any, **kwargs: Any) -> Any:
@@ -460,11 +486,13 @@ def with_own_extension_name(load_inline: Callable[..., Any]) -> Callable[..., An
         built = {key: value for key, value in bound.arguments.items() if key not in _NOT_BUILT}
         digest = hashlib.sha256(repr(sorted(built.items())).encode()).hexdigest()[:12]
         bound.arguments["name"] = f"{bound.arguments['name']}_{digest}"
-        if not bound.arguments.get("build_directory"):
-            folder = extensions_root() / bound.arguments["name"]
-            folder.mkdir(parents=True, exist_ok=True)
-            bound.arguments["build_directory"] = str(folder)
-        return load_inline(*bound.args, **bound.kwargs)
+        if bound.arguments.get("build_directory"):
+            return load_inline(*bound.args, **bound.kwargs)
+        folder = extensions_root() / bound.arguments["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        bound.arguments["build_directory"] = str(folder)
+        with _sole_builder(folder):
+            return load_inline(*bound.args, **bound.kwargs)
 
     load_own.own_extension_name = True  # type: ignore[attr-defined]
     return load_own

@@ -328,3 +328,58 @@ def test_each_distinct_load_inline_extension_gets_a_name_and_folder_of_its_own(m
     assert load("fused_op", "", "A", build_directory="/theirs")["build_directory"] == "/theirs"  # the file's own folder is kept
     monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", str(tmp_path / "mine"))  # so is the user's TORCH_EXTENSIONS_DIR
     assert Path(load("fused_op", "", "A")["build_directory"]).parent == tmp_path / "mine"
+
+
+def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A load_inline build killed at the load limit left torch's `lock` in its folder, and the next
+    # build of that extension waited on it until the limit again. The real build is checked on the GPU
+    # (test_measure_kernelbench_gpu.py::test_a_build_killed_midway_leaves_nothing_that_stalls_the_next).
+    from kernelcast.kernels_runtime import worker
+
+    monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", None)
+    seen: list[bool] = []
+
+    def build(name, cpp_sources, cuda_sources=None, functions=None, build_directory=None, verbose=False):
+        seen.append((Path(build_directory) / worker.TORCH_BUILD_LOCK).exists())
+        return build_directory
+
+    load = worker.with_own_extension_name(build)
+    folder = Path(load("fused_op", "", "A"))
+    (folder / worker.TORCH_BUILD_LOCK).write_text("")  # what the killed build left
+    assert load("fused_op", "", "A") == str(folder)
+    assert seen == [False, False]
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / worker.TORCH_BUILD_LOCK).write_text("")  # a folder the file names may be another program's build
+    load("fused_op", "", "A", build_directory=str(theirs))
+    assert seen[-1] is True
+
+
+def test_a_live_build_keeps_its_lock_and_the_next_waits_for_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Two workers (two GPUs) may load one extension at once: the second must wait for the first's build, not take its lock away.
+    import fcntl
+
+    from kernelcast.kernels_runtime import worker
+
+    monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", None)
+    calls: list[bool] = []
+
+    def build(name, cpp_sources, cuda_sources=None, functions=None, build_directory=None, verbose=False):
+        calls.append((Path(build_directory) / worker.TORCH_BUILD_LOCK).exists())
+        return build_directory
+
+    load = worker.with_own_extension_name(build)
+    folder = Path(load("fused_op", "", "A"))
+    with open(folder / worker.BUILDER_LOCK, "a") as live:  # another process building now
+        fcntl.flock(live, fcntl.LOCK_EX)
+        (folder / worker.TORCH_BUILD_LOCK).write_text("")
+        second = threading.Thread(target=load, args=("fused_op", "", "A"))
+        second.start()
+        second.join(timeout=0.5)
+        assert second.is_alive() and len(calls) == 1 and (folder / worker.TORCH_BUILD_LOCK).exists()
+        (folder / worker.TORCH_BUILD_LOCK).unlink()  # the live build ends as torch ends it
+        fcntl.flock(live, fcntl.LOCK_UN)
+    second.join(timeout=30)
+    assert not second.is_alive() and calls == [False, False]

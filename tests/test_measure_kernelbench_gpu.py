@@ -316,3 +316,16 @@ def test_two_files_naming_their_extension_alike_each_keep_their_own_build() -> N
     built = sorted(path.name for path in extensions_root().rglob("twin_relu*.so"))
     print(f"\nbuilt: {built}")
     assert len(built) == 2 and all(re.fullmatch(r"twin_relu_[0-9a-f]{12}\.so", name) for name in built), built
+
+
+def test_a_build_killed_midway_leaves_nothing_that_stalls_the_next() -> None:
+    """A load_inline build cut off by the load limit leaves torch's `lock` in its folder; the next
+    measure of the file builds and measures it, where it used to wait on that lock until its own limit."""
+    code = SCALED_RELU_EXTENSION.replace("SCALE", "3.0").replace("twin_relu", f"cut_relu_{uuid.uuid4().hex[:8]}")
+    candidate, reference = kernelbench(code, "ModelNew"), kernelbench(SCALED_RELU_REFERENCE.replace("SCALE", "3.0"), "Model")
+    cut = measure_pair(candidate, reference, rounds=2, timeouts=Timeouts(load_s=3.0))
+    assert isinstance(cut, MeasureFailure), cut
+    left = [path.parent.name for path in extensions_root().glob("cut_relu_*/lock")]
+    print(f"\ncut off: {cut.message}; locks left: {left}")
+    outcome = measure_pair(candidate, reference, rounds=2, timeouts=Timeouts(load_s=240.0))
+    assert isinstance(outcome, Measurement), outcome
