@@ -468,3 +468,58 @@ def test_the_backend_version_changes_with_the_feature_reader(tmp_path: Path) -> 
     features = copies[READER_MODULES.index("kernelcast.models.embedded.features")]
     features.write_text(features.read_text() + "\n# a changed reader\n")
     assert "2." + source_digest(copies) != version
+
+
+LIGER_STYLE_RELU_SQUARED = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu_squared_forward_kernel(Y, X, n_cols: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(X + row * n_cols + offsets, mask=offsets < n_cols, other=0)
+    tl.store(Y + row * n_cols + offsets, tl.maximum(x, 0) * tl.maximum(x, 0), mask=offsets < n_cols)
+
+
+@triton.jit
+def _relu_squared_backward_kernel(DX, DY, X, n_cols: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    dy = tl.load(DY + row * n_cols + offsets, mask=offsets < n_cols, other=0)
+    x = tl.load(X + row * n_cols + offsets, mask=offsets < n_cols, other=0)
+    tl.store(DX + row * n_cols + offsets, 2 * dy * tl.maximum(x, 0), mask=offsets < n_cols)
+
+
+def relu_squared_backward(X, dY):
+    dX, rows = torch.empty_like(X), (X.shape[0],)
+    _relu_squared_backward_kernel[rows](dX, dY, X, n_cols=X.shape[1], BLOCK=4096)
+    return dX
+
+
+class ReLUSquared(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X):
+        Y, rows = torch.empty_like(X), (X.shape[0],)
+        _relu_squared_forward_kernel[rows](Y, X, n_cols=X.shape[1], BLOCK=4096)
+        ctx.save_for_backward(X)
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        (X,) = ctx.saved_tensors
+        return relu_squared_backward(X, dY)
+"""
+
+
+def test_the_backward_pass_of_a_kernel_file_is_not_read_as_timed() -> None:
+    """Libraries (Liger, fla) and some LLM-written solutions define their gradients beside the
+    forward kernel; a forward call runs none of them. Read as timed, Liger's files were two
+    launches and twice the loads and stores they run."""
+    counts = read_code(LIGER_STYLE_RELU_SQUARED, "triton")
+    assert counts["triton_launch_sites"] == 1 and counts["tl_loads"] == 1 and counts["tl_stores"] == 1
+    kernel, rest = LIGER_STYLE_RELU_SQUARED.split("@triton.jit\ndef _relu_squared_backward_kernel")
+    function = rest[rest.index("class ReLUSquared") :]
+    forward_only = kernel + "@triton.jit\n" + function[: function.index("    @staticmethod\n    def backward")]
+    assert counts == read_code(forward_only, "triton")

@@ -207,6 +207,13 @@ _HELION_KERNEL = re.compile(
     r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
     re.M,
 )
+# Gradients are not timed: an autograd Function's `backward` and the functions and kernels named for
+# the backward pass (`*_backward*`, `*_bwd*`) are read out, with the lines of their bodies.
+_BACKWARD = re.compile(
+    r"^(?P<indent>[ \t]*)def \w*(?:backward|bwd)\w*\((?:[^()]|\([^()]*\))*\)[^\n]*\n"
+    r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
+    re.M | re.I,
+)
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
@@ -328,6 +335,8 @@ def read_code(code: str, language: str) -> dict[str, float]:
     """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing)."""
     text = strip_comments(code, language)
     python = language != "cuda" or "import " in text or "def " in text
+    if python:
+        text = _BACKWARD.sub("", text)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
     torch_counts = _torch_counts(text) if python else dict.fromkeys(TORCH_OPS, 0.0)
     if python and "@helion.kernel" in text:
