@@ -42,12 +42,13 @@ def test_every_operation_has_three_sizes_and_runnable_variants() -> None:
                     assert launch.grid[0] < 2**31 and launch.grid[1] < 65536 and launch.grid[2] < 65536, (entry.id, launch)
 
 
-def test_every_third_operation_compiles_for_the_h100() -> None:
-    """nvcc/NVRTC for CUDA and Triton's offline compile, the way the editor takes facts: a third
-    of the operations here (29 compiles); `python -m workshop corpus compile-check` compiles every one."""
+def test_every_fifth_operation_compiles_for_the_h100() -> None:
+    """nvcc/NVRTC for CUDA and Triton's offline compile, the way the editor takes facts: a fifth
+    of the operations here (18 compiles, the suite's largest CPU cost at a third);
+    `python -m workshop corpus compile-check` compiles every one."""
     pytest.importorskip("triton")
-    sample = one_per_operation(every=3)
-    assert len(sample) == (len(all_ops()) + 2) // 3
+    sample = one_per_operation(every=5)
+    assert len(sample) == (len(all_ops()) + 4) // 5
     failures = compile_failures(sample)
     assert not failures, "\n".join(failures)
 
