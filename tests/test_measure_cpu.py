@@ -6,6 +6,7 @@ import math
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -330,10 +331,9 @@ def test_each_distinct_load_inline_extension_gets_a_name_and_folder_of_its_own(m
     assert Path(load("fused_op", "", "A")["build_directory"]).parent == tmp_path / "mine"
 
 
-def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # A load_inline build killed at the load limit left torch's `lock` in its folder, and the next
-    # build of that extension waited on it until the limit again. The real build is checked on the GPU
-    # (test_measure_kernelbench_gpu.py::test_a_build_killed_midway_leaves_nothing_that_stalls_the_next).
+def _loader_seeing_build_locks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Any, list[bool]]:
+    """The worker's load_inline wrapper over a stand-in for torch's that returns its build folder
+    and notes, each call, whether torch's build lock was in it."""
     from kernelcast.kernels_runtime import worker
 
     monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
@@ -344,7 +344,16 @@ def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next(monkeypatch
         seen.append((Path(build_directory) / worker.TORCH_BUILD_LOCK).exists())
         return build_directory
 
-    load = worker.with_own_extension_name(build)
+    return worker.with_own_extension_name(build), seen
+
+
+def test_a_build_lock_left_by_a_killed_build_does_not_stall_the_next(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A load_inline build killed at the load limit left torch's `lock` in its folder, and the next
+    # build of that extension waited on it until the limit again. The real build is checked on the GPU
+    # (test_measure_kernelbench_gpu.py::test_a_build_killed_midway_leaves_nothing_that_stalls_the_next).
+    from kernelcast.kernels_runtime import worker
+
+    load, seen = _loader_seeing_build_locks(monkeypatch, tmp_path)
     folder = Path(load("fused_op", "", "A"))
     (folder / worker.TORCH_BUILD_LOCK).write_text("")  # what the killed build left
     assert load("fused_op", "", "A") == str(folder)
@@ -362,15 +371,7 @@ def test_a_live_build_keeps_its_lock_and_the_next_waits_for_it(monkeypatch: pyte
 
     from kernelcast.kernels_runtime import worker
 
-    monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(worker, "_USER_EXTENSIONS_DIR", None)
-    calls: list[bool] = []
-
-    def build(name, cpp_sources, cuda_sources=None, functions=None, build_directory=None, verbose=False):
-        calls.append((Path(build_directory) / worker.TORCH_BUILD_LOCK).exists())
-        return build_directory
-
-    load = worker.with_own_extension_name(build)
+    load, calls = _loader_seeing_build_locks(monkeypatch, tmp_path)
     folder = Path(load("fused_op", "", "A"))
     with open(folder / worker.BUILDER_LOCK, "a") as live:  # another process building now
         fcntl.flock(live, fcntl.LOCK_EX)
