@@ -191,29 +191,22 @@ _CALL = re.compile(r"(?<!tl)\.(\w+)\s*\(")
 # The same calls in the C++ wrapper of a load_inline module (`torch::zeros_like(x)`, `at::matmul(a, b)`)
 # and its memsets: a wrapper that zero-fills its output launches a fill before the kernel.
 _CPP_CALL = re.compile(r"\b(?:(?:torch|at)::|(?=cudaMemset))(\w+)\s*\(")
+# A Python def's parameters, over several lines too, to the end of its line; then each line of its
+# body (indented deeper than the `indent` group the def starts at, or blank).
+_PARAMETERS = r"\((?:[^()]|\([^()]*\))*\)[^\n]*\n"
+_BODY_LINES = r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*"
 # Functions whose calls are not part of the timed call: a KernelBench file's `get_inputs` makes the
 # inputs (`torch.randn`) and `__init__` the parameters, once, before any timing.
-_UNTIMED = re.compile(
-    r"^(?P<indent>[ \t]*)def (?:get_inputs|get_init_inputs|__init__)\b[^\n]*\n"  # the def line, then each line of its body
-    r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
-    re.M,
-)
+_UNTIMED = re.compile(r"^(?P<indent>[ \t]*)def (?:get_inputs|get_init_inputs|__init__)\b[^\n]*\n" + _BODY_LINES, re.M)
 # A Helion file's timed call runs one of its kernels (`@helion.kernel`), each one generated Triton
 # kernel: the torch calls in a kernel's body are tile operations, its matmuls tensor-core dots, and
 # the torch calls around the kernels set up and check them (Helion's examples verify themselves).
 _HELION_KERNEL = re.compile(
-    r"^(?P<indent>[ \t]*)@helion\.kernel\b[^\n]*\n(?:(?P=indent)@[^\n]*\n)*"  # the decorators
-    r"(?P=indent)def \w+\((?:[^()]|\([^()]*\))*\)[^\n]*\n"  # the signature, over several lines too
-    r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
-    re.M,
+    r"^(?P<indent>[ \t]*)@helion\.kernel\b[^\n]*\n(?:(?P=indent)@[^\n]*\n)*(?P=indent)def \w+" + _PARAMETERS + _BODY_LINES, re.M
 )
 # Gradients are not timed: an autograd Function's `backward` and the functions and kernels named for
 # the backward pass (`*_backward*`, `*_bwd*`) are read out, with the lines of their bodies.
-_BACKWARD = re.compile(
-    r"^(?P<indent>[ \t]*)def \w*(?:backward|bwd)\w*\((?:[^()]|\([^()]*\))*\)[^\n]*\n"
-    r"(?:(?P=indent)[ \t]+[^\n]*\n|[ \t]*\n)*",
-    re.M | re.I,
-)
+_BACKWARD = re.compile(r"^(?P<indent>[ \t]*)def \w*(?:backward|bwd)\w*" + _PARAMETERS + _BODY_LINES, re.M | re.I)
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
