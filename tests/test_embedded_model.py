@@ -255,6 +255,9 @@ def test_a_kernel_behind_a_librarys_dispatch_layer_pays_its_host_time() -> None:
     assert _weights_forecast(eager, FLAGGEMS_ABS, "triton", large) < -0.5
     bare = FLAGGEMS_ABS.replace('@pointwise_dynamic(promotion_methods=[(0, "COMPLEX_TO_FLOAT")])\n', "")
     assert _weights_forecast(eager, bare, "triton", small) > _weights_forecast(eager, FLAGGEMS_ABS, "triton", small) + 1.0
+    # A layer commented out is no layer, as everything else the reader counts.
+    commented = FLAGGEMS_ABS.replace("@pointwise_dynamic", "# @pointwise_dynamic")
+    assert _weights_forecast(eager, commented, "triton", small) == pytest.approx(_weights_forecast(eager, bare, "triton", small))
 
 
 def test_launch_pragma_and_corpus_launches_are_read() -> None:

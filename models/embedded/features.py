@@ -651,7 +651,8 @@ def _physics(
         passes = launches
         launch_us = launches * LAUNCH_US
         if side.language == "triton":
-            launch_us += max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(side.code)), default=0.0)
+            layers = _DISPATCH_LAYER.findall(strip_comments(side.code, side.language))
+            launch_us += max((DISPATCH_US[layer] for layer in layers), default=0.0)
     memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)
