@@ -58,14 +58,15 @@ for name, run in runs.items():
     print(f"{name} GPU(s): {run['measurements']} of {run['ranked']} measured in {two_s if name == 'two' else one_s} s wall, "
           f"{run['gpu_seconds']:.1f} GPU-s (all: ~{run['gpu_seconds_to_measure_all']} GPU-s); stopped: {run['stopped']}")
     print(f"  per GPU: {run['per_gpu']}")
-    print(f"  best: {best['variant']} {best['speedup']:.3f}x (CI {best['ci95'][0]:.3f}-{best['ci95'][1]:.3f})")
+    print(f"  best: {best['variant']} {best['speedup']:.3f}x (CI {best['ci95'][0]:.3f}-{best['ci95'][1]:.3f}); "
+          f"as fast within noise: {[row['variant'] for row in best['tied']]}")
     for row in run["variants"]:
         if row["status"] not in ("measured", "not measured"):
             print(f"  {row['status']}: {row['variant']}: {row['why']}")
 two, one = runs["two"]["best"], runs["one"]["best"]
 same = two["variant"] == one["variant"]
-overlap = two["ci95"][0] <= one["ci95"][1] and one["ci95"][0] <= two["ci95"][1]
-print("same best on both" if same else f"different bests ({'their CIs overlap: a tie' if overlap else 'CIs apart'})")
+tied = two["variant"] in {row["variant"] for row in one["tied"]} or one["variant"] in {row["variant"] for row in two["tied"]}
+print("same best on both" if same else f"different bests ({'one run names the best of the other as fast within noise: a tie' if tied else 'not tied'})")
 assert len(runs["two"]["per_gpu"]) == 2, "the cluster run did not use both GPUs"
 PY
 echo "files in $WORK"

@@ -286,6 +286,36 @@ def test_search_spends_gpu_seconds_and_drops_a_wrong_variant(tmp_path: Path) -> 
     assert len(capped.outcomes) == 3 and capped.stopped == "budget of 1.2 GPU-seconds spent"
 
 
+def noisy_wrong_when_fastest(job: dict) -> dict:
+    """As wrong_when_fastest, measured with a 95% CI of ±5% instead of ±1%."""
+    result = wrong_when_fastest(job)
+    if result["measured"]:
+        speedup = result["outcome"]["speedup"]
+        result["outcome"]["ci95"] = [speedup * 0.95, speedup * 1.05]
+    return result
+
+
+def test_the_best_names_the_variants_as_fast_within_measurement_noise(tmp_path: Path) -> None:
+    found = _forecast_recorded_sweep(tmp_path)
+    settle = 1e-9
+    precise = search(
+        found, cluster.LocalMeasurer(wrong_when_fastest), Budget(gpu_seconds=100), lambda s, r: None, lambda v, m: None, settle
+    )
+    assert precise.tied_with_best == []  # 1.7 (CI 1.68–1.72) stands apart from 1.6 (CI 1.58–1.62)
+    noisy = search(
+        found, cluster.LocalMeasurer(noisy_wrong_when_fastest), Budget(gpu_seconds=100), lambda s, r: None, lambda v, m: None, settle
+    )
+    # ±5%: 1.6 (1.52–1.68) overlaps the best 1.7 (1.615–1.785); 1.3 (1.235–1.365) does not.
+    assert [m.speedup for _, m in noisy.tied_with_best] == [1.6]
+    summary = report.summary(noisy, [], "reference.cu", "H100-SXM")
+    assert summary["best"]["variant"] == "speedup_1.7.cu"
+    assert [row["variant"] for row in summary["best"]["tied"]] == ["speedup_1.6.cu"]
+    assert "as fast within measurement noise (95% CIs overlap): speedup_1.6.cu (1.60×)" in [
+        line.strip() for line in report.text_lines(summary)
+    ]
+    assert report.summary(precise, [], "reference.cu", "H100-SXM")["best"]["tied"] == []
+
+
 @pytest.mark.slow
 def test_local_cluster_plans_rounds_over_both_workers(tmp_path: Path, two_worker_cluster: cluster.DaskMeasurer) -> None:
     found = _forecast_recorded_sweep(tmp_path)

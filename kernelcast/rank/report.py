@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelcast.rank.search import SearchState
 from kernelcast.rank.variants import Variant
+from kernelcast.wire import Measurement
 
 
 def estimate_all_seconds(state: SearchState) -> float | None:
@@ -57,13 +58,7 @@ def summary(state: SearchState, skipped: list[Variant], reference: str, gpu: str
         "gpu": gpu,
         "variants": rows(state),
         "skipped": [{"variant": v.name, "why": v.skipped} for v in skipped],
-        "best": {
-            "variant": state.variants[best[0]].name,
-            "speedup": best[1].speedup,
-            "ci95": list(best[1].ci95),
-        }
-        if best
-        else None,
+        "best": {**_measured(state, *best), "tied": [_measured(state, *item) for item in state.tied_with_best]} if best else None,
         "measurements": len(state.outcomes),
         "ranked": len(state.variants),
         "gpu_seconds": round(state.gpu_seconds, 3),
@@ -72,6 +67,10 @@ def summary(state: SearchState, skipped: list[Variant], reference: str, gpu: str
         "stopped": state.stopped,
         "best_after_each_measurement": [None if math.isnan(s) else s for s in state.best_after],
     }
+
+
+def _measured(state: SearchState, index: int, measurement: Measurement) -> dict[str, Any]:
+    return {"variant": state.variants[index].name, "speedup": measurement.speedup, "ci95": list(measurement.ci95)}
 
 
 def _times(value: float) -> str:
@@ -99,6 +98,9 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     best = report["best"]
     if best:
         lines.append(f"best: {best['variant']}: {_times(best['speedup'])} the reference (CI {best['ci95'][0]:.2f}–{best['ci95'][1]:.2f})")
+        if best["tied"]:
+            tied = ", ".join(f"{row['variant']} ({_times(row['speedup'])})" for row in best["tied"])
+            lines.append(f"  as fast within measurement noise (95% CIs overlap): {tied}")
     else:
         lines.append("best: none measured")
     spent = f"{report['measurements']} of {report['ranked']} variants measured, {report['gpu_seconds']:.1f} GPU-s"

@@ -42,6 +42,21 @@ class SearchState:
         return max(measured, key=lambda item: item[1].speedup, default=None)
 
     @property
+    def tied_with_best(self) -> list[tuple[int, Measurement]]:
+        """Measured variants whose 95% CI overlaps the best's, fastest first: as fast as the best
+        within measurement noise, so another run may well name one of them best instead."""
+        best = self.best
+        if best is None:
+            return []
+        low, high = best[1].ci95
+        tied = [
+            (i, m)
+            for i in self.outcomes
+            if i != best[0] and (m := self.measurement(i)) is not None and m.ci95[1] >= low and m.ci95[0] <= high
+        ]
+        return sorted(tied, key=lambda item: -item[1].speedup)
+
+    @property
     def per_gpu(self) -> dict[str, int]:
         return dict(sorted(Counter(o["where"] for o in self.outcomes.values()).items()))
 
