@@ -180,6 +180,24 @@ def test_replay_reports_every_source_and_both_halves(tmp_path: Path) -> None:
     assert sorted((g.source, len(g.pairs)) for g in pooled) == [(replay.POOLED, 10), (replay.POOLED, 10), (replay.POOLED, 22)]
 
 
+def test_replay_per_problem_keeps_each_problems_largest_group(tmp_path: Path) -> None:
+    # Two groups of one problem under two references (gemv against its eager model, axpy's pairs
+    # renamed as gemv's against one of its solutions), and another problem's group.
+    renamed = {"gemv": "gemv@m=4096/ref=eager", "axpy": "gemv@m=4096/ref=solution-1", "index_select_rows": "rows@d=100/ref=eager"}
+    lines = []
+    for line in (DATA / "pairs_rank_groups.jsonl").read_text().splitlines():
+        pair = json.loads(line)
+        lines.append(json.dumps({**pair, "group": renamed[pair["group"].split("-")[0]]}))
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(lines) + "\n")
+    assert len(replay.read_groups(pairs)) == 3
+    kept = replay.read_groups(pairs, per_problem=True)
+    assert sorted((g.name, len(g.pairs)) for g in kept) == [("gemv@m=4096/ref=eager", 11), ("rows@d=100/ref=eager", 10)]
+    completed = _rank(tmp_path, "--replay", str(pairs), "--per-problem", "--json")
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["splits"][0]["groups"] == 2
+
+
 def test_replay_reads_forecasts_made_elsewhere(tmp_path: Path) -> None:
     # Forecasts that know each group's order (S itself, as a narrow distribution) find the best at
     # 10%; forecasts that have it backwards do not. The replay must use the file's, not its own.

@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-groups", type=int, help="--replay: only the first N groups")
     parser.add_argument("--pool-sources", action="store_true", help="--replay: a group is one problem's pairs from every source")
     parser.add_argument(
+        "--per-problem", action="store_true", help="--replay: each problem once, its largest group (PROBLEM/ref=REFERENCE names)"
+    )
+    parser.add_argument(
         "--forecasts",
         metavar="FORECASTS.jsonl",
         help="--replay: each pair's forecast from this file ({id, probabilities} a line), e.g. forecasts held out by source",
@@ -163,7 +166,7 @@ def _replay(args: argparse.Namespace) -> int:
     from kernelcast.rank import replay
 
     try:
-        groups = replay.read_groups(Path(args.replay), args.min_group, args.max_groups, args.pool_sources)
+        groups = replay.read_groups(Path(args.replay), args.min_group, args.max_groups, args.pool_sources, args.per_problem)
     except OSError as error:
         return _fail(f"cannot read {args.replay}: {error.strerror or error}")
     except ValueError as error:

@@ -35,6 +35,8 @@ STRATEGIES = ("policy", "forecast order", "random order")
 # The split into halves: a group is held out when the hash of this seed and its name is odd.
 HALF_SEED = 32
 POOLED = "all sources"
+# What separates a group name's problem from its reference.
+REFERENCE_MARK = "/ref="
 _GROUP_FIELD = re.compile(r'"group":\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -61,11 +63,16 @@ class Group:
         return "held-out" if odd else "design"
 
 
-def read_groups(path: Path, min_size: int = MIN_GROUP, max_groups: int | None = None, pool_sources: bool = False) -> list[Group]:
+def read_groups(
+    path: Path, min_size: int = MIN_GROUP, max_groups: int | None = None, pool_sources: bool = False, per_problem: bool = False
+) -> list[Group]:
     """Groups (one source and group name) with at least `min_size` pairs, in the file's order; a
     file may be large, so the first pass reads only each line's group name and the second parses
     the pairs kept. `pool_sources` groups by name alone, as POOLED: one problem's solutions from
-    many authors against one reference, as a folder of agents' files is."""
+    many authors against one reference, as a folder of agents' files is. `per_problem` keeps one
+    group of each problem (`problem_of`), its largest: one problem's solutions against its eager
+    model, its torch.compile or one of themselves are one search under a rescaled reference, and
+    counted once per reference a problem with many solutions would outweigh the others."""
     sizes: Counter[str] = Counter()
     with open(path, encoding="utf-8") as stream:
         for line in stream:
@@ -86,7 +93,21 @@ def read_groups(path: Path, min_size: int = MIN_GROUP, max_groups: int | None = 
                 raise ValueError(f"{path}:{number}: {error}") from None
             source = POOLED if pool_sources else pair.source or "unnamed source"
             pairs[(source, pair.group)].append(pair)
-    return [Group(name, source, found) for (source, name), found in pairs.items() if len(found) >= min_size]
+    groups = [Group(name, source, found) for (source, name), found in pairs.items() if len(found) >= min_size]
+    if not per_problem:
+        return groups
+    largest: dict[tuple[str, str], Group] = {}
+    for group in groups:
+        key = (group.source, problem_of(group.name))
+        if key not in largest or len(group.pairs) > len(largest[key].pairs):
+            largest[key] = group
+    return [group for group in groups if largest[(group.source, problem_of(group.name))] is group]
+
+
+def problem_of(group: str) -> str:
+    """The problem a group name names: the name before its reference (`PROBLEM/ref=REFERENCE`, as the
+    real-world pairs name their groups), else the whole name."""
+    return group.split(REFERENCE_MARK, 1)[0]
 
 
 def forecast_groups(groups: Sequence[Group], forecaster: Any, progress: Callable[[int, int], None], chunk: int = 512) -> None:
