@@ -328,6 +328,8 @@ def read_code(code: str, language: str) -> dict[str, float]:
     """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing)."""
     text = strip_comments(code, language)
     python = language != "cuda" or "import " in text or "def " in text
+    # The host cost of a library's dispatch layer around a Triton side's launch (the largest of those it uses).
+    dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(text)), default=0.0) if python else 0.0
     if python:
         text = _BACKWARD.sub("", text)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
@@ -337,7 +339,7 @@ def read_code(code: str, language: str) -> dict[str, float]:
         torch_counts = dict.fromkeys(TORCH_OPS, 0.0)
         counts["mma"] += max((_torch_counts(kernel)["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
         counts["triton_launch_sites"] += 1.0
-    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}}
+    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, "dispatch_us": dispatch_us}
 
 
 @dataclass(frozen=True)
@@ -651,8 +653,7 @@ def _physics(
         passes = launches
         launch_us = launches * LAUNCH_US
         if side.language == "triton":
-            layers = _DISPATCH_LAYER.findall(strip_comments(side.code, side.language))
-            launch_us += max((DISPATCH_US[layer] for layer in layers), default=0.0)
+            launch_us += counts["dispatch_us"]
     memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)
