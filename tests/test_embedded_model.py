@@ -141,6 +141,42 @@ def test_the_calls_that_make_a_kernelbench_files_inputs_and_parameters_are_not_l
     assert with_inputs["torch_creation"] == 0 and with_inputs["torch_heavy"] == 1 and with_inputs["torch_elementwise"] == 1
 
 
+MODULE_STYLE_PROBLEM = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv_transpose = nn.ConvTranspose3d(channels, channels, kernel_size=3)
+        self.norm: nn.BatchNorm3d = nn.BatchNorm3d(channels)
+        self.act = nn.ReLU()
+        self.head = nn.Sequential(nn.Linear(channels, channels), nn.GELU(), nn.Dropout(p=0.1))
+        self.scale = 2.0
+
+    def forward(self, x):
+        x = self.conv_transpose(x)
+        x = self.norm(x)
+        x = self.act(x)
+        return self.head(x * self.scale)
+"""
+
+
+def test_a_module_built_in_init_and_called_in_forward_reads_as_what_its_type_launches() -> None:
+    """KernelBench's level-2 and level-3 problems build their layers in `__init__` and call them by
+    attribute: `self.conv_transpose(x)` launches a cuDNN convolution whatever the attribute's name, and
+    a `nn.Sequential` runs each module it holds. Read by name alone, such a problem had no GEMM or
+    convolution at all, so an LLM's hand-written convolution was forecast against elementwise work."""
+    counts = read_code(MODULE_STYLE_PROBLEM, "pytorch")
+    assert counts["torch_heavy"] == 2  # the transposed convolution and the Linear inside the Sequential
+    assert counts["torch_reduction"] == 1  # the batch norm
+    assert counts["torch_elementwise"] == 4  # ReLU, GELU, Dropout and `x * self.scale`
+    unscaled = read_code(MODULE_STYLE_PROBLEM.replace("self.head(x * self.scale)", "self.head(x)"), "pytorch")
+    assert unscaled["torch_elementwise"] == 3
+    # An attribute that holds no module (`self.scale`) is no launch; a module never called is none either.
+    unused = read_code(MODULE_STYLE_PROBLEM.replace("        x = self.norm(x)\n", ""), "pytorch")
+    assert unused["torch_reduction"] == 0
+
+
 def _problem(forward: str, shape: str) -> str:
     return (
         "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"

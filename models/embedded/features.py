@@ -212,9 +212,45 @@ _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
 
 
+# A module the model builds once in `__init__` (`self.conv = nn.Conv2d(...)`, or a `nn.Sequential` of
+# several) and calls in its timed path (`self.conv(x)`): each call launches what the module's type
+# does (TORCH_OPS names the types too), whatever the attribute is called.
+_MODULE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=\s*(?:torch\.)?nn\.(\w+)\s*\(")
+_MODULE_TYPE = re.compile(r"\bnn\.(\w+)\s*\(")
+_MODULE_CALL = re.compile(r"self\.(\w+)(?=\s*\()")
+
+
+def _module_types(text: str) -> dict[str, list[str]]:
+    """Each module attribute `__init__` assigns, with the module types one call of it runs."""
+    types: dict[str, list[str]] = {}
+    for found in _MODULE.finditer(text):
+        name, kind = found.groups()
+        if kind == "Sequential":
+            # The modules inside its parentheses, each run once a call.
+            depth, end = 0, found.end() - 1
+            for end in range(found.end() - 1, len(text)):
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
+                if depth == 0:
+                    break
+            types[name] = _MODULE_TYPE.findall(text, found.end(), end)
+        else:
+            types[name] = [kind]
+    return types
+
+
+def _calls_as_module_types(timed: str, types: dict[str, list[str]]) -> str:
+    """The timed text with each call of a module attribute spelt as its types' calls (`self.conv(` → `.Conv2d(`)."""
+
+    def spelt(found: re.Match[str]) -> str:
+        kinds = types.get(found.group(1))
+        return found.group(0) if kinds is None else "(.".join(f".{kind}" for kind in kinds)
+
+    return _MODULE_CALL.sub(spelt, timed) if types else timed
+
+
 def _torch_counts(text: str) -> dict[str, float]:
     counts = dict.fromkeys(TORCH_OPS, 0.0)
-    text = _UNTIMED.sub("", text)
+    text = _calls_as_module_types(_UNTIMED.sub("", text), _module_types(text))
     for name in _CALL.findall(text) + _CPP_CALL.findall(text):
         for kind, names in TORCH_OPS.items():
             if name in names:
