@@ -108,10 +108,13 @@ def _prior_words(details: dict[str, Any]) -> str | None:
     if not kind:
         return None
     spread = float(details.get("source_spread_log2", 0.0))
-    return (
+    words = (
         f"Read as a KernelBench {kind} pair, through trees and a line fitted on kernels others wrote and we measured. "
         f"Trees fitted each without one of those sources disagree here by ±{spread:.2f} octaves; the interval includes that."
     )
+    if details.get("few_sources_of_kind"):
+        words += " Fewer than two sources measured this kind of pair in this language, so the interval is wider still."
+    return words
 
 
 def _assumed_words(assumed: list[str]) -> str:

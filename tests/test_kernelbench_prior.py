@@ -18,6 +18,7 @@ from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
     PRIOR_PATH,
+    SUPPORT_PAIRS,
     TREES_FILE,
     WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
@@ -35,6 +36,8 @@ from workshop.training.kernelbench_prior import (
     held_out_lines,
     out_of_source_centres,
     problem_folds,
+    support_of,
+    unsupported_widening,
 )
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
@@ -197,7 +200,10 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
 
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
-    assert set(data) == {"lines", "meta"} and set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT}
+    assert set(data) == {"lines", "support", "unsupported_widening", "meta"}
+    assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT}
+    # Solutions in CUDA came from several sources; a kind too few measured is forecast wider, never narrower.
+    assert data["support"][AGAINST_PROBLEM]["cuda"] >= 3 and data["unsupported_widening"] >= 1.0
     # Two solutions, or a solution and its edit, come in either order: those lines run through the origin.
     assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0 and data["lines"][SOLUTION_EDIT]["intercept"] == 0.0
     # A library call keeps the weights' mean; its misses are as wide on either side.
@@ -208,7 +214,7 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     assert all(len(line["misses"]) == MISS_QUANTILES and line["bandwidth"] > 0 for line in data["lines"].values())
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     prior = KernelBenchPrior.load(PRIOR_PATH)
-    assert prior is not None and prior.to_json() == {"lines": data["lines"], "meta": data["meta"]}
+    assert prior is not None and prior.to_json() == data
     # The trees beside them learnt from every measured pair, of more sources than the lines read.
     assert prior.trees is not None and (PRIOR_PATH.parent / TREES_FILE).exists()
     assert len(prior.trees.roots) == data["meta"]["trees"]["settings"]["rounds"]
@@ -253,7 +259,10 @@ def _three_sources(seed: int) -> tuple[list[SimpleNamespace], np.ndarray]:
     """40 pairs each of sources a (measured 2 octaves faster), b and c (2 slower), on noise features
     whose sides differ as a problem and its solution do (the first column: "pytorch")."""
     rng = np.random.default_rng(seed)
-    pairs = [SimpleNamespace(source=source, log2_speedup=2.0 if source == "a" else -2.0) for source in ["a"] * 40 + ["b"] * 40 + ["c"] * 40]
+    pairs = [
+        SimpleNamespace(source=source, language="triton", log2_speedup=2.0 if source == "a" else -2.0)
+        for source in ["a"] * 40 + ["b"] * 40 + ["c"] * 40
+    ]
     features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
     features[:, :, 0] = [1.0, 0.0]
     return pairs, features
@@ -318,3 +327,47 @@ def test_a_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run(
     assert problem_folds(pairs, "a", 5) == folds
     # A source with fewer problems than folds gets one fold a problem.
     assert problem_folds(pairs, "b", 5) == [{"L1/99"}]
+
+
+def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wider(tmp_path: Path) -> None:
+    """One source wrote nearly all the Triton solutions: with it left out, the lines had seen Triton
+    pairs of one other author only, and forecast them as sure as CUDA pairs of four."""
+    line = Line(0.0, 1.0, 0.8)
+    prior = KernelBenchPrior({AGAINST_PROBLEM: line}, {}, support={AGAINST_PROBLEM: {"cuda": 4, "triton": 1}}, unsupported_widening=1.5)
+    cuda, triton = (prior.bin_probabilities(AGAINST_PROBLEM, 1.0, 0.1, 0.0, language) for language in ("cuda", "triton"))
+    assert cuda == line.bin_probabilities(1.0, 0.1)
+    assert sum(triton[4:]) < sum(cuda[4:]) - 0.05, "less sure it is faster"
+    assert prior.adjust(AGAINST_PROBLEM, 1.0, 0.1, 0.0, "triton")[1] == pytest.approx(1.5 * 0.8)
+    assert not prior.supported(AGAINST_PROBLEM, "triton") and not prior.supported(AGAINST_PROBLEM, "pytorch")
+    # A prior written before support was kept reads every pair as supported.
+    assert KernelBenchPrior({AGAINST_PROBLEM: line}, {}).bin_probabilities(AGAINST_PROBLEM, 1.0, 0.1, 0.0, "triton") == cuda
+    # The file keeps both.
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior.to_json()))
+    loaded = KernelBenchPrior.load(path)
+    assert loaded is not None and (loaded.support, loaded.unsupported_widening) == (prior.support, 1.5)
+    # The hover says why such a forecast is wider.
+    from kernelcast.server.hover import _prior_words
+
+    details = {"kernelbench_prior": AGAINST_PROBLEM, "source_spread_log2": 0.3}
+    assert "Fewer than two sources" in str(_prior_words({**details, "few_sources_of_kind": True}))
+    assert "Fewer than two sources" not in str(_prior_words(details))
+
+
+def test_the_widening_is_how_much_more_pairs_no_second_source_supported_missed() -> None:
+    # Three CUDA sources land one octave either side of the line, one Triton source three: left out,
+    # each CUDA source is still supported by two others, the Triton one by none; its misses are 3x.
+    pairs = [
+        SimpleNamespace(source=source, language=language, log2_speedup=size * (1 if i % 2 else -1))
+        for source, language, size in (("a", "cuda", 1.0), ("b", "cuda", 1.0), ("d", "cuda", 1.0), ("c", "triton", 3.0))
+        for i in range(SUPPORT_PAIRS)
+    ]
+    fitted = {AGAINST_PROBLEM: list(range(len(pairs)))}
+    means = dict.fromkeys(range(len(pairs)), 0.0)
+    assert support_of(fitted, pairs, {"a", "b", "c", "d"}) == {AGAINST_PROBLEM: {"cuda": 3, "triton": 1}}
+    assert unsupported_widening(fitted, means, pairs, {"a", "b", "c", "d"}) == pytest.approx(3.0)
+    # With every kind and language supported there is nothing to widen.
+    assert unsupported_widening(fitted, means, pairs, {"a", "b", "d"}) == 1.0
+    # A source with fewer than SUPPORT_PAIRS pairs of a kind does not count as measuring it.
+    few = [pair for pair in pairs if pair.source != "d" or pair.log2_speedup > 0]
+    assert support_of({AGAINST_PROBLEM: list(range(len(few)))}, few, {"a", "b", "d"}) == {AGAINST_PROBLEM: {"cuda": 2}}

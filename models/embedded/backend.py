@@ -246,16 +246,18 @@ class EmbeddedBackend:
         if self.prior is not None and read:
             read_kinds = [prior_applied[i] for i in read]
             centre[read], across_sources[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds)
-        probabilities = []
+        probabilities, few_sources = [], [False] * len(requests)
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
                 at, weights_sd, spread = float(centre[index]), float(sd[index]), float(across_sources[index])
-                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread))
-                mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread)
+                language = requests[index].candidate.language
+                few_sources[index] = not self.prior.supported(kind, language)
+                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread, language))
+                mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread, language)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, bins in zip(
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins in zip(
             mean.tolist(),
             sd.tolist(),
             prediction.sd.tolist(),
@@ -263,6 +265,7 @@ class EmbeddedBackend:
             prediction.log2_time.tolist(),
             prior_applied,
             across_sources.tolist(),
+            few_sources,
             probabilities,
         ):
             details = {
@@ -276,6 +279,7 @@ class EmbeddedBackend:
             if applied:
                 details["kernelbench_prior"] = applied
                 details["source_spread_log2"] = round(spread, 4)
+                details["few_sources_of_kind"] = few
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 

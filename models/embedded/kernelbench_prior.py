@@ -27,6 +27,10 @@ the sources disagree about a pair, the forecast defers; where they agree, it sta
   Libraries disagree, and trees grown mostly on LLM-written solutions moved a held-out library's
   forecasts the wrong way, so that line reads the weights' forecast itself (WEIGHTS_ONLY_KINDS)
   and learns only its spread: how far it missed on libraries left out, as wide on either side.
+A kind of pair in a candidate language that fewer than SUPPORTING_SOURCES sources measured (LLM-written
+Triton solutions came from one source but for a few) has no second author to say how far a new
+author's code of that kind lands: its spread widens by how much more such pairs missed, when their
+source was left out of the fit, than pairs of a kind and language other sources had measured.
 All are judged with each source held out in turn (workshop/training/kernelbench_prior.py): the
 trees that forecast a source's pairs never saw that source, nor did the lines.
 """
@@ -56,6 +60,10 @@ MEMBERS_FILE = "kernelbench_members.npz"
 # With each library held out, the trees (grown mostly on LLM-written solutions) moved the weights'
 # forecast the wrong way more often than the right (helion 0.72 -> 0.56, Liger 0.76 -> 0.72).
 WEIGHTS_ONLY_KINDS = (LIBRARY_CALL,)
+# A kind of pair in one candidate language is supported when this many sources measured it, each at
+# least SUPPORT_PAIRS pairs: then how far a new source lands was seen at least once.
+SUPPORTING_SOURCES = 2
+SUPPORT_PAIRS = 20
 
 
 @dataclass(frozen=True)
@@ -99,21 +107,32 @@ class KernelBenchPrior:
     # The trees grown with one source left out each: how far their forecasts spread is how much a
     # forecast rests on which sources were measured (source_spread).
     members: tuple[BoostedTrees, ...] = ()
+    # How many sources measured each kind of pair in each candidate language (SUPPORT_PAIRS or more
+    # pairs each), and how much wider a pair of a kind and language fewer did is forecast.
+    support: dict[str, dict[str, int]] = field(default_factory=dict)
+    unsupported_widening: float = 1.0
 
     def applies(self, request: ForecastRequest) -> str | None:
         """The kind of pair, where this prior has a line for it."""
         kind = pair_kind(request)
         return kind if kind in self.lines else None
 
-    def adjust(self, kind: str, mean: float, sd: float, source_spread: float = 0.0) -> tuple[float, float]:
-        return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread))
+    def adjust(self, kind: str, mean: float, sd: float, source_spread: float = 0.0, language: str = "") -> tuple[float, float]:
+        return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread, language))
 
-    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float = 0.0) -> list[float]:
-        return self.lines[kind].bin_probabilities(mean, self._widened(kind, sd, source_spread))
+    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float = 0.0, language: str = "") -> list[float]:
+        return self.lines[kind].bin_probabilities(mean, self._widened(kind, sd, source_spread, language))
 
-    def _widened(self, kind: str, sd: float, source_spread: float) -> float:
-        """The weights' spread, or the line's with the sources' disagreement added, whichever is wider."""
-        return max(sd, math.hypot(self.lines[kind].sd, source_spread))
+    def supported(self, kind: str, language: str) -> bool:
+        """Whether enough sources measured this kind of pair in this candidate language (a prior that
+        does not say, written before support was kept, counts every pair supported)."""
+        return not self.support or self.support.get(kind, {}).get(language, 0) >= SUPPORTING_SOURCES
+
+    def _widened(self, kind: str, sd: float, source_spread: float, language: str) -> float:
+        """The weights' spread, or the line's with the sources' disagreement added, whichever is wider;
+        wider still where too few sources measured pairs of this kind and language."""
+        spread = max(sd, math.hypot(self.lines[kind].sd, source_spread))
+        return spread if self.supported(kind, language) else spread * self.unsupported_widening
 
     def read(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
         """For (N, 2, F) pairs: what each line reads, the trees' forecast (the weights' `mean` without
@@ -133,7 +152,8 @@ class KernelBenchPrior:
         return np.where(weights_only, mean, centre), np.where(weights_only, 0.0, spread)
 
     def to_json(self) -> dict[str, Any]:
-        return {"lines": {kind: line.to_json() for kind, line in sorted(self.lines.items())}, "meta": self.meta}
+        lines = {kind: line.to_json() for kind, line in sorted(self.lines.items())}
+        return {"lines": lines, "support": self.support, "unsupported_widening": self.unsupported_widening, "meta": self.meta}
 
     def save_trees(self, path: Path) -> None:
         """The trees to `path`, their members to MEMBERS_FILE beside it."""
@@ -163,4 +183,6 @@ class KernelBenchPrior:
                 stored = dict(arrays)
             count = len({key.split("/", 1)[0] for key in stored})
             members = [BoostedTrees.from_arrays(stored, f"{i}/") for i in range(count)]
-        return cls(lines, data.get("meta", {}), trees, tuple(members))
+        support = {kind: {language: int(count) for language, count in counts.items()} for kind, counts in data.get("support", {}).items()}
+        widening = float(data.get("unsupported_widening", 1.0))
+        return cls(lines, data.get("meta", {}), trees, tuple(members), support, widening)

@@ -32,7 +32,7 @@ import math
 import os
 import random
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +46,8 @@ from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast
 from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
     PRIOR_PATH,
+    SUPPORT_PAIRS,
+    SUPPORTING_SOURCES,
     TREES_FILE,
     WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
@@ -106,6 +108,23 @@ def fit_lines(
     return lines
 
 
+def left_out_misses(
+    fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]
+) -> dict[str, dict[str, tuple[list[int], np.ndarray]]]:
+    """For each kind and each of `sources` in turn: that source's pairs, and how far the kind's line
+    fitted on the other sources missed them (a source alone has none to leave out)."""
+    misses: dict[str, dict[str, tuple[list[int], np.ndarray]]] = {}
+    for kind, indices in fitted.items():
+        misses[kind] = {}
+        for left_out in sorted(sources):
+            rest = sources - {left_out}
+            inner = fit_lines({kind: indices}, means, pairs, lambda i, rest=rest: pairs[i].source in rest).get(kind)
+            own = [i for i in indices if pairs[i].source == left_out]
+            if inner is not None and own:
+                misses[kind][left_out] = (own, _misses(inner, own, means, pairs))
+    return misses
+
+
 def held_out_lines(
     fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]
 ) -> dict[str, Line]:
@@ -118,14 +137,9 @@ def held_out_lines(
     forecast keeps most of its mass near the line where most pairs land. One source alone has no
     source to leave out: its own residuals stand."""
     lines = fit_lines(fitted, means, pairs, lambda i: pairs[i].source in sources)
+    left_out = left_out_misses({kind: fitted[kind] for kind in lines}, means, pairs, sources)
     for kind, line in lines.items():
-        misses: list[np.ndarray] = []
-        for left_out in sorted(sources):
-            rest = sources - {left_out}
-            inner = fit_lines({kind: fitted[kind]}, means, pairs, lambda i, rest=rest: pairs[i].source in rest).get(kind)
-            own = [i for i in fitted[kind] if pairs[i].source == left_out]
-            if inner is not None and own:
-                misses.append(_misses(inner, own, means, pairs))
+        misses = [each for _, each in left_out[kind].values()]
         if not misses:
             misses = [_misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)]
         spread = max(line.sd, math.sqrt(float(np.mean([np.mean(each**2) for each in misses]))))
@@ -134,6 +148,39 @@ def held_out_lines(
         quantiles = _quantiles_each_source_alike(misses)
         lines[kind] = Line(line.intercept, line.slope, round(spread, 4), quantiles, _bandwidth(quantiles))
     return lines
+
+
+def support_of(fitted: dict[str, list[int]], pairs: Sequence[LabelledPair], sources: set[str]) -> dict[str, dict[str, int]]:
+    """How many of `sources` measured SUPPORT_PAIRS or more pairs of each kind in each candidate language."""
+    counts: Counter[tuple[str, str, str]] = Counter(
+        (kind, pairs[i].language, pairs[i].source) for kind, indices in fitted.items() for i in indices if pairs[i].source in sources
+    )
+    support: dict[str, dict[str, int]] = defaultdict(dict)
+    for (kind, language, _), count in sorted(counts.items()):
+        if count >= SUPPORT_PAIRS:
+            support[kind][language] = support[kind].get(language, 0) + 1
+    return dict(support)
+
+
+def unsupported_widening(
+    fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]
+) -> float:
+    """How much wider to forecast a pair of a kind and language too few sources measured: the root of
+    the ratio of mean squared misses, each source left out in turn, of its pairs that the other sources
+    did not support to those they did (every source weighing the same); 1 where none or all were."""
+    left_out = left_out_misses(fitted, means, pairs, sources)
+    support_without = {source: support_of(fitted, pairs, sources - {source}) for source in sources}
+    unsupported: dict[str, list[float]] = defaultdict(list)
+    supported: dict[str, list[float]] = defaultdict(list)
+    for kind, by_source in left_out.items():
+        for source, (own, misses) in by_source.items():
+            for i, miss in zip(own, misses):
+                enough = support_without[source].get(kind, {}).get(pairs[i].language, 0) >= SUPPORTING_SOURCES
+                (supported if enough else unsupported)[source].append(float(miss) ** 2)
+    if not unsupported or not supported:
+        return 1.0
+    ratio = np.mean([np.mean(each) for each in unsupported.values()]) / np.mean([np.mean(each) for each in supported.values()])
+    return round(max(1.0, math.sqrt(float(ratio))), 4)
 
 
 MISS_QUANTILES = 41
@@ -232,7 +279,9 @@ def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str]) -
     centres, members = out_of_source_centres(data, read, sources)
     centres.update({i: float(data.mean[i]) for i in read if data.kinds[i] in WEIGHTS_ONLY_KINDS})
     lines = held_out_lines(fitted, centres, data.pairs, sources)
-    return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members)
+    support = support_of(fitted, data.pairs, sources)
+    widening = unsupported_widening({kind: fitted[kind] for kind in lines}, centres, data.pairs, sources)
+    return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members, support, widening)
 
 
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
@@ -341,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         held_out_forecasts.update(zip([pair.id for pair in own], forecasts))
         held_out[source] = {"with": with_line["overall"], "without": without["overall"]}
         described = "; ".join(f"{kind} {line.intercept:+.2f} + {line.slope:.2f}·t, sd {line.sd:.2f}" for kind, line in prior.lines.items())
+        described += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{prior.unsupported_widening:.2f}"
         lines += [
             f"## {source} held out: {described}",
             "",
@@ -369,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
     shipped.save_trees(args.out.with_name(TREES_FILE))
     described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·t, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
+    described += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{shipped.unsupported_widening:.3f}"
     lines += [f"Shipped: {described} (t: the trees' forecast) → {os.path.relpath(args.out)}, {TREES_FILE}"]
     if args.held_out_forecasts:
         rows = [{"id": pair.id, "probabilities": held_out_forecasts[pair.id].probabilities} for pair in pairs]
