@@ -312,11 +312,11 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     spread = disagreeing.read(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)[1]
     assert (spread > 1.0).all() and agreeing.read(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)[1] == pytest.approx(0 * ones)
     centre = float(disagreeing.read(features[:1], [0.0], [0.1], [AGAINST_PROBLEM])[0][0])
-    wide = disagreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, float(spread[0]))
-    narrow = agreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, 0.0)
+    wide = disagreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")
+    narrow = agreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, 0.0, "cuda")
     assert narrow == line.bin_probabilities(centre, 0.1)
     assert sum(wide[4:]) > sum(narrow[4:]) + 0.2, "less sure it is slower"
-    assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]))[1] == pytest.approx(math.hypot(0.5, spread[0]))
+    assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")[1] == pytest.approx(math.hypot(0.5, spread[0]))
 
 
 def test_a_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:

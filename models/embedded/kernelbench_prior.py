@@ -117,10 +117,10 @@ class KernelBenchPrior:
         kind = pair_kind(request)
         return kind if kind in self.lines else None
 
-    def adjust(self, kind: str, mean: float, sd: float, source_spread: float = 0.0, language: str = "") -> tuple[float, float]:
+    def adjust(self, kind: str, mean: float, sd: float, source_spread: float, language: str) -> tuple[float, float]:
         return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread, language))
 
-    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float = 0.0, language: str = "") -> list[float]:
+    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float, language: str) -> list[float]:
         return self.lines[kind].bin_probabilities(mean, self._widened(kind, sd, source_spread, language))
 
     def supported(self, kind: str, language: str) -> bool:
