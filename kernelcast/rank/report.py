@@ -19,7 +19,7 @@ def estimate_all_seconds(state: SearchState) -> float | None:
 
 def rows(state: SearchState) -> list[dict[str, Any]]:
     """One row per ranked variant: measured ones by measured S, then open ones by forecast, then the failed."""
-    table = []
+    table, any_measured = [], state.best is not None
     for index, variant in enumerate(state.variants):
         forecast = variant.forecast
         assert forecast is not None
@@ -31,7 +31,7 @@ def rows(state: SearchState) -> list[dict[str, Any]]:
         outcome = state.outcomes.get(index)
         if outcome is None:
             row["status"] = "not measured"
-            if index in state.chances and state.best is not None:
+            if index in state.chances and any_measured:
                 row["chance_to_beat_best"] = round(state.chances[index], 4)
         elif outcome["measured"]:
             measurement = state.measurement(index)

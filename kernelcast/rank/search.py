@@ -36,25 +36,24 @@ class SearchState:
         outcome = self.outcomes.get(index)
         return Measurement.from_json(outcome["outcome"]) if outcome and outcome["measured"] else None
 
+    def fastest_first(self) -> list[tuple[int, Measurement]]:
+        """Every variant measured correct, with its measurement, the fastest first (in measuring order among equals)."""
+        measured = [(i, m) for i in self.outcomes if (m := self.measurement(i)) is not None]
+        return sorted(measured, key=lambda item: -item[1].speedup)
+
     @property
     def best(self) -> tuple[int, Measurement] | None:
-        measured = [(i, m) for i in self.outcomes if (m := self.measurement(i)) is not None]
-        return max(measured, key=lambda item: item[1].speedup, default=None)
+        return next(iter(self.fastest_first()), None)
 
     @property
     def tied_with_best(self) -> list[tuple[int, Measurement]]:
         """Measured variants whose 95% CI overlaps the best's, fastest first: as fast as the best
         within measurement noise, so another run may well name one of them best instead."""
-        best = self.best
-        if best is None:
+        ranked = self.fastest_first()
+        if not ranked:
             return []
-        low, high = best[1].ci95
-        tied = [
-            (i, m)
-            for i in self.outcomes
-            if i != best[0] and (m := self.measurement(i)) is not None and m.ci95[1] >= low and m.ci95[0] <= high
-        ]
-        return sorted(tied, key=lambda item: -item[1].speedup)
+        low, high = ranked[0][1].ci95
+        return [(i, m) for i, m in ranked[1:] if m.ci95[1] >= low and m.ci95[0] <= high]
 
     @property
     def per_gpu(self) -> dict[str, int]:
