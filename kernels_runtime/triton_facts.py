@@ -30,6 +30,7 @@ from kernelcast.kernels_runtime.cuda_facts import (
     readable_compile_error,
     run_tool,
 )
+from kernelcast.kernels_runtime.source.python_ast import parse_python, parse_python_expression
 from kernelcast.kernels_runtime.source.triton_text import dotted, imports_of, is_triton_kernel, triton_aliases
 from kernelcast.paths import install_command
 
@@ -152,7 +153,7 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
     `tl.constexpr(literal)`), and every `@triton.jit` function with its decorators reduced to
     `@triton.jit` (autotune/heuristics run at launch, not at compile). Raises SyntaxError.
     """
-    tree = ast.parse(code)
+    tree = parse_python(code)
     aliases = triton_aliases(imports_of(node for node in ast.walk(tree) if isinstance(node, ast.stmt)))
     lines = ["import triton", "import triton.language as tl"]
     kernels: dict[str, TritonKernel] = {}
@@ -163,7 +164,7 @@ def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
             lines.append(ast.unparse(node))
         elif isinstance(node, ast.FunctionDef) and is_triton_kernel(node, aliases):
             kernels[node.name] = _kernel_of(node)
-            node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
+            node.decorator_list = [parse_python_expression("triton.jit")]
             _make_header_inert(node)
             lines.append(ast.unparse(node))
     return "\n\n".join(lines) + "\n", kernels

@@ -21,8 +21,11 @@ def create_server() -> KernelcastServer:
 
     def ensure_scheduler() -> FileScheduler:
         if ls.scheduler is None:
-            ls.scheduler = FileScheduler(lambda uri: analyse_and_forecast(ls, uri), after_each=ls.send_status)
+            ls.scheduler = FileScheduler(lambda uri: analyse_and_forecast(ls, uri), ls.send_status, analysis_failed)
         return ls.scheduler
+
+    def analysis_failed(uri: str, error: Exception) -> None:
+        ls.last_error = f"kernelcast could not analyse {ls.path_of(uri).name}: {type(error).__name__}: {error} (see the server log)"
 
     def report(problems: list[str]) -> None:
         for problem in problems:

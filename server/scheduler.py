@@ -14,9 +14,15 @@ logger = logging.getLogger(__name__)
 
 
 class FileScheduler:
-    def __init__(self, work: Callable[[str], Awaitable[None]], after_each: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        work: Callable[[str], Awaitable[None]],
+        after_each: Callable[[], None] = lambda: None,
+        on_failure: Callable[[str, Exception], None] = lambda uri, error: None,
+    ) -> None:
         self._work = work
         self._after_each = after_each  # e.g. tell the client the server went idle
+        self._on_failure = on_failure  # e.g. tell the user, who would otherwise see nothing happen
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def schedule(self, uri: str, delay_s: float) -> None:
@@ -43,8 +49,9 @@ class FileScheduler:
             await self._work(uri)
         except asyncio.CancelledError:
             raise
-        except Exception:  # one file's failure must not stop the others
+        except Exception as error:  # one file's failure must not stop the others
             logger.exception("analysis of %s failed", uri)
+            self._on_failure(uri, error)
         finally:
             if self._tasks.get(uri) is asyncio.current_task():
                 del self._tasks[uri]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import re
 import unicodedata
-import warnings
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import PurePath
 
 from kernelcast.kernels_runtime.source import cuda_text
 from kernelcast.kernels_runtime.source.cuda_text import trim_end
+from kernelcast.kernels_runtime.source.python_ast import parse_python
 from kernelcast.kernels_runtime.source.triton_text import dotted, imports_of, is_triton_jit, is_triton_kernel, triton_aliases
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -720,9 +720,7 @@ def _parse_outline(source: _PythonSource, problems: list[str]) -> _Outline:
     """The ast outline, or the tolerant scan's with a problem saying why."""
     bom = source.text.startswith("\ufeff")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarnings about the user's escapes are not ours to print
-            tree = ast.parse(source.text[1:] if bom else source.text)
+        tree = parse_python(source.text[1:] if bom else source.text)
         return _outline_from_ast(tree, source, _AstPositions(source.lines, int(bom)))
     except SyntaxError as error:
         problems.append(f"syntax error at line {error.lineno}: kernels found by a tolerant scan")

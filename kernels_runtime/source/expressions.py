@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelcast.kernels_runtime.source.cuda_text import split_top_level
+from kernelcast.kernels_runtime.source.python_ast import parse_python_expression
 
 MAX_SHIFT = 63  # C: a 64-bit shift count
 PYTHON_MAX_SHIFT = 62  # pragmas: sizes stay below 2**62
@@ -296,7 +297,7 @@ def parse_c(text: str) -> ast.expr:
     """A C (or Python) expression as a Python tree; ExpressionError if it does not read as one. Shared: do not change it."""
     translated = _LITERAL_SUFFIX.sub(r"\1", _BUILTIN.sub(r"\1_\2", _CAST.sub("", text))).strip()
     try:
-        return ast.parse(_conditional(translated), mode="eval").body
+        return parse_python_expression(_conditional(translated))
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         raise ExpressionError(f"not an expression: {text[:80]!r}") from error
 

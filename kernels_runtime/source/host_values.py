@@ -15,11 +15,11 @@ import ast
 import copy
 import functools
 import math
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kernelcast.kernels_runtime.source import expressions
+from kernelcast.kernels_runtime.source.python_ast import parse_python
 
 # Values past this cannot be sizes on any GPU; refusing early keeps arithmetic sane.
 MAX_VALUE = 2**62
@@ -139,9 +139,7 @@ def callee_name(call: ast.Call) -> str:
 def parse_module(text: str) -> ast.Module | None:
     """The module's tree, or None while it does not parse (a half-typed file has no launches to read). Shared: do not change it."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
+        return parse_python(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ast
 import functools
-import warnings
 from collections.abc import Iterable, Iterator
+
+from kernelcast.kernels_runtime.source.python_ast import parse_python
 
 
 def dotted(node: ast.expr) -> str:
@@ -73,9 +74,7 @@ def kernels_of(tree: ast.Module) -> list[ast.FunctionDef]:
 def triton_kernels(text: str) -> tuple[ast.FunctionDef, ...]:
     """The Triton kernels of a module's text; none if it does not parse. Shared: do not change the nodes."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarnings about the user's escapes are not ours to print
-            tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ()
     return tuple(kernels_of(tree))

@@ -1,0 +1,38 @@
+"""`ast.parse` that threads may share.
+
+The language server reads files on worker threads. CPython 3.11 keeps the recursion depth of its
+tree builder in one per-interpreter counter, so two parses that interleave (a garbage collection
+in one lets the other run) can fail with `SystemError: AST constructor recursion depth mismatch`.
+Every parse of user text goes through here, one at a time; a parse takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import warnings
+
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def parse_python(text: str) -> ast.Module:
+    """`ast.parse(text)` without its SyntaxWarnings (the user's escapes are not ours to print).
+
+    Raises what ast.parse raises: SyntaxError, ValueError, RecursionError, MemoryError.
+    """
+    tree = _parse(text, "exec")
+    assert isinstance(tree, ast.Module)
+    return tree
+
+
+def parse_python_expression(text: str) -> ast.expr:
+    """One expression's tree, read as parse_python reads a module."""
+    tree = _parse(text, "eval")
+    assert isinstance(tree, ast.Expression)
+    return tree.body
+
+
+def _parse(text: str, mode: str) -> ast.AST:
+    with _ONE_AT_A_TIME, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode=mode)
