@@ -28,6 +28,7 @@ import numpy as np
 
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
+from kernelcast.kernels_runtime.source.alternatives import one_path_each
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
@@ -368,6 +369,7 @@ def read_code(code: str, language: str) -> dict[str, float]:
     dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(text)), default=0.0) if python else 0.0
     if python:
         text = _BACKWARD.sub("", text)
+    text = one_path_each(text, python)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
     torch_counts = _torch_counts(text) if python else dict.fromkeys(TORCH_OPS, 0.0)
     if python and "@helion.kernel" in text:

@@ -1,0 +1,177 @@
+"""Host code that chooses one of several launches: only one of them runs a call.
+
+Solutions written by people and by LLMs wrap their kernels in host code that picks a path: a
+vectorised kernel when the pointers are aligned, else a scalar one (`if (...) { k4<<<...>>> }
+else { k1<<<...>>> }`); a Triton kernel for large inputs, another for small; and, in Python, a
+PyTorch fallback for tensors on the CPU (`if not x.is_cuda: return F.conv2d(...)`). Counted as
+written, each such file launches every path and pays for each, and a CPU fallback reads as a
+cuDNN call. `one_path_each` blanks all paths of such a choice but the one with the most launches
+(the first on a tie) and every CPU-only path, keeping offsets and line breaks, so the counts
+read from the text are those of one call on the GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from kernelcast.kernels_runtime.source.python_ast import parse_python
+
+_C_IF = re.compile(r"\bif\s*\(")
+_C_ELSE = re.compile(r"\s*else\b\s*")
+_C_IF_HERE = re.compile(r"if\s*\(")
+_AFTER_ELSE = re.compile(r"\belse\s*$")
+_SPACE = re.compile(r"\s*")
+_BRACKET = re.compile(r"[(){}]")
+_OPENER = {")": "(", "}": "{"}
+_C_LAUNCH = "<<<"
+_NOT_LINE_BREAK = re.compile(r"[^\r\n]")
+_PYTHON_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Tests whose true branch runs only on the CPU (`not x.is_cuda`, `x.device.type == "cpu"`) ...
+_CPU_WHEN_TRUE = re.compile(
+    r"^not [\w.\[\]]+\.is_cuda$|\.is_cuda == False$|\.type == ['\"]cpu['\"]$|^not torch\.cuda\.is_available\(\)$|\.device == ['\"]cpu['\"]$"
+)
+# ... and whose false branch does (`x.is_cuda`, `x.device.type != "cpu"`).
+_CPU_WHEN_FALSE = re.compile(r"^[\w.\[\]]+\.is_cuda$|\.type != ['\"]cpu['\"]$|^torch\.cuda\.is_available\(\)$")
+
+
+def one_path_each(text: str, python: bool) -> str:
+    """The text with the paths a call does not take on the GPU blanked (see the module's docstring)."""
+    spans = _c_alternatives(text)
+    if python and ("if " in text):
+        spans += _python_alternatives(text)
+    return _blank(text, spans) if spans else text
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    pieces, last = [], 0
+    for start, end in sorted(spans):
+        if end <= last:
+            continue
+        start = max(start, last)
+        pieces += [text[last:start], _NOT_LINE_BREAK.sub(" ", text[start:end])]
+        last = end
+    return "".join(pieces) + text[last:]
+
+
+# --- C and C++: if / else if / else chains whose branches launch ------------------------------------
+
+
+def _c_alternatives(text: str) -> list[tuple[int, int]]:
+    if _C_LAUNCH not in text or "else" not in text:
+        return []
+    closers = _closers(text)
+    spans: list[tuple[int, int]] = []
+    for found in _C_IF.finditer(text):
+        if _AFTER_ELSE.search(text, max(0, found.start() - 16), found.start()):
+            continue  # an `else if`: read with the chain its first `if` starts
+        branches = _c_chain(text, found.end() - 1, closers)
+        if len(branches) < 2:
+            continue
+        launches = [text.count(_C_LAUNCH, start, end) for start, end in branches]
+        if sum(count > 0 for count in launches) < 2:
+            continue
+        kept = launches.index(max(launches))
+        spans += [branch for index, branch in enumerate(branches) if index != kept]
+    return spans
+
+
+def _closers(text: str) -> dict[int, int]:
+    """For each `(` and `{` that closes, the offset after its partner: one pass, so a text of many
+    unclosed `if (...) {` costs linear time, not a scan to the end for each."""
+    open_at: dict[str, list[int]] = {"(": [], "{": []}
+    closers: dict[int, int] = {}
+    for found in _BRACKET.finditer(text):
+        bracket = found.group()
+        if bracket in open_at:
+            open_at[bracket].append(found.start())
+        elif open_at[_OPENER[bracket]]:
+            closers[open_at[_OPENER[bracket]].pop()] = found.end()
+    return closers
+
+
+def _c_chain(text: str, open_paren: int, closers: dict[int, int]) -> list[tuple[int, int]]:
+    """The (start, end) of each branch of the chain whose first condition opens at `open_paren`."""
+    branches: list[tuple[int, int]] = []
+    while True:
+        after_condition = closers.get(open_paren)
+        if after_condition is None:
+            return []
+        branch = _c_statement(text, after_condition, closers)
+        if branch is None:
+            return []
+        branches.append(branch)
+        otherwise = _C_ELSE.match(text, branch[1])
+        if otherwise is None:
+            return branches
+        chained = _C_IF_HERE.match(text, otherwise.end())
+        if chained is None:
+            last = _c_statement(text, otherwise.end(), closers)
+            return branches + [last] if last is not None else []
+        open_paren = chained.end() - 1
+
+
+def _c_statement(text: str, position: int, closers: dict[int, int]) -> tuple[int, int] | None:
+    """A block `{ ... }` or one statement up to its `;`, from the first non-space at `position`."""
+    start = _SPACE.match(text, position).end()  # type: ignore[union-attr]  # \s* always matches
+    if start >= len(text):
+        return None
+    if text[start] == "{":
+        end = closers.get(start)
+        return (start, end) if end is not None else None
+    end = text.find(";", start)
+    return (start, end + 1) if end >= 0 else None
+
+
+# --- Python: if / elif / else chains that launch, and CPU-only paths --------------------------------
+
+
+def _python_alternatives(text: str) -> list[tuple[int, int]]:
+    try:
+        tree = parse_python(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    offsets = _line_offsets(text)
+    spans: list[tuple[int, int]] = []
+    chained: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or id(node) in chained:
+            continue
+        test = ast.unparse(node.test)
+        if _CPU_WHEN_TRUE.search(test):
+            spans.append(_lines(node.body, offsets))
+            continue
+        if _CPU_WHEN_FALSE.search(test) and node.orelse:
+            spans.append(_lines(node.orelse, offsets))
+            continue
+        branches = [node.body]
+        tail = node
+        while len(tail.orelse) == 1 and isinstance(tail.orelse[0], ast.If):
+            tail = tail.orelse[0]
+            chained.add(id(tail))
+            branches.append(tail.body)
+        if not tail.orelse:
+            continue
+        branches.append(tail.orelse)
+        launches = [sum(_launches(statement) for statement in branch) for branch in branches]
+        if sum(count > 0 for count in launches) < 2:
+            continue
+        kept = launches.index(max(launches))
+        spans += [_lines(branch, offsets) for index, branch in enumerate(branches) if index != kept]
+    return spans
+
+
+def _launches(statement: ast.stmt) -> int:
+    """Triton launches (`kernel[grid](...)`) in a statement."""
+    return sum(isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) for node in ast.walk(statement))
+
+
+def _line_offsets(text: str) -> list[int]:
+    """Where each line starts, lines broken as Python's parser breaks them, and the text's end."""
+    return [0, *(found.end() for found in _PYTHON_LINE_BREAK.finditer(text)), len(text)]
+
+
+def _lines(statements: list[ast.stmt], offsets: list[int]) -> tuple[int, int]:
+    """The text span of the whole lines the statements take."""
+    first, last = statements[0].lineno, statements[-1].end_lineno or statements[-1].lineno
+    return offsets[first - 1], offsets[min(last, len(offsets) - 1)]

@@ -1,0 +1,85 @@
+"""Host code that picks one of several launches is read as one call on the GPU takes it."""
+
+from __future__ import annotations
+
+from kernelcast.kernels_runtime.source.alternatives import one_path_each
+from kernelcast.models.embedded.features import read_code
+
+ALIGNED_OR_NOT = """
+torch::Tensor swish(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    if ((n % 4 == 0) && aligned(x)) {
+        swish4<<<(n / 4 + 255) / 256, 256>>>(x4, out4, n / 4);
+    } else if (n > (1 << 20)) {
+        swish_wide<<<n / 1024, 1024>>>(x, out, n);
+    } else {
+        swish1<<<(n + 255) / 256, 256>>>(x, out, n);
+        tail<<<1, 32>>>(out, n);
+    }
+    return out;
+}
+"""
+
+
+def test_an_if_else_chain_of_cuda_launches_counts_its_busiest_branch() -> None:
+    blanked = one_path_each(ALIGNED_OR_NOT, python=False)
+    assert len(blanked) == len(ALIGNED_OR_NOT) and blanked.count("\n") == ALIGNED_OR_NOT.count("\n")
+    assert "swish4<<<" not in blanked and "swish_wide<<<" not in blanked
+    assert "swish1<<<" in blanked and "tail<<<" in blanked
+    assert read_code(ALIGNED_OR_NOT, "cuda")["cuda_launch_sites"] == 2
+
+
+def test_launches_that_all_run_are_all_counted() -> None:
+    sequential = "void f() {\n  if (n > 0) first<<<g, b>>>(x);\n  second<<<g, b>>>(x);\n  if (m) { third<<<g, b>>>(x); }\n}\n"
+    assert one_path_each(sequential, python=False) == sequential
+    assert read_code(sequential, "cuda")["cuda_launch_sites"] == 3
+    one_side = "if (n % 4 == 0) { k4<<<g, b>>>(x); } else { cudaMemset(out, 0, n); }\n"
+    assert one_path_each(one_side, python=False) == one_side
+
+
+CPU_FALLBACK = """
+import torch
+import torch.nn.functional as F
+import triton
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, weight):
+        if not x.is_cuda:
+            y = F.conv2d(x, weight)
+            return torch.tanh(y)
+        return conv_tanh(x, weight)
+
+
+def conv_tanh(x, weight):
+    out = torch.empty_like(x)
+    if x.numel() >= 1 << 20:
+        conv_tanh_wide[grid](x, weight, out, BLOCK=1024)
+    elif x.numel() >= 1 << 10:
+        conv_tanh_kernel[grid](x, weight, out, BLOCK=256)
+    else:
+        conv_tanh_kernel[grid](x, weight, out, BLOCK=32)
+        finish[(1,)](out)
+    return out
+"""
+
+
+def test_a_cpu_fallback_is_not_a_cudnn_call_and_one_triton_branch_runs() -> None:
+    counts = read_code(CPU_FALLBACK, "triton")
+    assert counts["torch_heavy"] == 0 and counts["torch_elementwise"] == 0
+    assert counts["triton_launch_sites"] == 2  # the busiest branch: a kernel and its finishing pass
+    blanked = one_path_each(CPU_FALLBACK, python=True)
+    assert "F.conv2d" not in blanked and "BLOCK=1024" not in blanked and "BLOCK=32" in blanked
+
+
+def test_the_gpu_branch_of_an_is_cuda_test_is_kept() -> None:
+    text = "def forward(self, x):\n    if x.is_cuda:\n        kernel[grid](x)\n    else:\n        x = torch.matmul(x, x)\n    return x\n"
+    assert one_path_each(text, python=True) == text.replace("        x = torch.matmul(x, x)", " " * 30)
+    assert read_code(text, "triton")["torch_heavy"] == 0
+
+
+def test_text_that_does_not_parse_or_close_is_left_as_it_is() -> None:
+    half_typed = "def f(x):\n    if x.is_cuda:\n        k[grid](x\n    else:\n        g[grid](x)\n"
+    assert one_path_each(half_typed, python=True) == half_typed
+    unclosed = "void f() { if (a) { k<<<1, 1>>>(); } else { g<<<1, 1>>>(); "
+    assert one_path_each(unclosed, python=False) == unclosed
