@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
+from kernelcast.kernels_runtime.source.cuda_text import blank
 from kernelcast.kernels_runtime.source.python_ast import parse_python
 
 _C_IF = re.compile(r"\bif\s*\(")
@@ -25,7 +26,6 @@ _SPACE = re.compile(r"\s*")
 _BRACKET = re.compile(r"[(){}]")
 _OPENER = {")": "(", "}": "{"}
 _C_LAUNCH = "<<<"
-_NOT_LINE_BREAK = re.compile(r"[^\r\n]")
 _PYTHON_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Tests whose true branch runs only on the CPU (`not x.is_cuda`, `x.device.type == "cpu"`) ...
 _CPU_WHEN_TRUE = re.compile(
@@ -40,18 +40,7 @@ def one_path_each(text: str, python: bool) -> str:
     spans = _c_alternatives(text)
     if python and ("if " in text):
         spans += _python_alternatives(text)
-    return _blank(text, spans) if spans else text
-
-
-def _blank(text: str, spans: list[tuple[int, int]]) -> str:
-    pieces, last = [], 0
-    for start, end in sorted(spans):
-        if end <= last:
-            continue
-        start = max(start, last)
-        pieces += [text[last:start], _NOT_LINE_BREAK.sub(" ", text[start:end])]
-        last = end
-    return "".join(pieces) + text[last:]
+    return blank(text, spans) if spans else text
 
 
 # --- C and C++: if / else if / else chains whose branches launch ------------------------------------

@@ -90,13 +90,19 @@ def trivia(text: str) -> Iterator[tuple[str, int, int]]:
 def mask(text: str, *, strings: bool = True, directives: bool = True) -> str:
     """The text with comments (and, unless told otherwise, literals and preprocessor lines) blanked; offsets and line breaks kept."""
     blanked = {"comment"} | ({"string"} if strings else set()) | ({"directive"} if directives else set())
+    return blank(text, [(start, end) for kind, start, end in trivia(text) if kind in blanked])
+
+
+def blank(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The text with each (start, end) span turned to spaces, line breaks kept, so offsets and line
+    numbers still point where they did; overlapping spans are blanked once."""
     pieces: list[str] = []
     last = 0
-    for kind, start, end in trivia(text):
-        if kind not in blanked:
+    for start, end in sorted(spans):
+        if end <= last:
             continue
-        pieces.append(text[last:start])
-        pieces.append(_NOT_LINE_BREAK.sub(" ", text[start:end]))
+        start = max(start, last)
+        pieces += [text[last:start], _NOT_LINE_BREAK.sub(" ", text[start:end])]
         last = end
     pieces.append(text[last:])
     return "".join(pieces)
