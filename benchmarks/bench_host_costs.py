@@ -1,7 +1,8 @@
 """What one call costs the host, on a tensor too small to keep the GPU busy: an eager PyTorch op, a
-torch.compile'd function or module, and a Triton kernel launched from Python. The embedded
-forecaster's roofline floor adds a compiled call's cost (models/embedded/features.py:
-COMPILED_CALL_US); this is where its size comes from.
+torch.compile'd function or module, a Triton kernel launched from Python, and one defined (and
+autotuned) inside the call. The embedded forecaster's roofline floor adds a compiled call's cost
+(models/embedded/features.py: COMPILED_CALL_US) and a kernel defined in the call's
+(DEFINED_IN_CALL_US, AUTOTUNE_CONFIG_US); this is where their sizes come from.
 
 Run on a GPU machine:  python3 benchmarks/bench_host_costs.py --out DIR [--processes 3] [--flaggems LIB]
 With --flaggems (a folder holding the flag_gems package, as `python -m workshop realworld pack`
@@ -36,6 +37,15 @@ COMPILED = ("torch.compile, 1 op", f"torch.compile, {CHAIN} ops fused", "torch.c
 FLAGGEMS_ABS = "FlagGems abs (@pointwise_dynamic, 1 kernel)"
 FLAGGEMS_SUM = "FlagGems sum (@libentry, 2 kernels)"
 TRITON_ONE = "Triton kernel launched from Python"
+# A kernel whose `@triton.jit` (and `@triton.autotune`) sits inside the timed function, as some
+# LLM-written solutions have it: each call makes a new kernel object, which finds its binary in
+# Triton's disk cache but not in its own, and an autotuner that times every config again.
+DEFINED_IN_CALL = "Triton kernel defined inside the call"
+AUTOTUNE_CONFIGS = (1, 4)  # one config, which the autotuner launches untimed, and several
+
+
+def _autotuned_in_call(configs: int) -> str:
+    return f"autotuned Triton kernel defined inside the call, {configs} configs"
 
 
 def workloads(torch: Any, flaggems: Path | None = None) -> list[tuple[str, Callable[[], Any]]]:
@@ -60,6 +70,8 @@ def workloads(torch: Any, flaggems: Path | None = None) -> list[tuple[str, Calla
         (COMPILED[1], lambda: compiled_chain(x)),
         (COMPILED[2], lambda: compiled_module(x)),
         (TRITON_ONE, _triton_abs(torch, x)),
+        (DEFINED_IN_CALL, _defined_in_call(torch, x, configs=0)),
+        *((_autotuned_in_call(configs), _defined_in_call(torch, x, configs)) for configs in AUTOTUNE_CONFIGS),
         *(_flaggems_ops(flaggems, x) if flaggems else []),
     ]
 
@@ -93,6 +105,27 @@ def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
 
     out = torch.empty_like(x)
     return lambda: absolute[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+
+
+def _defined_in_call(torch: Any, x: Any, configs: int) -> Callable[[], Any]:
+    """The kernel of `_triton_abs` defined anew on each call; autotuned over `configs` block sizes when configs > 0."""
+    import triton
+    import triton.language as tl
+
+    out = torch.empty_like(x)
+
+    def call() -> Any:
+        def absolute(source, target, n, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < n
+            tl.store(target + offsets, tl.abs(tl.load(source + offsets, mask=mask)), mask=mask)
+
+        if not configs:
+            return triton.jit(absolute)[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+        tuned = triton.autotune([triton.Config({"BLOCK": 256 << i}) for i in range(configs)], key=["n"])(triton.jit(absolute))
+        return tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+
+    return call
 
 
 def one_process(flaggems: Path | None) -> dict[str, float]:
@@ -135,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         "compiled_call_surcharge_us_median": statistics.median(surcharges),
         "eager_op_us": statistics.fmean((run[f"eager, {CHAIN} ops"] - run[EAGER_ONE]) / (CHAIN - 1) for run in runs),
     }
+    derived["defined_in_call_us_mean"] = statistics.fmean(run[DEFINED_IN_CALL] - run[TRITON_ONE] for run in runs)
+    # An autotuner with one config launches it untimed; with several it times each, so a config costs (many - none) / many.
+    one, many = (_autotuned_in_call(configs) for configs in AUTOTUNE_CONFIGS)
+    derived["autotune_one_config_us_mean"] = statistics.fmean(run[one] - run[DEFINED_IN_CALL] for run in runs)
+    derived["autotune_per_config_us_mean"] = statistics.fmean((run[many] - run[DEFINED_IN_CALL]) / AUTOTUNE_CONFIGS[1] for run in runs)
     if args.flaggems:
         derived["flaggems_pointwise_wrapper_us_mean"] = statistics.fmean(run[FLAGGEMS_ABS] - run[TRITON_ONE] for run in runs)
         derived["flaggems_libentry_us_mean"] = statistics.fmean(run[FLAGGEMS_SUM] - 2 * run[TRITON_ONE] for run in runs)
@@ -156,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         f"A compiled call costs {derived['compiled_call_surcharge_us_mean']:.1f} µs more than one eager op on average "
         f"(median {derived['compiled_call_surcharge_us_median']:.1f}, over {len(surcharges)} compiled workloads); "
         f"each further eager op adds {derived['eager_op_us']:.2f} µs.",
+        f"A Triton kernel defined inside the call costs {derived['defined_in_call_us_mean']:.0f} µs more than one defined once; "
+        f"autotuned there over {AUTOTUNE_CONFIGS[1]} configs, each call times every config again, "
+        f"{derived['autotune_per_config_us_mean']:.0f} µs a config (over one config, "
+        f"{derived['autotune_one_config_us_mean']:.0f} µs: it is not timed); means over {len(runs)} processes.",
         "",
     ]
     if args.flaggems:

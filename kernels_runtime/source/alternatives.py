@@ -16,7 +16,7 @@ import ast
 import re
 
 from kernelcast.kernels_runtime.source.cuda_text import blank
-from kernelcast.kernels_runtime.source.python_ast import parse_python
+from kernelcast.kernels_runtime.source.python_ast import line_offsets, parse_python
 
 _C_IF = re.compile(r"\bif\s*\(")
 _C_ELSE = re.compile(r"\s*else\b\s*")
@@ -26,7 +26,6 @@ _SPACE = re.compile(r"\s*")
 _BRACKET = re.compile(r"[(){}]")
 _OPENER = {")": "(", "}": "{"}
 _C_LAUNCH = "<<<"
-_PYTHON_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Tests whose true branch runs only on the CPU (`not x.is_cuda`, `x.device.type == "cpu"`) ...
 _CPU_WHEN_TRUE = re.compile(
     r"^not [\w.\[\]]+\.is_cuda$|\.is_cuda == False$|\.type == ['\"]cpu['\"]$|^not torch\.cuda\.is_available\(\)$|\.device == ['\"]cpu['\"]$"
@@ -120,7 +119,7 @@ def _python_alternatives(text: str) -> list[tuple[int, int]]:
         tree = parse_python(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    offsets = _line_offsets(text)
+    offsets = line_offsets(text)
     spans: list[tuple[int, int]] = []
     chained: set[int] = set()
     for node in ast.walk(tree):
@@ -153,11 +152,6 @@ def _python_alternatives(text: str) -> list[tuple[int, int]]:
 def _launches(statement: ast.stmt) -> int:
     """Triton launches (`kernel[grid](...)`) in a statement."""
     return sum(isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) for node in ast.walk(statement))
-
-
-def _line_offsets(text: str) -> list[int]:
-    """Where each line starts, lines broken as Python's parser breaks them, and the text's end."""
-    return [0, *(found.end() for found in _PYTHON_LINE_BREAK.finditer(text)), len(text)]
 
 
 def _lines(statements: list[ast.stmt], offsets: list[int]) -> tuple[int, int]:

@@ -9,10 +9,12 @@ Every parse of user text goes through here, one at a time; a parse takes millise
 from __future__ import annotations
 
 import ast
+import re
 import threading
 import warnings
 
 _ONE_AT_A_TIME = threading.Lock()
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def parse_python(text: str) -> ast.Module:
@@ -36,3 +38,9 @@ def _parse(text: str, mode: str) -> ast.AST:
     with _ONE_AT_A_TIME, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.parse(text, mode=mode)
+
+
+def line_offsets(text: str) -> list[int]:
+    """Where each line starts, lines broken as Python's parser breaks them, and the text's end:
+    `offsets[node.lineno - 1]` is where a node's first line starts."""
+    return [0, *(found.end() for found in _LINE_BREAK.finditer(text)), len(text)]

@@ -18,9 +18,11 @@ pragma in the code, then to launch sites counted in the code.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,8 +31,11 @@ import numpy as np
 from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.source.alternatives import one_path_each
+from kernelcast.kernels_runtime.source.cuda_text import blank
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
+from kernelcast.kernels_runtime.source.python_ast import line_offsets
+from kernelcast.kernels_runtime.source.timed_path import kernels_built_each_call, line_repeats, unreached_spans
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -47,6 +52,11 @@ COMPILED_CALL_US = 15.0
 # launch, measured at 64×64 (benchmarks/results/host_costs_flaggems.md): FlagGems' generated
 # pointwise wrapper (`@pointwise_dynamic`) about 20 µs a call, its kernel cache (`@libentry`) 3 µs.
 DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
+# What a call pays for a Triton kernel defined inside it (benchmarks/results/host_costs.md): a new
+# kernel object loads its binary from Triton's disk cache again, 1.8–2.8 ms a call; an autotuner of
+# several configs around it times each again with Triton's benchmarker, about 105 ms a config.
+DEFINED_IN_CALL_US = 2200.0
+AUTOTUNE_CONFIG_US = 105_000.0
 _DISPATCH_LAYER = re.compile("|".join(re.escape(layer) + r"\b" for layer in DISPATCH_US))
 # Share of a peak a plain kernel reaches before the learned correction: the floor is a
 # floor, the residual says how far above it each kind of code runs.
@@ -211,6 +221,7 @@ _BACKWARD = re.compile(r"^(?P<indent>[ \t]*)def \w*(?:backward|bwd)\w*" + _PARAM
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
+_MATMUL_OPERATOR = re.compile(" @ ")
 
 
 # A module the model builds once in `__init__` (`self.conv = nn.Conv2d(...)`, or a `nn.Sequential` of
@@ -249,17 +260,29 @@ def _calls_as_module_types(timed: str, types: dict[str, list[str]]) -> str:
     return _MODULE_CALL.sub(spelt, timed) if types else timed
 
 
-def _torch_counts(text: str) -> dict[str, float]:
+def _torch_counts(text: str, repeats: dict[int, float]) -> dict[str, float]:
+    """Each torch call in the timed text by kind, counted as many times as its line runs a call."""
     counts = dict.fromkeys(TORCH_OPS, 0.0)
-    text = _calls_as_module_types(_UNTIMED.sub("", text), _module_types(text))
-    for name in _CALL.findall(text) + _CPP_CALL.findall(text):
+    # Blanked, not cut out, so that line numbers still point where `repeats` says.
+    text = _calls_as_module_types(blank(text, [found.span() for found in _UNTIMED.finditer(text)]), _module_types(text))
+    runs = _runs_at(text, repeats)
+    for found in [*_CALL.finditer(text), *_CPP_CALL.finditer(text)]:
         for kind, names in TORCH_OPS.items():
-            if name in names:
-                counts[kind] += 1.0
+            if found.group(1) in names:
+                counts[kind] += runs(found.start())
                 break
-    counts["elementwise"] += sum(len(_ARITHMETIC.findall(body)) for body in _BODY.findall(text))
-    counts["heavy"] += sum(body.count(" @ ") for body in _BODY.findall(text))
+    for body in _BODY.finditer(text):
+        counts["elementwise"] += sum(runs(body.start() + found.start()) for found in _ARITHMETIC.finditer(body.group()))
+        counts["heavy"] += sum(runs(body.start() + found.start()) for found in _MATMUL_OPERATOR.finditer(body.group()))
     return counts
+
+
+def _runs_at(text: str, repeats: dict[int, float]) -> Callable[[int], float]:
+    """Offset → how many times a call runs the line there (1 where `repeats` does not say)."""
+    if not repeats:
+        return lambda offset: 1.0
+    starts = line_offsets(text)
+    return lambda offset: repeats.get(bisect.bisect_right(starts, offset), 1.0)
 
 
 # Python-only constructs: not looked for in C++ text (a .cu file; "cuda" sides in Python, such
@@ -369,15 +392,24 @@ def read_code(code: str, language: str) -> dict[str, float]:
     dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(text)), default=0.0) if python else 0.0
     if python:
         text = _BACKWARD.sub("", text)
+        text = blank(text, unreached_spans(text))
+        built_us = sum(DEFINED_IN_CALL_US + configs * AUTOTUNE_CONFIG_US for configs in kernels_built_each_call(text))
+    else:
+        built_us = 0.0
     text = one_path_each(text, python)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
-    torch_counts = _torch_counts(text) if python else dict.fromkeys(TORCH_OPS, 0.0)
+    repeats = line_repeats(text) if python else {}
+    if repeats:
+        # A Triton kernel launched inside a host loop launches once a trip.
+        runs = _runs_at(text, repeats)
+        counts["triton_launch_sites"] = sum(runs(found.start()) for found in CODE_PATTERNS["triton_launch_sites"].regex.finditer(text))
+    torch_counts = _torch_counts(text, repeats) if python else dict.fromkeys(TORCH_OPS, 0.0)
     if python and "@helion.kernel" in text:
         kernels = [found.group(0) for found in _HELION_KERNEL.finditer(text)]
         torch_counts = dict.fromkeys(TORCH_OPS, 0.0)
-        counts["mma"] += max((_torch_counts(kernel)["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
+        counts["mma"] += max((_torch_counts(kernel, {})["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
         counts["triton_launch_sites"] += 1.0
-    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, "dispatch_us": dispatch_us}
+    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, "dispatch_us": dispatch_us, "built_us": built_us}
 
 
 @dataclass(frozen=True)
@@ -691,7 +723,7 @@ def _physics(
         passes = launches
         launch_us = launches * LAUNCH_US
         if side.language == "triton":
-            launch_us += counts["dispatch_us"]
+            launch_us += counts["dispatch_us"] + counts["built_us"]
     memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
     floor = launch_us + max(memory_us, compute_us)

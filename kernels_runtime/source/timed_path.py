@@ -1,0 +1,217 @@
+"""What one timed call of a Python side runs, and how many times.
+
+A KernelBench file's timed call is its model's `forward` (`ModelNew`'s where the file has one).
+Three things make the text a poor count of what it runs:
+
+- Files copied from a library carry functions the call never reaches: a library's naive module
+  defines the recurrent, the chunked and the parallel form of one operation, and the model calls
+  one. `unreached_spans` finds the module's functions that nothing the call can run names.
+- References loop in Python: a recurrence over the sequence launches its few ops once per time
+  step, thousands of launches a call, where the text shows each op once. `line_repeats` says how
+  many times each line runs per call: the product of the trip counts of the `for ... in range(...)`
+  loops around it, in `forward` and in the module's functions and the class's methods it calls.
+  A trip count the text does not fix (`range(seq_len)` with `seq_len` unpacked from `x.shape`) is
+  read as the median of the file's size constants: a host loop runs over one of the problem's
+  dimensions, and a guess within a few octaves of the truth is all a log-time forecast needs.
+  Loops over anything but `range` (a module list, a tuple) and `while` loops count once.
+- A Triton kernel defined inside a function (its `@triton.jit` indented), in any Python file, is
+  a new kernel object each call: Triton finds its binary on disk but loads it again, and an
+  `@triton.autotune` around it times every config again. `kernels_built_each_call` finds them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from kernelcast.kernels_runtime.source import host_values
+from kernelcast.kernels_runtime.source.python_ast import line_offsets
+from kernelcast.kernels_runtime.source.triton_text import dotted, kernels_of
+
+# Past this many trips a host loop is not a loop a timed call runs (and the guess stays bounded).
+MAX_TRIPS = 2**16
+# Nor is a line run more often than this in one call, however deep its loops nest.
+MAX_REPEATS = 2.0**20
+# A loop bound the text does not fix, in a file with no size constants to take the median of.
+GUESSED_TRIPS = 32
+# How deep calls are followed from `forward` (helpers calling helpers).
+MAX_DEPTH = 4
+# An autotuner's configs the text does not list (a comprehension, a call) are read as this many.
+GUESSED_CONFIGS = 4
+# The harness calls these itself, outside the timed call; they are not dead code.
+_HARNESS_ENTRIES = frozenset({"get_inputs", "get_init_inputs"})
+_MODEL_CLASS = re.compile(r"^class\s+Model(?:New)?\b", re.M)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def unreached_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the module-level functions of a KernelBench file that neither its
+    classes, nor its module-level code, nor any function they reach names (decorators included)."""
+    tree = _kernelbench_tree(text)
+    if tree is None:
+        return []
+    functions = {node.name: node for node in tree.body if isinstance(node, _FUNCTIONS)}
+    reached = set(_HARNESS_ENTRIES & functions.keys())
+    pending = [name for node in tree.body if not isinstance(node, _FUNCTIONS) and not _main_guard(node) for name in _names(node)]
+    while pending:
+        name = pending.pop()
+        if name in functions and name not in reached:
+            reached.add(name)
+            pending.extend(_names(functions[name]))
+    offsets = line_offsets(text)
+    return [
+        (offsets[_first_line(node) - 1], offsets[min(node.end_lineno or node.lineno, len(offsets) - 1)])
+        for name, node in functions.items()
+        if name not in reached
+    ]
+
+
+def line_repeats(text: str) -> dict[int, float]:
+    """Line number (from 1) → how many times one timed call runs it, for the lines that run more than once."""
+    tree = _kernelbench_tree(text)
+    if tree is None:
+        return {}
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    timed = classes.get("ModelNew") or classes.get("Model")
+    forward = next((node for node in timed.body if isinstance(node, _FUNCTIONS) and node.name == "forward"), None) if timed else None
+    if timed is None or forward is None:
+        return {}
+    walk = _Walk(tree, timed)
+    walk.statements(forward.body, 1.0, (forward.name,))
+    return walk.repeats
+
+
+def kernels_built_each_call(text: str) -> list[int]:
+    """For each Triton kernel defined inside a function, the configs its `@triton.autotune` times on
+    every call: 0 without one or with one config (the autotuner then launches it untimed)."""
+    tree = host_values.parse_module(text) if "jit" in text else None
+    if tree is None:
+        return []
+    kernels = {id(kernel): kernel for kernel in kernels_of(tree)}
+    module = host_values.bindings(tree.body)
+    # Kernel → the function it is defined in (the innermost: ast.walk meets outer functions first).
+    enclosing: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for function in ast.walk(tree):
+        if isinstance(function, _FUNCTIONS) and id(function) not in kernels:
+            enclosing.update((id(node), function) for node in ast.walk(function) if id(node) in kernels and node is not function)
+    return [_timed_configs(kernels[key], {**module, **host_values.bindings(function.body)}) for key, function in enclosing.items()]
+
+
+def _timed_configs(kernel: ast.FunctionDef, names: dict[str, ast.expr]) -> int:
+    autotune = next((node for node in kernel.decorator_list if isinstance(node, ast.Call) and dotted(node).endswith("autotune")), None)
+    if autotune is None:
+        return 0
+    listed = next((keyword.value for keyword in autotune.keywords if keyword.arg == "configs"), autotune.args[0] if autotune.args else None)
+    if isinstance(listed, ast.Name):
+        listed = names.get(listed.id)
+    configs = len(listed.elts) if isinstance(listed, (ast.List, ast.Tuple)) else GUESSED_CONFIGS
+    return configs if configs > 1 else 0
+
+
+class _Walk:
+    """Follows the timed call through its statements, loops and calls, noting how often each line runs."""
+
+    def __init__(self, tree: ast.Module, timed: ast.ClassDef) -> None:
+        self.tree = tree
+        self.functions = {node.name: node for node in tree.body if isinstance(node, _FUNCTIONS)}
+        self.methods = {node.name: node for node in timed.body if isinstance(node, _FUNCTIONS)}
+        self.guess = _guessed_trips(tree)
+        self.repeats: dict[int, float] = {}
+        # The most runs a function was walked with: walking it again with as few adds nothing, and
+        # a file of helpers each calling the next from many places stays linear, not exponential.
+        self.walked: dict[str, float] = {}
+
+    def statements(self, statements: list[ast.stmt], factor: float, stack: tuple[str, ...]) -> None:
+        for statement in statements:
+            if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
+                continue  # defined here, run only where called
+            for expression in _own_expressions(statement):
+                self.calls(expression, factor, stack)
+            inner = min(MAX_REPEATS, factor * self.trips(statement)) if isinstance(statement, ast.For) else factor
+            for block in _BLOCKS:
+                for child in getattr(statement, block, None) or []:
+                    body = child.body if isinstance(child, ast.ExceptHandler) else [child]
+                    runs = inner if block == "body" else factor
+                    self.note(body, runs)
+                    self.statements(body, runs, stack)
+
+    def calls(self, expression: ast.AST, factor: float, stack: tuple[str, ...]) -> None:
+        """Follow each call of a module function (`helper(x)`) or a method (`self.step(x)`) in the expression."""
+        if len(stack) > MAX_DEPTH:
+            return
+        for node in ast.walk(expression):
+            if not isinstance(node, ast.Call):
+                continue
+            function = node.func
+            if isinstance(function, ast.Name):
+                callee = self.functions.get(function.id)
+            elif isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) and function.value.id == "self":
+                callee = self.methods.get(function.attr)
+            else:
+                callee = None
+            if callee is None or callee.name in stack or self.walked.get(callee.name, 0.0) >= factor:
+                continue
+            self.walked[callee.name] = factor
+            self.note(callee.body, factor)
+            self.statements(callee.body, factor, (*stack, callee.name))
+
+    def note(self, statements: list[ast.stmt], factor: float) -> None:
+        if factor <= 1.0 or not statements:
+            return
+        for line in range(statements[0].lineno, (statements[-1].end_lineno or statements[-1].lineno) + 1):
+            self.repeats[line] = max(self.repeats.get(line, 1.0), factor)
+
+    def trips(self, loop: ast.For) -> float:
+        """How many times a `for` over `range(...)` goes round; 1 for any other iterable."""
+        call = loop.iter
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"):
+            return 1.0
+        if call.keywords or not 1 <= len(call.args) <= 3:
+            return 1.0
+        names = host_values.Values(host_values.scope_at(self.tree, loop.lineno), host_values.PYTHON)
+        bounds = [host_values.value(argument, names) for argument in call.args]
+        if not all(isinstance(bound, int) for bound in bounds):
+            return self.guess
+        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds[0], bounds[1], bounds[2] if len(bounds) == 3 else 1)
+        if step == 0:
+            return 1.0
+        return float(min(MAX_TRIPS, max(0, -((start - stop) // step))))
+
+
+def _kernelbench_tree(text: str) -> ast.Module | None:
+    """The module's tree where the file defines a KernelBench `Model` or `ModelNew` (its timed call is known)."""
+    if "class" not in text or not _MODEL_CLASS.search(text):
+        return None
+    return host_values.parse_module(text)
+
+
+def _main_guard(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`: a script's own checks, never part of the timed call."""
+    return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test)
+
+
+def _names(node: ast.AST) -> Iterator[str]:
+    return (child.id for child in ast.walk(node) if isinstance(child, ast.Name))
+
+
+def _own_expressions(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The parts of a statement outside its nested blocks: a loop's iterable, an `if`'s test, a whole simple statement."""
+    for field, value in ast.iter_fields(statement):
+        if field in _BLOCKS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, ast.AST):
+                yield item
+
+
+def _guessed_trips(tree: ast.Module) -> float:
+    """The upper median of the module's integer constants above 1 (its sizes), else GUESSED_TRIPS."""
+    names = host_values.Values(host_values.bindings(tree.body), host_values.PYTHON)
+    sizes = sorted(found for name in names if isinstance(found := names.get(name), int) and found > 1)
+    return float(min(MAX_TRIPS, sizes[len(sizes) // 2])) if sizes else float(GUESSED_TRIPS)
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    return min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
