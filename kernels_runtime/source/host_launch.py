@@ -38,7 +38,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     ArgSpec,
     LaunchSpec,
 )
-from kernelcast.kernels_runtime.source.triton_text import dotted, triton_kernels
+from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, triton_kernels
 
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
 DEFAULT_ELEMENTS = 1 << 20
@@ -536,12 +536,9 @@ def autotune_configs(file_text: str, kernel_name: str) -> tuple[tuple[Mapping[st
 
 
 def _autotune_configs(kernel: ast.FunctionDef, module: Mapping[str, ast.expr]) -> tuple[tuple[Mapping[str, int], ...], bool]:
-    autotune = next((node for node in kernel.decorator_list if isinstance(node, ast.Call) and dotted(node).endswith("autotune")), None)
-    if autotune is None:
+    autotuned, listed = autotune_listing(kernel, module)
+    if not autotuned:
         return (), False
-    listed = next((keyword.value for keyword in autotune.keywords if keyword.arg == "configs"), autotune.args[0] if autotune.args else None)
-    if isinstance(listed, ast.Name):
-        listed = module.get(listed.id)
     if not isinstance(listed, (ast.List, ast.Tuple)):
         return (), True
     values = host_values.Values(module, host_values.PYTHON)

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
-from kernelcast.kernels_runtime.source.triton_text import dotted, kernels_of
+from kernelcast.kernels_runtime.source.triton_text import autotune_listing, kernels_of
 
 # Past this many trips a host loop is not a loop a timed call runs (and the guess stays bounded).
 MAX_TRIPS = 2**16
@@ -100,12 +100,9 @@ def kernels_built_each_call(text: str) -> list[int]:
 
 
 def _timed_configs(kernel: ast.FunctionDef, names: dict[str, ast.expr]) -> int:
-    autotune = next((node for node in kernel.decorator_list if isinstance(node, ast.Call) and dotted(node).endswith("autotune")), None)
-    if autotune is None:
+    autotuned, listed = autotune_listing(kernel, names)
+    if not autotuned:
         return 0
-    listed = next((keyword.value for keyword in autotune.keywords if keyword.arg == "configs"), autotune.args[0] if autotune.args else None)
-    if isinstance(listed, ast.Name):
-        listed = names.get(listed.id)
     configs = len(listed.elts) if isinstance(listed, (ast.List, ast.Tuple)) else GUESSED_CONFIGS
     return configs if configs > 1 else 0
 

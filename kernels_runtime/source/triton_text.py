@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from kernelcast.kernels_runtime.source.python_ast import parse_python
 
@@ -78,3 +78,13 @@ def triton_kernels(text: str) -> tuple[ast.FunctionDef, ...]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ()
     return tuple(kernels_of(tree))
+
+
+def autotune_listing(kernel: ast.FunctionDef, names: Mapping[str, ast.expr]) -> tuple[bool, ast.expr | None]:
+    """Whether the kernel has an `@triton.autotune`, and the expression that lists its configs
+    (`configs=` or the first argument; a name read through `names`), None where there is none."""
+    autotune = next((node for node in kernel.decorator_list if isinstance(node, ast.Call) and dotted(node).endswith("autotune")), None)
+    if autotune is None:
+        return False, None
+    listed = next((keyword.value for keyword in autotune.keywords if keyword.arg == "configs"), autotune.args[0] if autotune.args else None)
+    return True, names.get(listed.id) if isinstance(listed, ast.Name) else listed
