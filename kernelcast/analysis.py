@@ -24,6 +24,7 @@ from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.host_launch import GUESSED_CONFIG, GUESSED_GRID, host_launch
 from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
+from kernelcast.kernels_runtime.source.timed_path import guessed_trips
 from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
@@ -31,9 +32,11 @@ from kernelcast.wire import (
     ASSUMED_CANDIDATE_CONFIG,
     ASSUMED_CANDIDATE_GRID,
     ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_CANDIDATE_LOOPS,
     ASSUMED_REFERENCE_CONFIG,
     ASSUMED_REFERENCE_GRID,
     ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_REFERENCE_LOOPS,
     ASSUMED_SIZES,
     Forecast,
     ForecastRequest,
@@ -250,9 +253,14 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     stating = [launch for launch in (reference_launch, candidate_launch) if launch is not None and GUESSED_GRID not in launch.guessed]
     if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not stating:
         assumed.append(ASSUMED_SIZES)
+    sides = (
+        _side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
+        _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch),
+    )
+    assumed += [words for side, words in zip(sides, _GUESSED_LOOPS) if side.language != "cuda" and guessed_trips(side.code)]
     return ForecastRequest(
-        reference=_side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
-        candidate=_side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch),
+        reference=sides[0],
+        candidate=sides[1],
         hardware={**analysis.hardware.to_json(), "fingerprint": analysis.hardware.fingerprint()},
         problem=_with_precision(problem, reference_launch, candidate_launch),
         threshold=threshold,
@@ -268,6 +276,8 @@ class _LaunchedSide:
     launch: LaunchSpec | None  # its launch pragma, else the launch its host code makes
 
 
+# The words of a request for a side's host loops whose trips were guessed, reference first.
+_GUESSED_LOOPS = (ASSUMED_REFERENCE_LOOPS, ASSUMED_CANDIDATE_LOOPS)
 # The words of a request for the parts of a side's host launch it guessed (host_launch.py's `guessed`).
 _GUESSED_WORDS = {
     ("candidate", GUESSED_GRID): ASSUMED_CANDIDATE_GRID,

@@ -287,7 +287,8 @@ class ForecastRequest:
 # What a request may say it assumed: a side's launch (from the other side's pragma when their
 # parameters match, else read from the code alone), and problem sizes that nothing read gave;
 # of a launch read from host code, its grid (computed from sizes only known at run time) or its
-# config (block, shared memory, Triton options: one of several autotune configs, or computed).
+# config (block, shared memory, Triton options: one of several autotune configs, or computed); and
+# how often a side's host loops go round.
 ASSUMED_CANDIDATE_LAUNCH = "candidate launch"
 ASSUMED_REFERENCE_LAUNCH = "reference launch"
 ASSUMED_SIZES = "problem sizes"
@@ -295,6 +296,9 @@ ASSUMED_CANDIDATE_GRID = "candidate grid"
 ASSUMED_REFERENCE_GRID = "reference grid"
 ASSUMED_CANDIDATE_CONFIG = "candidate launch config"
 ASSUMED_REFERENCE_CONFIG = "reference launch config"
+# A host loop of a side's timed call whose bound the text does not fix (`range(x.shape[1])`).
+ASSUMED_CANDIDATE_LOOPS = "candidate loop trips"
+ASSUMED_REFERENCE_LOOPS = "reference loop trips"
 ASSUMED_INPUTS = (
     ASSUMED_CANDIDATE_LAUNCH,
     ASSUMED_REFERENCE_LAUNCH,
@@ -303,6 +307,8 @@ ASSUMED_INPUTS = (
     ASSUMED_REFERENCE_GRID,
     ASSUMED_CANDIDATE_CONFIG,
     ASSUMED_REFERENCE_CONFIG,
+    ASSUMED_CANDIDATE_LOOPS,
+    ASSUMED_REFERENCE_LOOPS,
 )
 
 

@@ -12,15 +12,18 @@ from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import roofline_floor_ms
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS
+from kernelcast.kernels_runtime.source.timed_path import GUESSED_TRIPS
 from kernelcast.server.state import KernelcastServer
 from kernelcast.server.verdicts import verdict
 from kernelcast.wire import (
     ASSUMED_CANDIDATE_CONFIG,
     ASSUMED_CANDIDATE_GRID,
     ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_CANDIDATE_LOOPS,
     ASSUMED_REFERENCE_CONFIG,
     ASSUMED_REFERENCE_GRID,
     ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_REFERENCE_LOOPS,
     ASSUMED_SIZES,
     BIN_WORDS,
     Forecast,
@@ -117,6 +120,10 @@ def _prior_words(details: dict[str, Any]) -> str | None:
     return words
 
 
+# Guesses the forecast mixes with the reading without them (models/embedded/backend.py) or was learnt without.
+_SPREAD_COVERS = (ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_SIZES, ASSUMED_CANDIDATE_LOOPS, ASSUMED_REFERENCE_LOOPS)
+
+
 def _assumed_words(assumed: list[str]) -> str:
     """Which inputs were guessed, and how: a grid its host code computes from sizes known only at run time
     is read for the problem's elements; a config is the first of several autotune configs or a guess."""
@@ -127,7 +134,12 @@ def _assumed_words(assumed: list[str]) -> str:
         )
     if any(item in (ASSUMED_CANDIDATE_CONFIG, ASSUMED_REFERENCE_CONFIG) for item in assumed):
         words.append("A launch config chosen at run time (autotune) is taken as its first.")
-    if any(item in (ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_SIZES) for item in assumed):
+    if any(item in (ASSUMED_CANDIDATE_LOOPS, ASSUMED_REFERENCE_LOOPS) for item in assumed):
+        words.append(
+            "A host loop whose bound is known only at run time is taken to go round as often as the median of the file's size"
+            f" constants ({GUESSED_TRIPS} where it states none), and the forecast is mixed evenly with one where it goes round once."
+        )
+    if any(item in _SPREAD_COVERS for item in assumed):
         words.append("The spread covers what the guess could be.")
     return " ".join(words)
 

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.source.discovery import discover
 from kernelcast.models.embedded.backend import EmbeddedBackend, even_mixture
 from kernelcast.models.embedded.features import pair_features
 from kernelcast.models.embedded.novelty import FAMILIAR, NOVELTY_PATH, NoveltyTable
@@ -24,6 +26,7 @@ from kernelcast.models.service.calibration import CalibrationTable
 from kernelcast.wire import (
     ASSUMED_CANDIDATE_LAUNCH,
     ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_REFERENCE_LOOPS,
     ASSUMED_SIZES,
     ForecastRequest,
     KernelSide,
@@ -33,6 +36,15 @@ from workshop.training import CLIP_LOG2
 from workshop.training.novelty import error_bins, fit_k
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
+# The KernelBench example with a reference that loops over its batch: a bound known only at run time.
+RELU_WITH_LOOP = (
+    (EXAMPLES / "kernelbench_relu.py")
+    .read_text()
+    .replace(
+        "    def forward(self, x):\n        return torch.relu(x)",
+        "    def forward(self, x):\n        for step in range(x.shape[0]):\n            x = torch.relu(x) * 0.5\n        return x",
+    )
+)
 VECTOR_ADD = (EXAMPLES / "vector_add.cu").read_text()
 # vector_add.cu with a no-op `* 1.0f` and without the reference's launch comment, as a new user writes it.
 VECTOR_ADD_COPY = """// kernelcast: reference=vector_add.cu::vector_add
@@ -140,6 +152,32 @@ def test_an_assumed_launch_is_mixed_with_both_sides_read_from_their_code() -> No
     assert guessed_raw.details["spread_log2"] > max(spread for _, spread in parts) or parts[0] == parts[1]
 
 
+def test_a_guessed_loop_is_mixed_with_the_reading_that_goes_round_once() -> None:
+    backend = EmbeddedBackend()
+    # The reference as the editor sends it (the file without ModelNew), against a rewrite that goes round once.
+    discovery = discover(RELU_WITH_LOOP, "relu.py")
+    assert discovery.reference_model is not None
+    looped = KernelSide(discovery.reference_model.code, "pytorch", "Model")
+    once = replace(looped, code=looped.code.replace("range(x.shape[0])", "range(1)"))
+    sure, guessed, single = (
+        ForecastRequest(reference, once, HARDWARE, {"batch_size": 4096, "dim": 16384}, assumed=assumed)
+        for reference, assumed in ((looped, ()), (looped, (ASSUMED_REFERENCE_LOOPS,)), (once, ()))
+    )
+    sure_raw, guessed_raw, once_raw = backend.predict_many([sure, guessed, single])
+    parts = [(raw.details["mean_log2"], raw.details["spread_log2"]) for raw in (sure_raw, once_raw)]
+    assert parts[0][0] > parts[1][0] + 1  # a reference that goes round thousands of times is the slower
+    mean, sd = even_mixture(*parts[0], *parts[1])
+    assert guessed_raw.details["mean_log2"] == pytest.approx(mean, abs=1e-3)
+    assert guessed_raw.details["spread_log2"] == pytest.approx(sd, abs=1e-3)
+
+
+def test_a_loop_bound_only_known_at_run_time_is_marked_assumed(tmp_path: Path) -> None:
+    (tmp_path / "relu.py").write_text(RELU_WITH_LOOP)
+    (tmp_path / "fixed.py").write_text(RELU_WITH_LOOP.replace("range(x.shape[0])", "range(8)"))
+    assert ASSUMED_REFERENCE_LOOPS in _forecast(tmp_path, "relu.py")["provenance"]["assumed"]
+    assert ASSUMED_REFERENCE_LOOPS not in _forecast(tmp_path, "fixed.py")["provenance"].get("assumed", [])
+
+
 def test_a_request_names_only_inputs_it_may_assume() -> None:
     data = ForecastRequest(KernelSide("a", "cuda"), KernelSide("b", "cuda"), HARDWARE, assumed=(ASSUMED_CANDIDATE_LAUNCH,)).to_json()
     assert ForecastRequest.from_json(data).assumed == (ASSUMED_CANDIDATE_LAUNCH,)
@@ -178,11 +216,23 @@ def test_the_readme_sgemm_stays_a_confident_faster_forecast(tmp_path: Path) -> N
     assert "assumed" not in forecast["provenance"] and forecast["provenance"]["details"]["novelty"] <= FAMILIAR
 
 
-async def test_the_hover_says_which_inputs_were_assumed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("files", "opened", "language", "expected"),
+    [
+        ({"vector_add.cu": VECTOR_ADD, "copy.cu": VECTOR_ADD_COPY}, "copy.cu", "cuda", ["candidate launch"]),
+        ({"relu.py": RELU_WITH_LOOP}, "relu.py", "python", ["reference loop trips", "goes round once"]),
+    ],
+)
+async def test_the_hover_says_which_inputs_were_assumed(
+    tmp_path: Path, files: dict[str, str], opened: str, language: str, expected: list[str]
+) -> None:
     root, home = tmp_path / "workspace", tmp_path / "home"
     root.mkdir()
-    (root / "vector_add.cu").write_text(VECTOR_ADD)
-    (root / "copy.cu").write_text(VECTOR_ADD_COPY)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    text = files[opened]
+    hovered = "class ModelNew" if "class ModelNew" in text else "__global__"
+    line = next(number for number, found in enumerate(text.splitlines()) if hovered in found)
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "kernelcast", "lsp"],
         server_env=isolated_env(home),
@@ -192,21 +242,22 @@ async def test_the_hover_says_which_inputs_were_assumed(tmp_path: Path) -> None:
     try:
         settings = {"kernelcast": {"debounceMs": 0, "compilerFacts": {"enable": False}}}
         await initialize_in_workspace(client, root, settings)
-        uri = (root / "copy.cu").as_uri()
+        uri = (root / opened).as_uri()
         client.text_document_did_open(
-            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="cuda", version=1, text=VECTOR_ADD_COPY))
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text))
         )
         markdown = ""
         for _ in range(200):  # the forecast arrives in the background: ask until the hover holds it
             hover = await client.text_document_hover_async(
-                types.HoverParams(types.TextDocumentIdentifier(uri=uri), types.Position(line=1, character=20))
+                types.HoverParams(types.TextDocumentIdentifier(uri=uri), types.Position(line=line, character=8))
             )
             markdown = hover.contents.value if hover is not None else ""
             if "Point estimate" in markdown:
                 break
             await asyncio.sleep(0.1)
-        assert "Assumed, not read from the code: candidate launch" in markdown, markdown
-        assert "spread covers" in markdown
+        assumed = next((found for found in markdown.splitlines() if found.startswith("Assumed, not read from the code")), "")
+        assert all(words in assumed for words in expected), markdown
+        assert "spread covers" in assumed
     finally:
         await client.shutdown_session()
         await client.stop()

@@ -22,6 +22,7 @@ Three things make the text a poor count of what it runs:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 
@@ -70,17 +71,30 @@ def unreached_spans(text: str) -> list[tuple[int, int]]:
 
 def line_repeats(text: str) -> dict[int, float]:
     """Line number (from 1) → how many times one timed call runs it, for the lines that run more than once."""
+    walk = _walked(text)
+    return walk.repeats if walk is not None else {}
+
+
+def guessed_trips(text: str) -> bool:
+    """Whether a loop the timed call runs has a bound the text does not fix (its trips were guessed)."""
+    walk = _walked(text)
+    return walk is not None and walk.guessed
+
+
+@functools.lru_cache(maxsize=16)
+def _walked(text: str) -> _Walk | None:
+    """The timed call of a KernelBench file, walked; None where the file has no model's `forward`. Shared: read only."""
     tree = _kernelbench_tree(text)
     if tree is None:
-        return {}
+        return None
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     timed = classes.get("ModelNew") or classes.get("Model")
     forward = next((node for node in timed.body if isinstance(node, _FUNCTIONS) and node.name == "forward"), None) if timed else None
     if timed is None or forward is None:
-        return {}
+        return None
     walk = _Walk(tree, timed)
     walk.statements(forward.body, 1.0, (forward.name,))
-    return walk.repeats
+    return walk
 
 
 def kernels_built_each_call(text: str) -> list[int]:
@@ -119,6 +133,7 @@ class _Walk:
         # The most runs a function was walked with: walking it again with as few adds nothing, and
         # a file of helpers each calling the next from many places stays linear, not exponential.
         self.walked: dict[str, float] = {}
+        self.guessed = False
 
     def statements(self, statements: list[ast.stmt], factor: float, stack: tuple[str, ...]) -> None:
         for statement in statements:
@@ -170,6 +185,7 @@ class _Walk:
         names = host_values.Values(host_values.scope_at(self.tree, loop.lineno), host_values.PYTHON)
         bounds = [host_values.value(argument, names) for argument in call.args]
         if not all(isinstance(bound, int) for bound in bounds):
+            self.guessed = True
             return self.guess
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds[0], bounds[1], bounds[2] if len(bounds) == 3 else 1)
         if step == 0:

@@ -31,7 +31,14 @@ from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PAT
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
-from kernelcast.wire import ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ForecastRequest, normal_bin_probabilities
+from kernelcast.wire import (
+    ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_CANDIDATE_LOOPS,
+    ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_REFERENCE_LOOPS,
+    ForecastRequest,
+    normal_bin_probabilities,
+)
 
 WEIGHTS_PATH = Path(__file__).parents[1] / "weights" / "embedded.npz"
 # The code between a request and the weights: a change in any of it changes the forecast
@@ -230,13 +237,14 @@ class EmbeddedBackend:
         return self.predict_many([request])[0]
 
     def predict_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
-        guessing = [index for index, request in enumerate(requests) if ASSUMED_LAUNCHES & set(request.assumed)]
-        features = np.stack([pair_features(request) for request in [*requests, *(without_launches(requests[i]) for i in guessing)]])
+        guesses = [(index, read) for index, request in enumerate(requests) if (read := _read_without_guesses(request)) is not None]
+        guessing = [index for index, _ in guesses]
+        features = np.stack([*(pair_features(request) for request in requests), *(read for _, read in guesses)])
         prediction = self.model.predict(features)
         novelty = self.novelty.scores(features)
         widened = self.novelty.widened(prediction.sd, novelty)
         mean, sd = prediction.mean[: len(requests)].copy(), widened[: len(requests)].copy()
-        # Where a launch was guessed, the forecast is an even mixture of the guess and of both sides read from their code alone.
+        # Where a launch or a loop's trips were guessed, the forecast is an even mixture of the guess and of the reading without it.
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
@@ -285,6 +293,17 @@ class EmbeddedBackend:
 
 
 ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH}
+ASSUMED_LOOPS = {ASSUMED_CANDIDATE_LOOPS, ASSUMED_REFERENCE_LOOPS}
+
+
+def _read_without_guesses(request: ForecastRequest) -> np.ndarray | None:
+    """The pair's features without what was guessed (each side from its code alone where a launch
+    was, each host loop once where its trips were), or None where nothing the features read was guessed."""
+    assumed = set(request.assumed)
+    launches, loops = bool(ASSUMED_LAUNCHES & assumed), bool(ASSUMED_LOOPS & assumed)
+    if not (launches or loops):
+        return None
+    return pair_features(without_launches(request) if launches else request, host_loops=not loops)
 
 
 def even_mixture(mean_a: float, sd_a: float, mean_b: float, sd_b: float) -> tuple[float, float]:

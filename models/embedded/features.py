@@ -385,8 +385,9 @@ def strip_comments(code: str, language: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def read_code(code: str, language: str) -> dict[str, float]:
-    """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing)."""
+def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, float]:
+    """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing);
+    with `host_loops` off, a host loop's lines count once (the reading a guessed trip count is mixed with)."""
     text = strip_comments(code, language)
     python = language != "cuda" or "import " in text or "def " in text
     # The host cost of a library's dispatch layer around a Triton side's launch (the largest of those it uses).
@@ -399,7 +400,7 @@ def read_code(code: str, language: str) -> dict[str, float]:
         built_us = 0.0
     text = one_path_each(text, python)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
-    repeats = line_repeats(text) if python else {}
+    repeats = line_repeats(text) if python and host_loops else {}
     if repeats:
         # A Triton kernel launched inside a host loop launches once a trip.
         runs = _runs_at(text, repeats)
@@ -809,8 +810,9 @@ def without_launches(request: ForecastRequest) -> ForecastRequest:
     return replace(request, reference=side(request.reference), candidate=side(request.candidate))
 
 
-def pair_features(request: ForecastRequest) -> np.ndarray:
-    """(2, len(FEATURE_NAMES)) rows for the reference and the candidate, each with the shared context.
+def pair_features(request: ForecastRequest, host_loops: bool = True) -> np.ndarray:
+    """(2, len(FEATURE_NAMES)) rows for the reference and the candidate, each with the shared context
+    (`host_loops`: see read_code).
 
     Swapping the sides swaps the rows and nothing else: the model that reads them is
     antisymmetric by construction. A KernelBench pair read through a fitted line
@@ -821,7 +823,7 @@ def pair_features(request: ForecastRequest) -> np.ndarray:
         request = without_launches(request)
     sides = (request.reference, request.candidate)
     hardware = Hardware.from_json(request.hardware or {})
-    counts = tuple(read_code(side.code, side.language) for side in sides)
+    counts = tuple(read_code(side.code, side.language, host_loops) for side in sides)
     launches = tuple(_launches_of(side) for side in sides)
     bytes_per_launch = tuple([float(launch.get("bytes") or 0) for launch in found] for found, _ in launches)
     work = work_of(request, counts, max(max(side, default=0.0) for side in bytes_per_launch))
