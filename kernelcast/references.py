@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover_bytes
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.project_config import ProjectConfig
 
 GIT_TIMEOUT_S = 2.0
@@ -42,7 +43,7 @@ class Reference:
     origin: str  # --reference | pragma | config | kernelbench | git-head
     description: str  # short text for the hover
     path: str | None  # the file it came from
-    problem: dict[str, int] | None  # problem sizes from a config rule
+    problem: dict[str, Any] | None  # problem sizes from a config rule, or those a KernelBench file states
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def _from_spec(
     discovery: Discovery,
     file_path: Path,
     boundary: Path | None,
-    problem: dict[str, int] | None,
+    problem: dict[str, Any] | None,
 ) -> Reference | NoReference:
     path_text, _, wanted = spec.partition("::")
     where = f"{origin}: {_shortened(spec)}"
@@ -128,6 +129,8 @@ def _from_spec(
     choice = _choose(found, wanted or None, kernel, same_file=target == file_path)
     if isinstance(choice, str):
         return NoReference(f"no reference: {where}: {choice}")
+    if choice is found.reference_model:  # a KernelBench Model: the sizes its file states, under the rule's
+        problem = {**kernelbench_problem(choice.code), **(problem or {})}
     return Reference(choice.code, choice.language, choice.name, origin, where, str(target), problem)
 
 
@@ -192,12 +195,14 @@ def _read_discovery(path: Path) -> Discovery | str:
 
 
 def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path | None) -> Reference | NoReference | None:
-    """`Model` in this file, else in `reference.py` beside it; None when neither exists.
+    """`Model` in this file, else in `reference.py` beside it, with the sizes its file states (as the
+    measured corpora read them); None when neither exists.
 
     `reference.py` may be a link: it is held to the same boundary as a pragma's path."""
     if discovery.reference_model is not None:
         model = discovery.reference_model
-        return Reference(model.code, "pytorch", model.name, "kernelbench", "Model in this file", str(file_path), None)
+        sizes = kernelbench_problem(model.code)
+        return Reference(model.code, "pytorch", model.name, "kernelbench", "Model in this file", str(file_path), sizes)
     beside = file_path.parent / "reference.py"
     if beside == file_path or not beside.is_file():
         return None
@@ -207,7 +212,8 @@ def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path
     if isinstance(found, str) or found.reference_model is None:
         return NoReference(f"no reference: {beside.name} beside this file has no KernelBench `Model` class with `get_inputs`")
     model = found.reference_model
-    return Reference(model.code, "pytorch", model.name, "kernelbench", f"Model in {beside.name}", str(beside), None)
+    sizes = kernelbench_problem(model.code)
+    return Reference(model.code, "pytorch", model.name, "kernelbench", f"Model in {beside.name}", str(beside), sizes)
 
 
 # --- git HEAD ----------------------------------------------------------------------------

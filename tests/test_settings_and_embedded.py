@@ -10,9 +10,10 @@ from lsp_support import EXAMPLES
 
 from kernelcast.analysis import analyse_text, build_request, forecast_key, measurement_sides, problem_sizes
 from kernelcast.kernels_runtime.hardware import SPECS, lookup
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.settings import Settings, parse_settings
-from kernelcast.wire import Forecast, ForecastRequest, KernelSide
+from kernelcast.wire import ASSUMED_SIZES, Forecast, ForecastRequest, KernelSide
 
 
 def test_settings_nested_like_vscode_and_flat_defaults() -> None:
@@ -115,3 +116,17 @@ def test_a_reference_file_is_read_once_per_text_version_but_afresh_for_measuring
     assert build_request(analysis, result, None, 0.8) == before  # this version's forecasts keep what they read
     _, reference = measurement_sides(analysis, result)
     assert "block=(32, 8)" in reference["code"]  # what runs is what is saved now
+
+
+def test_a_kernelbench_file_is_forecast_with_the_sizes_it_states_read_as_the_corpora_read_them(tmp_path: Path) -> None:
+    """The lines and trees learnt from KernelBench pairs whose problem is the file's module constants
+    and input precision (`kernelbench_problem`); the editor sends the same, and assumes no sizes."""
+    half_inputs = "torch.randn(batch_size, dim, dtype=torch.float16"
+    text = (EXAMPLES / "kernelbench_relu.py").read_text().replace("torch.randn(batch_size, dim", half_inputs)
+    path = tmp_path / "relu.py"
+    path.write_text(text)
+    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), SPECS["H100-SXM"])
+    (result,) = [found for found in analysis.results if found.kernel.name == "ModelNew"]
+    request = build_request(analysis, result, problem_sizes(result, path, tmp_path), 0.8)
+    assert request.problem == kernelbench_problem(text) == {"batch_size": 4096, "dim": 16384, "dtype": "f16"}
+    assert ASSUMED_SIZES not in request.assumed

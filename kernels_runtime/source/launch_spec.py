@@ -787,3 +787,58 @@ def launch_spec_template(kernel_name: str, language: str, param_names: list[str]
     if language == "cuda":
         return f"{head} grid=(cdiv({size}, {block})) block=({block}) args=({', '.join(args)}){keys}"
     return f"{head} grid=(cdiv({size}, {block}),) args=({', '.join(args)}){keys} num_warps=4"
+
+
+# --- The sizes a KernelBench file states ---------------------------------------------------------
+# The words in `get_inputs()` that name its inputs' precision (else fp32), as the corpus names problems.
+_KERNELBENCH_DTYPES = (("bfloat16", "bf16"), ("float16", "f16"), ("half", "f16"), ("float64", "f64"))
+_KERNELBENCH_OPERATIONS: dict[type[ast.operator], Callable[[int, int], int | None]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b if b else None,
+    ast.Pow: lambda a, b: a**b if 0 <= b < 64 else None,
+    ast.LShift: lambda a, b: a << b if 0 <= b < 64 else None,
+}
+
+
+def kernelbench_problem(file_text: str) -> dict[str, Any]:
+    """A KernelBench file's problem as the measured corpora name it: its module-level int constants
+    (batch_size, dim, …; `a, b = 1, 2` too) and the precision `get_inputs()` makes its inputs in.
+    The editor reads a file's sizes with this very function, so its forecast sees what training saw."""
+    tree = host_values.parse_module(file_text)
+    if tree is None:
+        return {}
+    sizes: dict[str, int] = {}
+    for statement in tree.body:
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            continue
+        target, value = statement.targets[0], statement.value
+        if isinstance(target, ast.Name):
+            pairs = [(target, value)]
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+        else:
+            continue
+        for name, expression in pairs:
+            number = _module_int(expression, sizes)
+            if isinstance(name, ast.Name) and number is not None and number > 0:
+                sizes[name.id] = number
+    problem: dict[str, Any] = dict(sizes)
+    inputs = re.search(r"def get_inputs\(\):(.*?)(?:\ndef |\Z)", file_text, re.S)
+    text = inputs.group(1) if inputs else ""
+    problem["dtype"] = next((dtype for word, dtype in _KERNELBENCH_DTYPES if word in text), "f32")
+    return problem
+
+
+def _module_int(node: ast.AST, names: dict[str, int]) -> int | None:
+    """A module-level size: an int literal, a name already read, or + - * // ** << of those."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.BinOp):
+        left, right = _module_int(node.left, names), _module_int(node.right, names)
+        operation = _KERNELBENCH_OPERATIONS.get(type(node.op))
+        return operation(left, right) if operation and left is not None and right is not None else None
+    return None

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from workshop.realworld.library import MAX_ELEMENTS, sha256_of
 from workshop.realworld.manifest import DATA, Mirror, write_rows
-from workshop.training.cuda_l1 import problem_sizes
 
 SOURCE = "cuda-l2"
 REPO = "deepreinforce-ai/CUDA-L2"
@@ -235,7 +235,7 @@ def entry_of(kernel: Kernel, sha256: str, reference: str, candidate: str) -> dic
         "problem_name": "hgemm",
         "problem_path": "",
         "problem_sha256": sha256_of(reference),
-        "sizes": problem_sizes(reference),
+        "sizes": kernelbench_problem(reference),
         "same_as": [],
         "language": "cuda",
         "op": "hgemm",

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from workshop.realworld.manifest import DATA, INDUCTOR, Mirror, write_rows
-from workshop.training.cuda_l1 import problem_sizes
 
 LIBRARY_MANIFEST = DATA / "library_manifest.jsonl.gz"
 # Inputs above this many elements are left out: at 4 bytes each a tensor stays under 1 GiB, so a
@@ -665,7 +665,7 @@ def entry_fields(library: Library, path: str, digest: str, group: str, name: str
         "problem_name": name,
         "problem_path": "",
         "problem_sha256": sha256_of(reference),
-        "sizes": problem_sizes(reference),
+        "sizes": kernelbench_problem(reference),
         "same_as": [],
     }
 

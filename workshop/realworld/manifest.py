@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from workshop.realworld.sources import SOURCES, Source
-from workshop.training.cuda_l1 import problem_sizes
 
 DATA = Path(__file__).parent / "data"
 MANIFEST = DATA / "manifest.jsonl.gz"
@@ -155,7 +155,7 @@ def entries(source: Source, mirrors: Path) -> Iterator[Entry]:
             problem_path=problem_path,
             problem_sha256=hashlib.sha256(problem_data).hexdigest(),
             language=INDUCTOR if inductor else language_of(text),
-            sizes=problem_sizes(problem_data.decode("utf-8", "replace")),
+            sizes=kernelbench_problem(problem_data.decode("utf-8", "replace")),
         )
     yield from seen.values()
 

@@ -9,16 +9,15 @@ could learn "the rewritten side wins" (shared/data/README.md).
 
 from __future__ import annotations
 
-import ast
 import json
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kernelcast.kernels_runtime.hardware import SPECS, GpuSpec, lookup
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "cuda-l1"
@@ -47,7 +46,6 @@ _VARIANTS = (
     ("cuda_graph_code", "score_cuda_graph", "cuda-graph"),
     ("cudnn_code", "score_cudnn", "cudnn"),
 )
-_DTYPES = (("bfloat16", "bf16"), ("float16", "f16"), ("half", "f16"), ("float64", "f64"))
 
 
 def gpu_spec(gpu: str) -> GpuSpec:
@@ -57,57 +55,6 @@ def gpu_spec(gpu: str) -> GpuSpec:
 
 def hardware_json(spec: GpuSpec) -> dict[str, Any]:
     return {**spec.to_json(), "fingerprint": spec.fingerprint()}
-
-
-def _int_value(node: ast.AST, names: dict[str, int]) -> int | None:
-    """A module-level size: an int literal, a known name, or + - * // ** of those."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name):
-        return names.get(node.id)
-    if isinstance(node, ast.BinOp):
-        left, right = _int_value(node.left, names), _int_value(node.right, names)
-        if left is None or right is None:
-            return None
-        operations = {
-            ast.Add: lambda a, b: a + b,
-            ast.Sub: lambda a, b: a - b,
-            ast.Mult: lambda a, b: a * b,
-            ast.FloorDiv: lambda a, b: a // b if b else None,
-            ast.Pow: lambda a, b: a**b if 0 <= b < 64 else None,
-            ast.LShift: lambda a, b: a << b if 0 <= b < 64 else None,
-        }
-        operation = operations.get(type(node.op))
-        return operation(left, right) if operation else None
-    return None
-
-
-def problem_sizes(ref_code: str) -> dict[str, Any]:
-    """KernelBench's module-level int constants (batch_size, dim, …) and the input dtype."""
-    try:
-        tree = ast.parse(ref_code)
-    except SyntaxError:
-        return {}
-    sizes: dict[str, int] = {}
-    for statement in tree.body:
-        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
-            continue
-        target, value = statement.targets[0], statement.value
-        if isinstance(target, ast.Name):
-            pairs = [(target, value)]
-        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
-            pairs = list(zip(target.elts, value.elts))
-        else:
-            continue
-        for name, expression in pairs:
-            number = _int_value(expression, sizes)
-            if isinstance(name, ast.Name) and number is not None and number > 0:
-                sizes[name.id] = number
-    problem: dict[str, Any] = dict(sizes)
-    inputs = re.search(r"def get_inputs\(\):(.*?)(?:\ndef |\Z)", ref_code, re.S)
-    text = inputs.group(1) if inputs else ""
-    problem["dtype"] = next((dtype for word, dtype in _DTYPES if word in text), "f32")
-    return problem
 
 
 def _language(code: str) -> str:
@@ -122,7 +69,7 @@ def pairs_of_row(row: dict[str, Any], gpu: str) -> Iterator[LabelledPair]:
     """Every measured variant of one problem against its reference, both ways round."""
     task = f"L{row['level_id']}/T{row['task_id']}"
     hardware = hardware_json(gpu_spec(gpu))
-    problem = problem_sizes(row["ref_code"])
+    problem = kernelbench_problem(row["ref_code"])
     reference = KernelSide(row["ref_code"], "pytorch", "Model")
     for code_field, score_field, name in _VARIANTS:
         code, score = row.get(code_field) or "", row.get(score_field)
