@@ -7,6 +7,7 @@ import textwrap
 from kernelcast.kernels_runtime.source.timed_path import (
     GUESSED_CONFIGS,
     GUESSED_TRIPS,
+    MAX_REPEATS,
     kernels_built_each_call,
     line_repeats,
     unreached_spans,
@@ -179,3 +180,11 @@ def test_helpers_calling_helpers_from_many_places_are_walked_once_each() -> None
     text = "\n".join([*helpers, leaf, model])
     # Walked once a call site, this would be 60**4 walks; once a helper, the leaf's loop is found at once.
     assert set(line_repeats(text).values()) == {8.0}
+
+
+def test_loops_nested_past_a_floats_range_stay_finite() -> None:
+    depth = 20  # 20 loops of 2**16 trips each would be 2**320 runs, past a float's range
+    body = "".join("    " * (2 + level) + f"for i{level} in range(1 << 20):\n" for level in range(depth))
+    text = "class Model:\n    def forward(self, x):\n" + body + "    " * (2 + depth) + "x = x.exp()\n        return x\n"
+    assert max(line_repeats(text).values()) == MAX_REPEATS
+    assert read_code(text, "pytorch")["torch_elementwise"] == MAX_REPEATS

@@ -32,8 +32,9 @@ from kernelcast.kernels_runtime.source.triton_text import autotune_listing, kern
 
 # Past this many trips a host loop is not a loop a timed call runs (and the guess stays bounded).
 MAX_TRIPS = 2**16
-# Nor is a line run more often than this in one call, however deep its loops nest.
-MAX_REPEATS = 2.0**20
+# Nor is a line run more often than this in one call, however deep its loops nest: products of
+# trips stay finite numbers (a hundred nested loops would pass a float's range).
+MAX_REPEATS = 2.0**40
 # A loop bound the text does not fix, in a file with no size constants to take the median of.
 GUESSED_TRIPS = 32
 # How deep calls are followed from `forward` (helpers calling helpers).
