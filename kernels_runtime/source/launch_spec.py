@@ -814,6 +814,7 @@ def kernelbench_problem(file_text: str) -> dict[str, Any]:
         if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
             continue
         target, value = statement.targets[0], statement.value
+        pairs: list[tuple[ast.expr, ast.expr]]
         if isinstance(target, ast.Name):
             pairs = [(target, value)]
         elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
