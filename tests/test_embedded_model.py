@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -507,6 +508,23 @@ def test_the_backend_version_changes_with_the_feature_reader(tmp_path: Path) -> 
     features = copies[READER_MODULES.index("kernelcast.models.embedded.features")]
     features.write_text(features.read_text() + "\n# a changed reader\n")
     assert "2." + source_digest(copies) != version
+
+
+def test_every_module_the_backend_reads_requests_with_is_in_its_version() -> None:
+    """A reader left out of READER_MODULES could change a forecast while cached ones are still served."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, kernelcast.models.embedded.backend\n"
+            "print('\\n'.join(name for name, module in sys.modules.items() if name.startswith(('kernelcast.kernels_runtime', "
+            "'kernelcast.models', 'kernelcast.wire')) and not str(getattr(module, '__file__', '')).endswith('__init__.py')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert sorted(set(loaded) - {*READER_MODULES, "kernelcast.models.embedded.backend"}) == []
 
 
 LIGER_STYLE_RELU_SQUARED = """import torch
