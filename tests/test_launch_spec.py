@@ -188,6 +188,9 @@ def test_kernelbench_files_need_no_pragma_and_give_sizes() -> None:
     inputs = [{"shape": [64, 65536], "numel": 64 * 65536}]  # get_inputs() returns torch.randn(batch_size, dim)
     assert spec.problem_sizes() == {"batch_size": 64, "dim": 65536, "inputs": inputs}
     assert find_launch_spec("x = 1\n", "ModelNew", "pytorch") is None
+    # The sizes are those the forecast's problem is read with, tuple assignments too.
+    unpacked = "class Model:\n    pass\n\nB, T = 4, 1 << 11\ndim = -1\n"
+    assert find_launch_spec(unpacked, "Model", "pytorch").sizes == {"B": 4, "T": 2048}
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.cu")), ids=lambda p: p.name)

@@ -623,7 +623,6 @@ _TRITON_DEFINITION = re.compile(r"^\s*def\s+(\w+)\s*\(")
 _COMMENT_PREFIX = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b")
 _ANY_PRAGMA = re.compile(r"kernelcast:\s*launch\b")
 _NAMED_KERNEL = re.compile(r"\bkernel\s*=\s*(\w+)")
-_MODULE_INT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*([^#\n]+?)\s*(?:#.*)?$")
 
 
 def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchSpec | None:
@@ -707,22 +706,13 @@ def kernel_parameters(file_text: str, kernel_name: str, language: str) -> list[s
 
 
 def _kernelbench_spec(file_text: str, class_name: str | None) -> LaunchSpec | None:
-    """KernelBench files carry their own inputs; module-level int constants are the sizes."""
+    """KernelBench files carry their own inputs; module-level int constants are the sizes, read as
+    the forecast's problem is (`kernelbench_problem`)."""
     if not re.search(r"^def\s+get_inputs\s*\(", file_text, re.MULTILINE) and not re.search(
         r"^class\s+Model(New)?\b", file_text, re.MULTILINE
     ):
         return None
-    sizes: dict[str, int] = {}
-    for line in file_text.splitlines():
-        match = _MODULE_INT.match(line) if len(line) <= MAX_PRAGMA_CHARS else None
-        if not match:
-            continue
-        try:
-            value = _evaluate(_Parser(_tokenize(match.group(2), 0)).expression(), sizes)
-        except LaunchSpecError:
-            continue
-        if isinstance(value, int):
-            sizes[match.group(1)] = value
+    sizes = {name: value for name, value in kernelbench_problem(file_text).items() if isinstance(value, int)}
     return LaunchSpec("kernelbench", "pytorch", class_name, sizes=sizes, inputs=_kernelbench_inputs(file_text))
 
 
