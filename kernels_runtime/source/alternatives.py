@@ -15,8 +15,9 @@ from __future__ import annotations
 import ast
 import re
 
+from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.cuda_text import blank
-from kernelcast.kernels_runtime.source.python_ast import line_offsets, parse_python
+from kernelcast.kernels_runtime.source.python_ast import line_offsets
 
 _C_IF = re.compile(r"\bif\s*\(")
 _C_ELSE = re.compile(r"\s*else\b\s*")
@@ -115,9 +116,8 @@ def _c_statement(text: str, position: int, closers: dict[int, int]) -> tuple[int
 
 
 def _python_alternatives(text: str) -> list[tuple[int, int]]:
-    try:
-        tree = parse_python(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = host_values.parse_module(text)
+    if tree is None:
         return []
     offsets = line_offsets(text)
     spans: list[tuple[int, int]] = []
