@@ -92,8 +92,8 @@ def _flaggems_ops(folder: Path, x: Any) -> list[tuple[str, Callable[[], Any]]]:
     return [(FLAGGEMS_ABS, lambda: absolute(x)), (FLAGGEMS_SUM, lambda: total(x))]
 
 
-def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
-    """One Triton kernel, launched directly: what a library's wrapper adds is on top of this."""
+def _absolute_kernel() -> Any:
+    """A Triton |x| kernel, defined (and wrapped by `triton.jit`) anew each time this is called."""
     import triton
     import triton.language as tl
 
@@ -103,26 +103,27 @@ def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
         mask = offsets < n
         tl.store(target + offsets, tl.abs(tl.load(source + offsets, mask=mask)), mask=mask)
 
-    out = torch.empty_like(x)
+    return absolute
+
+
+def _triton_abs(torch: Any, x: Any) -> Callable[[], Any]:
+    """One Triton kernel, defined once and launched directly: what a library's wrapper adds is on top of this."""
+    import triton
+
+    absolute, out = _absolute_kernel(), torch.empty_like(x)
     return lambda: absolute[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
 
 
 def _defined_in_call(torch: Any, x: Any, configs: int) -> Callable[[], Any]:
-    """The kernel of `_triton_abs` defined anew on each call; autotuned over `configs` block sizes when configs > 0."""
+    """The same kernel defined anew on each call; autotuned over `configs` block sizes when configs > 0."""
     import triton
-    import triton.language as tl
 
     out = torch.empty_like(x)
 
     def call() -> Any:
-        def absolute(source, target, n, BLOCK: tl.constexpr):
-            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            mask = offsets < n
-            tl.store(target + offsets, tl.abs(tl.load(source + offsets, mask=mask)), mask=mask)
-
         if not configs:
-            return triton.jit(absolute)[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
-        tuned = triton.autotune([triton.Config({"BLOCK": 256 << i}) for i in range(configs)], key=["n"])(triton.jit(absolute))
+            return _absolute_kernel()[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+        tuned = triton.autotune([triton.Config({"BLOCK": 256 << i}) for i in range(configs)], key=["n"])(_absolute_kernel())
         return tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
 
     return call

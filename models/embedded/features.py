@@ -53,9 +53,9 @@ COMPILED_CALL_US = 15.0
 # pointwise wrapper (`@pointwise_dynamic`) about 20 µs a call, its kernel cache (`@libentry`) 3 µs.
 DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
 # What a call pays for a Triton kernel defined inside it (benchmarks/bench_host_costs.py, H200): a new
-# kernel object loads its binary from Triton's disk cache again, 1.8–2.8 ms a call by process (means
-# of two runs 2.2 and 2.6 ms); an autotuner of several configs around it times each again with
-# Triton's benchmarker, 105 and 109 ms a config.
+# kernel object loads its binary from Triton's disk cache again, 1.7–2.8 ms a call by process (means
+# of three runs 1.8, 2.2 and 2.6 ms); an autotuner of several configs around it times each again with
+# Triton's benchmarker, 105–109 ms a config.
 DEFINED_IN_CALL_US = 2200.0
 AUTOTUNE_CONFIG_US = 105_000.0
 _DISPATCH_LAYER = re.compile("|".join(re.escape(layer) + r"\b" for layer in DISPATCH_US))
