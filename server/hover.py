@@ -96,12 +96,23 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
     prior = _prior_words(provenance.get("details") or {})
     if prior:
         lines += ["", prior]
+    unseen = (provenance.get("details") or {}).get("out_of_sight")
+    if unseen:
+        lines += ["", _out_of_sight_words(unseen)]
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
         count = provenance.get("local_measurements")
         lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]
     return lines
+
+
+def _out_of_sight_words(calls: list[str]) -> str:
+    """Which calls run kernels the file does not hold: why the forecast cannot take a side."""
+    return (
+        f"Kernels out of sight: {'; '.join(calls)}. The file shows no kernel of that side's own, so what it launches"
+        " is unknown: the forecast is mixed evenly with knowing nothing and defers to measurement."
+    )
 
 
 def _prior_words(details: dict[str, Any]) -> str | None:

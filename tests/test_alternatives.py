@@ -74,7 +74,7 @@ def test_a_cpu_fallback_is_not_a_cudnn_call_and_one_triton_branch_runs() -> None
 
 def test_the_gpu_branch_of_an_is_cuda_test_is_kept() -> None:
     text = "def forward(self, x):\n    if x.is_cuda:\n        kernel[grid](x)\n    else:\n        x = torch.matmul(x, x)\n    return x\n"
-    assert one_path_each(text, python=True) == text.replace("        x = torch.matmul(x, x)", " " * 30)
+    assert one_path_each(text, python=True) == text.replace("        x = torch.matmul(x, x)", "        pass" + " " * 18)
     assert read_code(text, "triton")["torch_heavy"] == 0
 
 
@@ -83,3 +83,32 @@ def test_text_that_does_not_parse_or_close_is_left_as_it_is() -> None:
     assert one_path_each(half_typed, python=True) == half_typed
     unclosed = "void f() { if (a) { k<<<1, 1>>>(); } else { g<<<1, 1>>>(); "
     assert one_path_each(unclosed, python=False) == unclosed
+
+
+LOOPED_BRANCH = """
+import torch.nn as nn
+
+
+def run(x, big):
+    if big:
+        wide[(1,)](x)
+    else:
+        for _ in range(4):
+            narrow[(1,)](x)
+            narrow[(1,)](x)
+    return x
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return run(x, x.numel() > 4096)
+"""
+
+
+def test_a_blanked_python_branch_keeps_the_text_parsing_for_the_readers_after_it() -> None:
+    # The `if` branch is blanked to a `pass`: the file still parses, so the kept branch's host loop
+    # is read, and its two launches run four times a call.
+    blanked = one_path_each(LOOPED_BRANCH, python=True)
+    assert len(blanked) == len(LOOPED_BRANCH) and "wide[" not in blanked
+    compile(blanked, "blanked", "exec")
+    assert read_code(LOOPED_BRANCH, "triton")["triton_launch_sites"] == 8

@@ -580,3 +580,19 @@ def test_the_backward_pass_of_a_kernel_file_is_not_read_as_timed() -> None:
     function = rest[rest.index("class ReLUSquared") :]
     forward_only = kernel + "@triton.jit\n" + function[: function.index("    @staticmethod\n    def backward")]
     assert counts == read_code(forward_only, "triton")
+
+
+def test_a_triton_launch_is_read_however_its_grid_is_written() -> None:
+    """A launch's grid across lines or indexing a shape is one launch site; a subscript that ends a
+    line before a parenthesised statement is none."""
+    launches = """
+def run(x, out):
+    copy[(
+        x.shape[0],
+        triton.cdiv(x.shape[1], 256),
+    )](x, out, BLOCK=256)
+    copy[(x.shape[0],)](x, out, BLOCK=256)
+    first = x[0]
+    (a, b) = out.shape
+"""
+    assert read_code(launches, "triton")["triton_launch_sites"] == 2

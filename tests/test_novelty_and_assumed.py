@@ -45,6 +45,29 @@ RELU_WITH_LOOP = (
         "    def forward(self, x):\n        for step in range(x.shape[0]):\n            x = torch.relu(x) * 0.5\n        return x",
     )
 )
+# A KernelBench ModelNew whose work is all in a library it imports: nothing of what it runs is in the file.
+RELU_FROM_A_LIBRARY = """import torch
+import torch.nn as nn
+from fastlib.ops.relu import fused_relu
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return fused_relu(x)
+
+
+batch_size = 4096
+dim = 16384
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+"""
 VECTOR_ADD = (EXAMPLES / "vector_add.cu").read_text()
 # vector_add.cu with a no-op `* 1.0f` and without the reference's launch comment, as a new user writes it.
 VECTOR_ADD_COPY = """// kernelcast: reference=vector_add.cu::vector_add
@@ -216,14 +239,24 @@ def test_the_readme_sgemm_stays_a_confident_faster_forecast(tmp_path: Path) -> N
     assert "assumed" not in forecast["provenance"] and forecast["provenance"]["details"]["novelty"] <= FAMILIAR
 
 
+def test_a_model_that_only_calls_into_a_library_defers_and_says_which_calls(tmp_path: Path) -> None:
+    (tmp_path / "relu_lib.py").write_text(RELU_FROM_A_LIBRARY)
+    (tmp_path / "relu_shown.py").write_text(RELU_FROM_A_LIBRARY.replace("return fused_relu(x)", "return torch.relu(x) * 1.0"))
+    hidden, shown = _forecast(tmp_path, "relu_lib.py"), _forecast(tmp_path, "relu_shown.py")
+    assert hidden["provenance"]["details"]["out_of_sight"] == ["candidate: fused_relu (fastlib.ops.relu)"]
+    assert hidden["defer"] and hidden["confidence"] < 0.8
+    assert "out_of_sight" not in shown["provenance"]["details"]
+
+
 @pytest.mark.parametrize(
     ("files", "opened", "language", "expected"),
     [
-        ({"vector_add.cu": VECTOR_ADD, "copy.cu": VECTOR_ADD_COPY}, "copy.cu", "cuda", ["candidate launch"]),
-        ({"relu.py": RELU_WITH_LOOP}, "relu.py", "python", ["reference loop trips", "goes round once"]),
+        ({"vector_add.cu": VECTOR_ADD, "copy.cu": VECTOR_ADD_COPY}, "copy.cu", "cuda", ["Assumed, not read", "candidate launch"]),
+        ({"relu.py": RELU_WITH_LOOP}, "relu.py", "python", ["Assumed, not read", "reference loop trips", "goes round once"]),
+        ({"relu_lib.py": RELU_FROM_A_LIBRARY}, "relu_lib.py", "python", ["Kernels out of sight", "fused_relu (fastlib.ops.relu)"]),
     ],
 )
-async def test_the_hover_says_which_inputs_were_assumed(
+async def test_the_hover_says_which_inputs_were_assumed_or_out_of_sight(
     tmp_path: Path, files: dict[str, str], opened: str, language: str, expected: list[str]
 ) -> None:
     root, home = tmp_path / "workspace", tmp_path / "home"
@@ -255,9 +288,9 @@ async def test_the_hover_says_which_inputs_were_assumed(
             if "Point estimate" in markdown:
                 break
             await asyncio.sleep(0.1)
-        assumed = next((found for found in markdown.splitlines() if found.startswith("Assumed, not read from the code")), "")
-        assert all(words in assumed for words in expected), markdown
-        assert "spread covers" in assumed
+        said = next((found for found in markdown.splitlines() if found.startswith(expected[0])), "")
+        assert all(words in said for words in expected), markdown
+        assert "spread covers" in said or "defers to measurement" in said
     finally:
         await client.shutdown_session()
         await client.stop()

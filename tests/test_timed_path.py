@@ -1,18 +1,35 @@
-"""The timed call of a Python side: functions it never reaches, host loops that launch once a trip, kernels it builds anew."""
+"""The timed call of a Python side: functions it never reaches, host loops that launch once a trip, kernels it builds anew,
+kernels an autotuner runs at their best config."""
 
 from __future__ import annotations
 
 import textwrap
 
+import pytest
+
+from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.timed_path import (
     GUESSED_CONFIGS,
     GUESSED_TRIPS,
     MAX_REPEATS,
+    calls_out_of_sight,
     kernels_built_each_call,
     line_repeats,
+    tuned_share,
     unreached_spans,
 )
-from kernelcast.models.embedded.features import AUTOTUNE_CONFIG_US, DEFINED_IN_CALL_US, read_code
+from kernelcast.models.embedded.features import (
+    AUTOTUNE_CONFIG_US,
+    AUTOTUNE_GAIN_LOG2,
+    DEFINED_IN_CALL_US,
+    SIDE_NAMES,
+    kernels_out_of_sight,
+    pair_features,
+    read_code,
+)
+from kernelcast.wire import ForecastRequest, KernelSide
+
+HARDWARE = SPECS["H100-SXM"].to_json()
 
 RECURRENT = textwrap.dedent(
     """
@@ -188,3 +205,170 @@ def test_loops_nested_past_a_floats_range_stay_finite() -> None:
     text = "class Model:\n    def forward(self, x):\n" + body + "    " * (2 + depth) + "x = x.exp()\n        return x\n"
     assert max(line_repeats(text).values()) == MAX_REPEATS
     assert read_code(text, "pytorch")["torch_elementwise"] == MAX_REPEATS
+
+
+ROW_SUM = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+
+    CONFIGS
+    @triton.jit
+    def row_sum(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        total = tl.zeros((BLOCK,), dtype=tl.float32)
+        for start in range(0, cols, BLOCK):
+            offsets = start + tl.arange(0, BLOCK)
+            total += tl.load(x_ptr + row * cols + offsets, mask=offsets < cols, other=0.0)
+        tl.store(out_ptr + row, tl.sum(total, axis=0))
+
+
+    @triton.jit
+    def scale(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, 2.0 * tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            out = torch.empty(x.shape[0], device=x.device)
+            row_sum[(x.shape[0],)](x, out, x.shape[1], LAUNCH)
+            scale[(triton.cdiv(out.numel(), 1024),)](out, out.numel(), BLOCK=1024)
+            return out
+
+
+    batch_size = 4096
+    dim = 65536
+
+
+    def get_inputs():
+        return [torch.randn(batch_size, dim)]
+    """
+)
+TUNED = "@triton.autotune(configs=[triton.Config({'BLOCK': 1024}), triton.Config({'BLOCK': 4096})], key=['cols'])"
+ONE_CONFIG = "@triton.autotune(configs=[triton.Config({'BLOCK': 1024})], key=['cols'])"
+
+
+def _row_sum(configs: str) -> str:
+    return ROW_SUM.replace("CONFIGS", configs).replace(", LAUNCH", "" if configs else ", BLOCK=1024")
+
+
+def test_an_autotuner_over_several_configs_runs_its_best_and_the_floor_of_a_reducing_side_drops() -> None:
+    # One of the two kernels is tuned over two configs; one config is launched as written.
+    assert tuned_share(_row_sum(TUNED)) == 0.5
+    assert tuned_share(_row_sum(ONE_CONFIG)) == tuned_share(_row_sum("")) == 0.0
+    assert tuned_share("def f(:\n@triton.autotune") == 0.0
+    sizes = {"batch_size": 4096, "dim": 65536}
+    memory = SIDE_NAMES.index("memory_log2_us")
+
+    def memory_log2_us(reference: str, candidate: str) -> tuple[float, float]:
+        rows = pair_features(ForecastRequest(KernelSide(reference, "triton"), KernelSide(candidate, "triton"), HARDWARE, sizes))
+        return float(rows[0, memory]), float(rows[1, memory])
+
+    fixed, tuned = memory_log2_us(_row_sum(""), _row_sum(TUNED))
+    assert fixed - tuned == pytest.approx(AUTOTUNE_GAIN_LOG2 * 0.5, abs=0.01)
+    assert memory_log2_us(_row_sum(""), _row_sum(ONE_CONFIG))[1] == fixed
+    # Elementwise kernels run at bandwidth at every block size: tuning them gains nothing the floor reads.
+    elementwise = _row_sum(TUNED).replace("tl.sum(total, axis=0)", "total")
+    assert len(set(memory_log2_us(elementwise.replace(TUNED, ""), elementwise))) == 1
+
+
+LIBRARY_ENTRY = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    from fastlib.utils import pointwise_dynamic, tile_helper
+    from fastlib.ops.softplus import softplus_fwd
+
+
+    @pointwise_dynamic(promotion="DEFAULT")
+    def softplus_func(x):
+        return tile_helper(x)
+
+
+    def softplus(x):
+        return softplus_func(x)
+
+
+    def unused(x):
+        return softplus_fwd(x)
+
+
+    class Softplus(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return softplus(x)
+
+        @staticmethod
+        @torch.compiler.disable
+        def backward(ctx, grad):
+            return grad
+
+
+    from fastlib.ops.softplus import softplus as library_op
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return library_op(x)
+    """
+)
+
+
+def test_calls_into_a_library_are_out_of_sight_unless_the_file_shows_what_they_call() -> None:
+    # A decorator and the calls inside the function it decorates are the kernel the file shows, and
+    # the shown `softplus` imported as `library_op` is in sight: only `softplus_fwd` is not.
+    assert calls_out_of_sight(LIBRARY_ENTRY) == ("softplus_fwd (fastlib.ops.softplus)",)
+    # Read from the timed text, with the functions the call never reaches blanked, the whole file still says what it shows.
+    timed = LIBRARY_ENTRY.replace("def softplus(x):\n    return softplus_func(x)", " " * 43)
+    assert calls_out_of_sight(timed) == ("library_op (fastlib.ops.softplus)", "softplus_fwd (fastlib.ops.softplus)")
+    assert calls_out_of_sight(timed, LIBRARY_ENTRY) == ("softplus_fwd (fastlib.ops.softplus)",)
+    relative = "from .kernels import fused\nimport fastlib.ops as ops\nimport math\nfused(x)\nops.add(x)\ntorch.relu(x)\nmath.sqrt(2)\n"
+    assert calls_out_of_sight(relative) == ("fused (.kernels)", "ops.add (fastlib.ops)")
+    assert calls_out_of_sight("import fastlib\ndef f(:\n") == ()
+
+
+CHUNKED = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    from fastlib.ops.delta import chunk_fwd
+
+
+    class ChunkFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q):
+            return chunk_fwd(torch.empty_like(q), q)
+
+        @staticmethod
+        @torch.compiler.disable
+        def backward(ctx, grad):
+            return grad
+
+
+    class ModelNew(nn.Module):
+        def forward(self, q):
+            return ChunkFunction.apply(q)
+    """
+)
+
+
+def test_a_side_that_only_calls_into_a_library_has_its_kernels_out_of_sight() -> None:
+    # Its decorated `backward` is cut with its decorators: left behind, they broke the parse, and
+    # with it every reader of the timed call.
+    assert kernels_out_of_sight(CHUNKED, "triton") == ("chunk_fwd (fastlib.ops.delta)",)
+    # Work of its own in sight (a torch op that computes, a kernel of its own): the side is read as it is.
+    assert kernels_out_of_sight(CHUNKED.replace("return chunk_fwd(", "return torch.relu(q) + chunk_fwd("), "triton") == ()
+    assert (
+        kernels_out_of_sight(
+            _row_sum(TUNED)
+            .replace("import torch\n", "import torch\nfrom fastlib import prep\n")
+            .replace("out = torch", "x = prep(x)\n        out = torch"),
+            "triton",
+        )
+        == ()
+    )
+    assert kernels_out_of_sight(_row_sum(""), "triton") == ()

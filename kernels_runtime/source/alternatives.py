@@ -6,8 +6,9 @@ else { k1<<<...>>> }`); a Triton kernel for large inputs, another for small; and
 PyTorch fallback for tensors on the CPU (`if not x.is_cuda: return F.conv2d(...)`). Counted as
 written, each such file launches every path and pays for each, and a CPU fallback reads as a
 cuDNN call. `one_path_each` blanks all paths of such a choice but the one with the most launches
-(the first on a tie) and every CPU-only path, keeping offsets and line breaks, so the counts
-read from the text are those of one call on the GPU.
+(the first on a tie) and every CPU-only path, keeping offsets and line breaks (and a `pass` in a
+blanked Python branch, so the text still parses), so the counts read from the text are those of
+one call on the GPU.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _SPACE = re.compile(r"\s*")
 _BRACKET = re.compile(r"[(){}]")
 _OPENER = {")": "(", "}": "{"}
 _C_LAUNCH = "<<<"
+_PASS = "pass"
 # Tests whose true branch runs only on the CPU (`not x.is_cuda`, `x.device.type == "cpu"`) ...
 _CPU_WHEN_TRUE = re.compile(
     r"^not [\w.\[\]]+\.is_cuda$|\.is_cuda == False$|\.type == ['\"]cpu['\"]$|^not torch\.cuda\.is_available\(\)$|\.device == ['\"]cpu['\"]$"
@@ -38,9 +40,17 @@ _CPU_WHEN_FALSE = re.compile(r"^[\w.\[\]]+\.is_cuda$|\.type != ['\"]cpu['\"]$|^t
 def one_path_each(text: str, python: bool) -> str:
     """The text with the paths a call does not take on the GPU blanked (see the module's docstring)."""
     spans = _c_alternatives(text)
-    if python and ("if " in text):
-        spans += _python_alternatives(text)
-    return blank(text, spans) if spans else text
+    branches = _python_alternatives(text) if python and ("if " in text) else []
+    if not spans and not branches:
+        return text
+    blanked = blank(text, spans + [span for span, _ in branches])
+    # A blanked Python branch keeps a `pass` where its first statement began, so the text still parses
+    # for the readers after this one (host loops, the timed call).
+    for (start, end), column in branches:
+        at = start + column
+        if blanked[at : at + len(_PASS)].strip() == "" and at + len(_PASS) <= end and "\n" not in blanked[at : at + len(_PASS)]:
+            blanked = blanked[:at] + _PASS + blanked[at + len(_PASS) :]
+    return blanked
 
 
 # --- C and C++: if / else if / else chains whose branches launch ------------------------------------
@@ -115,12 +125,13 @@ def _c_statement(text: str, position: int, closers: dict[int, int]) -> tuple[int
 # --- Python: if / elif / else chains that launch, and CPU-only paths --------------------------------
 
 
-def _python_alternatives(text: str) -> list[tuple[int, int]]:
+def _python_alternatives(text: str) -> list[tuple[tuple[int, int], int]]:
+    """The spans of the branches a call does not take, each with its first statement's column."""
     tree = host_values.parse_module(text)
     if tree is None:
         return []
     offsets = line_offsets(text)
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[tuple[int, int], int]] = []
     chained: set[int] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.If) or id(node) in chained:
@@ -154,7 +165,7 @@ def _launches(statement: ast.stmt) -> int:
     return sum(isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) for node in ast.walk(statement))
 
 
-def _lines(statements: list[ast.stmt], offsets: list[int]) -> tuple[int, int]:
-    """The text span of the whole lines the statements take."""
+def _lines(statements: list[ast.stmt], offsets: list[int]) -> tuple[tuple[int, int], int]:
+    """The text span of the whole lines the statements take, and the column the first begins at."""
     first, last = statements[0].lineno, statements[-1].end_lineno or statements[-1].lineno
-    return offsets[first - 1], offsets[min(last, len(offsets) - 1)]
+    return (offsets[first - 1], offsets[min(last, len(offsets) - 1)]), statements[0].col_offset

@@ -9,7 +9,10 @@ pairs of operations neither saw. Direction trees, which classify which side is f
 the regression trees' forecast a bounded step toward the side they favour. The spread comes from trees fitted to how far held-out
 forecasts missed (models/embedded/spread.py), or else from each side's learned spread plus the
 members' and the two learners' disagreement; then the shared calibration layer calibrates it
-on held-out operations. Pure numpy: no download,
+on held-out operations. A side that shows no kernel of its own and calls into another package's
+(`from fla.ops.delta_rule import chunk_delta_rule`) runs code the forecast never sees: its
+forecast is an even mixture with knowing nothing (direction a coin toss), so it defers and the
+details name the calls. Pure numpy: no download,
 no GPU, a few milliseconds a pair.
 """
 
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
-from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, pair_features, without_launches
+from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, kernels_out_of_sight, pair_features, without_launches
 from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
@@ -270,8 +273,15 @@ class EmbeddedBackend:
                 mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread, language)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
+        # Where a side's kernels are out of sight, half the forecast's weight goes to knowing nothing.
+        unseen = [_out_of_sight(request) for request in requests]
+        for index, calls in enumerate(unseen):
+            if calls:
+                knowing_nothing = normal_bin_probabilities(0.0, UNSEEN_SD)
+                probabilities[index] = [0.5 * (read + blind) for read, blind in zip(probabilities[index], knowing_nothing)]
+                mean[index], sd[index] = even_mixture(float(mean[index]), float(sd[index]), 0.0, UNSEEN_SD)
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins in zip(
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins, calls in zip(
             mean.tolist(),
             sd.tolist(),
             prediction.sd.tolist(),
@@ -281,6 +291,7 @@ class EmbeddedBackend:
             across_sources.tolist(),
             few_sources,
             probabilities,
+            unseen,
         ):
             details = {
                 "mean_log2": round(mean_log2, 4),
@@ -294,8 +305,21 @@ class EmbeddedBackend:
                 details["kernelbench_prior"] = applied
                 details["source_spread_log2"] = round(spread, 4)
                 details["few_sources_of_kind"] = few
+            if calls:
+                details["out_of_sight"] = calls
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
+
+
+# The spread of log2 S over the 9,318 measured real-world pairs (workshop/realworld), octaves: what a
+# forecast that knows nothing of a side's kernels can say.
+UNSEEN_SD = 1.84
+
+
+def _out_of_sight(request: ForecastRequest) -> list[str]:
+    """`side: callee (module)` of each call a side makes into kernels its text does not hold (features.kernels_out_of_sight)."""
+    sides = (("reference", request.reference), ("candidate", request.candidate))
+    return [f"{role}: {call}" for role, side in sides for call in kernels_out_of_sight(side.code, side.language)]
 
 
 ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH}

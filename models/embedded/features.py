@@ -35,7 +35,14 @@ from kernelcast.kernels_runtime.source.cuda_text import blank
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
-from kernelcast.kernels_runtime.source.timed_path import kernels_built_each_call, line_repeats, unreached_spans
+from kernelcast.kernels_runtime.source.timed_path import (
+    calls_out_of_sight,
+    kernels_built_each_call,
+    line_repeats,
+    tuned_share,
+    unreached_spans,
+)
+from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -58,6 +65,13 @@ DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
 # Triton's benchmarker, 105–109 ms a config.
 DEFINED_IN_CALL_US = 2200.0
 AUTOTUNE_CONFIG_US = 105_000.0
+# How much faster an `@triton.autotune` kernel runs, timed after its tuning, than with one of its
+# configs chosen without timing (benchmarks/bench_autotune_gain.py, H200): the median config of a
+# list ran slower than the best by 0.02–0.87 octaves on row reductions, softmaxes and matmuls (the
+# median of those workloads 0.32 and 0.31 in two runs), by 0.01–0.06 on an elementwise kernel, bound
+# by bandwidth at every block size, which the floor ignores. The roofline reads neither the configs
+# nor their timing.
+AUTOTUNE_GAIN_LOG2 = 0.32
 _DISPATCH_LAYER = re.compile("|".join(re.escape(layer) + r"\b" for layer in DISPATCH_US))
 # Share of a peak a plain kernel reaches before the learned correction: the floor is a
 # floor, the residual says how far above it each kind of code runs.
@@ -147,8 +161,9 @@ CODE_PATTERNS: dict[str, _Count] = {
     "tl_loads": _pattern(r"tl\.load\("),
     "tl_stores": _pattern(r"tl\.store\("),
     "tl_reductions": _pattern(r"tl\.(?:sum|max|min|reduce|cumsum|argmax|argmin)\("),
-    # `kernel[grid](`: found from its `[` (a literal start scans ~7× faster), a word character before it.
-    "triton_launch_sites": _pattern(r"\[(?<=\w\[)[^\]\n]*\]\s*\("),
+    # `kernel[grid](`: found from its `[` (a literal start scans ~7× faster), a word character before it;
+    # the grid may span lines and index a shape (`[(x.shape[0],)]`), the call opens on the line it ends.
+    "triton_launch_sites": _pattern(r"\[(?<=\w\[)(?:[^\[\]]|\[[^\[\]]*\])*\][ \t]*\("),
     "autotune": _pattern(r"@triton\.autotune"),
     "cuda_graph": _pattern(
         r"CUDAGraph|torch\.cuda\.graph\b|make_graphed_callables", "CUDAGraph", "torch.cuda.graph", "make_graphed_callables"
@@ -217,8 +232,9 @@ _HELION_KERNEL = re.compile(
     r"^(?P<indent>[ \t]*)@helion\.kernel\b[^\n]*\n(?:(?P=indent)@[^\n]*\n)*(?P=indent)def \w+" + _PARAMETERS + _BODY_LINES, re.M
 )
 # Gradients are not timed: an autograd Function's `backward` and the functions and kernels named for
-# the backward pass (`*_backward*`, `*_bwd*`) are read out, with the lines of their bodies.
-_BACKWARD = re.compile(r"^(?P<indent>[ \t]*)def \w*(?:backward|bwd)\w*" + _PARAMETERS + _BODY_LINES, re.M | re.I)
+# the backward pass (`*_backward*`, `*_bwd*`) are read out, with their decorators (`@staticmethod`: left
+# behind, the text would no longer parse) and the lines of their bodies.
+_BACKWARD = re.compile(r"^(?P<indent>[ \t]*)(?:@[^\n]*\n(?P=indent))*def \w*(?:backward|bwd)\w*" + _PARAMETERS + _BODY_LINES, re.M | re.I)
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
@@ -384,6 +400,34 @@ def strip_comments(code: str, language: str) -> str:
     return _PY_COMMENT.sub("", _C_COMMENT_IN_PYTHON.sub("", code))
 
 
+# Torch ops that compute (not allocating, reshaping or copying): a side with none shows no work of its own.
+_COMPUTING_OPS = ("heavy", "reduction", "elementwise", "sort", "scan", "scatter")
+
+
+def _timed_python(text: str) -> str:
+    """Python text as its timed call runs it: the backward pass cut, the functions the call never reaches blanked."""
+    text = _BACKWARD.sub("", text)
+    return blank(text, unreached_spans(text))
+
+
+@functools.lru_cache(maxsize=256)
+def kernels_out_of_sight(code: str, language: str) -> tuple[str, ...]:
+    """The calls into other packages (`callee (module)`) of a Python side whose timed path shows no
+    work of its own (no kernel, no launch, no torch op that computes): what it runs is in code the
+    forecast never sees. Allocating and reshaping tensors around such calls is no work."""
+    if "import" not in code:
+        return ()
+    text = strip_comments(code, language)
+    timed = _timed_python(text)
+    hidden = calls_out_of_sight(timed, text)
+    if not hidden:
+        return ()
+    counts = read_code(code, language)
+    kernels = len(triton_kernels(timed)) + timed.count("__global__") + timed.count("@helion.kernel")
+    shown = kernels + counts["triton_launch_sites"] + counts["cuda_launch_sites"] + sum(counts[f"torch_{op}"] for op in _COMPUTING_OPS)
+    return hidden if not shown else ()
+
+
 @functools.lru_cache(maxsize=256)
 def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, float]:
     """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing);
@@ -393,11 +437,11 @@ def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, fl
     # The host cost of a library's dispatch layer around a Triton side's launch (the largest of those it uses).
     dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(text)), default=0.0) if python else 0.0
     if python:
-        text = _BACKWARD.sub("", text)
-        text = blank(text, unreached_spans(text))
+        text = _timed_python(text)
         built_us = sum(DEFINED_IN_CALL_US + configs * AUTOTUNE_CONFIG_US for configs in kernels_built_each_call(text))
+        tuned = tuned_share(text)
     else:
-        built_us = 0.0
+        built_us = tuned = 0.0
     text = one_path_each(text, python)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
     repeats = line_repeats(text) if python and host_loops else {}
@@ -411,7 +455,8 @@ def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, fl
         torch_counts = dict.fromkeys(TORCH_OPS, 0.0)
         counts["mma"] += max((_torch_counts(kernel, {})["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
         counts["triton_launch_sites"] += 1.0
-    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, "dispatch_us": dispatch_us, "built_us": built_us}
+    host = {"dispatch_us": dispatch_us, "built_us": built_us, "tuned_share": tuned}
+    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, **host}
 
 
 @dataclass(frozen=True)
@@ -728,6 +773,10 @@ def _physics(
             launch_us += counts["dispatch_us"] + counts["built_us"]
     memory_us = (traffic or passes * work.bytes) / (hardware.bandwidth_gbs * 1e3)
     compute_us = work.flops / (peak * efficiency * 1e6) if work.matmul_like else 0.0
+    if side.language == "triton" and counts["tl_dot"] + counts["tl_reductions"] > 0:
+        # Its tuned kernels run their fastest config; the weights learnt kernels of one config.
+        tuned = 2.0 ** (AUTOTUNE_GAIN_LOG2 * counts["tuned_share"])
+        memory_us, compute_us = memory_us / tuned, compute_us / tuned
     floor = launch_us + max(memory_us, compute_us)
     return [
         math.log2(floor),
