@@ -112,3 +112,8 @@ def test_a_blanked_python_branch_keeps_the_text_parsing_for_the_readers_after_it
     assert len(blanked) == len(LOOPED_BRANCH) and "wide[" not in blanked
     compile(blanked, "blanked", "exec")
     assert read_code(LOOPED_BRANCH, "triton")["triton_launch_sites"] == 8
+    # A choice inside a blanked branch goes with it: one `pass`, at the outer branch's indent.
+    inner = "        if x.is_cuda:\n            wide[(1,)](x)\n        else:\n            torch.relu(x)\n"
+    nested = LOOPED_BRANCH.replace("        wide[(1,)](x)\n", inner)
+    compile(one_path_each(nested, python=True), "nested", "exec")
+    assert read_code(nested, "triton")["triton_launch_sites"] == 8

@@ -45,11 +45,13 @@ def one_path_each(text: str, python: bool) -> str:
         return text
     blanked = blank(text, spans + [span for span, _ in branches])
     # A blanked Python branch keeps a `pass` where its first statement began, so the text still parses
-    # for the readers after this one (host loops, the timed call).
-    for (start, end), column in branches:
+    # for the readers after this one (host loops, the timed call); a branch inside one blanked is gone with it.
+    outer_end = -1
+    for (start, end), column in sorted(branches):
         at = start + column
-        if blanked[at : at + len(_PASS)].strip() == "" and at + len(_PASS) <= end and "\n" not in blanked[at : at + len(_PASS)]:
+        if start >= outer_end and "\n" not in blanked[at : at + len(_PASS)]:
             blanked = blanked[:at] + _PASS + blanked[at + len(_PASS) :]
+        outer_end = max(outer_end, end)
     return blanked
 
 

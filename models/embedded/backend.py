@@ -275,9 +275,9 @@ class EmbeddedBackend:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
         # Where a side's kernels are out of sight, half the forecast's weight goes to knowing nothing.
         unseen = [_out_of_sight(request) for request in requests]
+        knowing_nothing = normal_bin_probabilities(0.0, UNSEEN_SD)
         for index, calls in enumerate(unseen):
             if calls:
-                knowing_nothing = normal_bin_probabilities(0.0, UNSEEN_SD)
                 probabilities[index] = [0.5 * (read + blind) for read, blind in zip(probabilities[index], knowing_nothing)]
                 mean[index], sd[index] = even_mixture(float(mean[index]), float(sd[index]), 0.0, UNSEEN_SD)
         raw = []

@@ -404,10 +404,17 @@ def strip_comments(code: str, language: str) -> str:
 _COMPUTING_OPS = ("heavy", "reduction", "elementwise", "sort", "scan", "scatter")
 
 
-def _timed_python(text: str) -> str:
-    """Python text as its timed call runs it: the backward pass cut, the functions the call never reaches blanked."""
-    text = _BACKWARD.sub("", text)
-    return blank(text, unreached_spans(text))
+@functools.lru_cache(maxsize=256)
+def _side_text(code: str, language: str) -> tuple[str, str, bool]:
+    """The side's text with comments cut; the same as one timed call runs it (in Python: the backward
+    pass cut, the functions the call never reaches blanked); and whether it is Python. Shared by the
+    code counts and the calls out of sight, which read one side while typing."""
+    text = strip_comments(code, language)
+    python = language != "cuda" or "import " in text or "def " in text
+    if not python:
+        return text, text, python
+    timed = _BACKWARD.sub("", text)
+    return text, blank(timed, unreached_spans(timed)), python
 
 
 @functools.lru_cache(maxsize=256)
@@ -417,8 +424,7 @@ def kernels_out_of_sight(code: str, language: str) -> tuple[str, ...]:
     forecast never sees. Allocating and reshaping tensors around such calls is no work."""
     if "import" not in code:
         return ()
-    text = strip_comments(code, language)
-    timed = _timed_python(text)
+    text, timed, _ = _side_text(code, language)
     hidden = calls_out_of_sight(timed, text)
     if not hidden:
         return ()
@@ -432,12 +438,10 @@ def kernels_out_of_sight(code: str, language: str) -> tuple[str, ...]:
 def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, float]:
     """Raw counts of CODE_PATTERNS in the side's text (cached: the reference rarely changes while typing);
     with `host_loops` off, a host loop's lines count once (the reading a guessed trip count is mixed with)."""
-    text = strip_comments(code, language)
-    python = language != "cuda" or "import " in text or "def " in text
+    stripped, text, python = _side_text(code, language)
     # The host cost of a library's dispatch layer around a Triton side's launch (the largest of those it uses).
-    dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(text)), default=0.0) if python else 0.0
+    dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(stripped)), default=0.0) if python else 0.0
     if python:
-        text = _timed_python(text)
         built_us = sum(DEFINED_IN_CALL_US + configs * AUTOTUNE_CONFIG_US for configs in kernels_built_each_call(text))
         tuned = tuned_share(text)
     else:
