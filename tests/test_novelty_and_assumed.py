@@ -36,13 +36,13 @@ from workshop.training import CLIP_LOG2
 from workshop.training.novelty import error_bins, fit_k
 
 HARDWARE = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
-# The KernelBench example with a reference that loops over its batch: a bound known only at run time.
+# The KernelBench example with a reference that loops as often as its first element says: a bound known only at run time.
 RELU_WITH_LOOP = (
     (EXAMPLES / "kernelbench_relu.py")
     .read_text()
     .replace(
         "    def forward(self, x):\n        return torch.relu(x)",
-        "    def forward(self, x):\n        for step in range(x.shape[0]):\n            x = torch.relu(x) * 0.5\n        return x",
+        "    def forward(self, x):\n        for step in range(int(x[0, 0])):\n            x = torch.relu(x) * 0.5\n        return x",
     )
 )
 # A KernelBench ModelNew whose work is all in a library it imports: nothing of what it runs is in the file.
@@ -181,7 +181,7 @@ def test_a_guessed_loop_is_mixed_with_the_reading_that_goes_round_once() -> None
     discovery = discover(RELU_WITH_LOOP, "relu.py")
     assert discovery.reference_model is not None
     looped = KernelSide(discovery.reference_model.code, "pytorch", "Model")
-    once = replace(looped, code=looped.code.replace("range(x.shape[0])", "range(1)"))
+    once = replace(looped, code=looped.code.replace("range(int(x[0, 0]))", "range(1)"))
     sure, guessed, single = (
         ForecastRequest(reference, once, HARDWARE, {"batch_size": 4096, "dim": 16384}, assumed=assumed)
         for reference, assumed in ((looped, ()), (looped, (ASSUMED_REFERENCE_LOOPS,)), (once, ()))
@@ -196,9 +196,12 @@ def test_a_guessed_loop_is_mixed_with_the_reading_that_goes_round_once() -> None
 
 def test_a_loop_bound_only_known_at_run_time_is_marked_assumed(tmp_path: Path) -> None:
     (tmp_path / "relu.py").write_text(RELU_WITH_LOOP)
-    (tmp_path / "fixed.py").write_text(RELU_WITH_LOOP.replace("range(x.shape[0])", "range(8)"))
+    (tmp_path / "fixed.py").write_text(RELU_WITH_LOOP.replace("range(int(x[0, 0]))", "range(8)"))
+    # A loop over the batch: its size is read from the shape get_inputs() makes, nothing is assumed.
+    (tmp_path / "batch.py").write_text(RELU_WITH_LOOP.replace("range(int(x[0, 0]))", "range(x.shape[0])"))
     assert ASSUMED_REFERENCE_LOOPS in _forecast(tmp_path, "relu.py")["provenance"]["assumed"]
     assert ASSUMED_REFERENCE_LOOPS not in _forecast(tmp_path, "fixed.py")["provenance"].get("assumed", [])
+    assert ASSUMED_REFERENCE_LOOPS not in _forecast(tmp_path, "batch.py")["provenance"].get("assumed", [])
 
 
 def test_a_request_names_only_inputs_it_may_assume() -> None:

@@ -8,11 +8,13 @@ import textwrap
 import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_input_shapes
 from kernelcast.kernels_runtime.source.timed_path import (
     GUESSED_CONFIGS,
     GUESSED_TRIPS,
     MAX_REPEATS,
     calls_out_of_sight,
+    guessed_trips,
     kernels_built_each_call,
     line_repeats,
     tuned_share,
@@ -372,3 +374,57 @@ def test_a_side_that_only_calls_into_a_library_has_its_kernels_out_of_sight() ->
         == ()
     )
     assert kernels_out_of_sight(_row_sum(""), "triton") == ()
+
+
+NAIVE_RECURRENCE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    B, T, H, D = 4, 2048, 16, 128
+
+
+    def recurrent(q, k, gate, scale=None):
+        q, k, gate = map(lambda x: x.transpose(1, 2).float(), (q, k, gate))
+        b, h, steps, d, e = *k.shape, q.shape[-1]
+        state = torch.zeros(b, h, d, e)
+        out = torch.zeros_like(q)
+        for i in range(steps):
+            state = state * gate[:, :, i, None].exp() + k[:, :, i, :, None] * q[:, :, i, None, :]
+            out[:, :, i] = state.sum(-2)
+        for j in range(0, d, 32):
+            out = out + 0
+        return out
+
+
+    class Model(nn.Module):
+        def forward(self, q, k, gate):
+            q, k, gate = (tensor.contiguous() for tensor in (q, k, gate))
+            return recurrent(q, k, gate=gate)
+
+
+    def get_inputs():
+        q = F.normalize(torch.randn(B, T, H, D), p=2, dim=-1)
+        k = torch.randn(B, T, H, D).sigmoid()
+        return [q, k, F.logsigmoid(torch.randn(B, T, H))]
+    """
+)
+
+
+def test_a_loop_over_a_size_read_from_an_input_runs_that_size_followed_from_get_inputs() -> None:
+    text = NAIVE_RECURRENCE
+    by_line = {text.splitlines()[number - 1].strip(): runs for number, runs in line_repeats(text).items()}
+    # T steps (2048), read through forward, map(lambda ...transpose(1, 2)) and `*k.shape`; not 128, the
+    # median of the file's size constants, as an unfollowed bound reads.
+    assert by_line["out[:, :, i] = state.sum(-2)"] == 2048
+    assert by_line["out = out + 0"] == 128 / 32  # d is D, stepped by 32
+    assert not guessed_trips(text)
+    # Without get_inputs the sizes are not known and the bound is guessed as before.
+    unknown = text.split("def get_inputs")[0]
+    assert set(line_repeats(unknown).values()) == {128.0} and guessed_trips(unknown)
+
+
+def test_get_inputs_shapes_keep_their_places_and_look_through_calls_that_keep_a_shape() -> None:
+    text = NAIVE_RECURRENCE.replace("return [q, k,", "return [q, k, torch.tensor([1, 2]), 3 * k,")
+    assert kernelbench_input_shapes(text) == [(4, 2048, 16, 128), (4, 2048, 16, 128), None, (4, 2048, 16, 128), (4, 2048, 16)]

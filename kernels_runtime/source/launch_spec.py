@@ -721,32 +721,52 @@ _SHAPED_FACTORIES = {"randn": None, "rand": None, "zeros": None, "ones": None, "
 
 
 def _kernelbench_inputs(file_text: str) -> tuple[tuple[int, ...], ...]:
-    """The shapes `get_inputs()` returns (`[torch.randn(batch_size, dim)]`, or names assigned such
-    calls first), with the module's constants; inputs whose shape is not literal are left out."""
+    """The shapes `get_inputs()` returns whose shape is literal, the others left out."""
+    return tuple(shape for shape in kernelbench_input_shapes(file_text) if shape)
+
+
+# How deep wrapping calls (`F.normalize(...)`, `.sigmoid()`), arithmetic and names are looked through to a tensor factory.
+_WRAPPING_DEPTH = 4
+
+
+def kernelbench_input_shapes(file_text: str) -> list[tuple[int, ...] | None]:
+    """Each input `get_inputs()` returns, in order: its shape (`[torch.randn(batch_size, dim)]`, or names
+    assigned such calls first, with the module's constants), or None where it is not literal. A factory
+    inside what keeps its shape (`torch.randn(n, d).sigmoid()`, `F.normalize(torch.randn(n, d))`,
+    `scale * torch.randn(n, d)`) gives the shape."""
     tree = host_values.parse_module(file_text)
     function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "get_inputs"), None) if tree else None
     returned = next((node.value for node in ast.walk(function) if isinstance(node, ast.Return)), None) if function else None
     if tree is None or function is None or not isinstance(returned, (ast.List, ast.Tuple)):
-        return ()
+        return []
     bound = {**host_values.bindings(tree.body), **host_values.bindings(function.body)}
     values = host_values.Values(bound, host_values.PYTHON)
-    shapes = []
-    for item in returned.elts:
-        call = bound.get(item.id) if isinstance(item, ast.Name) else item
-        if not isinstance(call, ast.Call) or (name := host_values.callee_name(call)) not in _SHAPED_FACTORIES:
-            continue
-        at = _SHAPED_FACTORIES[name]
-        keywords = {keyword.arg: keyword.value for keyword in call.keywords}
-        shape: ast.expr | list[ast.expr] | None = keywords.get("size") or (
-            call.args[at] if at is not None and len(call.args) > at else None
-        )
-        if at is None and shape is None:
-            shape = call.args[0] if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else list(call.args)
-        dims = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else shape if isinstance(shape, list) else [shape] if shape else []
-        found = [host_values.value(dim, values) for dim in dims]
-        if found and all(isinstance(dim, int) and dim > 0 for dim in found):
-            shapes.append(tuple(int(dim or 0) for dim in found))
-    return tuple(shapes)
+    return [_factory_shape(item, bound, values, _WRAPPING_DEPTH) for item in returned.elts]
+
+
+def _factory_shape(made: ast.expr | None, bound: Mapping[str, ast.expr], values: host_values.Values, depth: int) -> tuple[int, ...] | None:
+    """The shape of the tensor factory call `made` is, or is made from within `depth` names, calls and operators."""
+    if depth and isinstance(made, ast.Name):
+        return _factory_shape(bound.get(made.id), bound, values, depth - 1)
+    if depth and isinstance(made, ast.BinOp):
+        return _factory_shape(made.left, bound, values, depth - 1) or _factory_shape(made.right, bound, values, depth - 1)
+    if not isinstance(made, ast.Call):
+        return None
+    name = host_values.callee_name(made)
+    if name not in _SHAPED_FACTORIES:
+        if isinstance(made.func, ast.Attribute) and isinstance(made.func.value, ast.Call):
+            wrapped: ast.expr | None = made.func.value
+        else:
+            wrapped = made.args[0] if made.args else None
+        return _factory_shape(wrapped, bound, values, depth - 1) if depth else None
+    at = _SHAPED_FACTORIES[name]
+    keywords = {keyword.arg: keyword.value for keyword in made.keywords}
+    shape: ast.expr | list[ast.expr] | None = keywords.get("size") or (made.args[at] if at is not None and len(made.args) > at else None)
+    if at is None and shape is None:
+        shape = made.args[0] if len(made.args) == 1 and isinstance(made.args[0], (ast.Tuple, ast.List)) else list(made.args)
+    dims = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else shape if isinstance(shape, list) else [shape] if shape else []
+    found = [host_values.value(dim, values) for dim in dims]
+    return tuple(int(dim or 0) for dim in found) if found and all(isinstance(dim, int) and dim > 0 for dim in found) else None
 
 
 # --- the code action's text ----------------------------------------------------------------

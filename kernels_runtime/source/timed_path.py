@@ -10,9 +10,12 @@ Three things make the text a poor count of what it runs:
   step, thousands of launches a call, where the text shows each op once. `line_repeats` says how
   many times each line runs per call: the product of the trip counts of the `for ... in range(...)`
   loops around it, in `forward` and in the module's functions and the class's methods it calls.
-  A trip count the text does not fix (`range(seq_len)` with `seq_len` unpacked from `x.shape`) is
-  read as the median of the file's size constants: a host loop runs over one of the problem's
-  dimensions, and a guess within a few octaves of the truth is all a log-time forecast needs.
+  A bound read from a tensor's shape (`b, h, t, d = q.shape`, `x.size(1)`, `*k.shape`) is the size
+  of the input `get_inputs()` makes, followed into `forward`'s parameters and through the calls,
+  casts, transposes and permutes between: a naive recurrence over the sequence runs T steps, not
+  the middle one of B, T, H and D. A bound the text does not fix even so is read as the median of
+  the file's size constants: a host loop runs over one of the problem's dimensions, and a guess
+  within a few octaves of the truth is all a log-time forecast needs.
   Loops over anything but `range` (a module list, a tuple) and `while` loops count once.
 - A Triton kernel defined inside a function (its `@triton.jit` indented), in any Python file, is
   a new kernel object each call: Triton finds its binary on disk but loads it again, and an
@@ -33,12 +36,14 @@ library's.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import re
 import sys
 from collections.abc import Iterator
 
 from kernelcast.kernels_runtime.source import host_values
+from kernelcast.kernels_runtime.source.launch_spec import kernelbench_input_shapes
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, kernels_of
 
@@ -106,7 +111,9 @@ def _walked(text: str) -> _Walk | None:
     if timed is None or forward is None:
         return None
     walk = _Walk(tree, timed)
-    walk.statements(forward.body, 1.0, (forward.name,))
+    parameters = [parameter.arg for parameter in forward.args.args[1:]]
+    inputs = zip(parameters, kernelbench_input_shapes(text))
+    walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
     return walk
 
 
@@ -199,22 +206,26 @@ class _Walk:
         self.walked: dict[str, float] = {}
         self.guessed = False
 
-    def statements(self, statements: list[ast.stmt], factor: float, stack: tuple[str, ...]) -> None:
+    def statements(self, statements: list[ast.stmt], factor: float, stack: tuple[str, ...], known: _Known) -> None:
+        """`known`: the shapes of the tensors and the sizes read from them so far in this function."""
         for statement in statements:
             if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
                 continue  # defined here, run only where called
             for expression in _own_expressions(statement):
-                self.calls(expression, factor, stack)
-            inner = min(MAX_REPEATS, factor * self.trips(statement)) if isinstance(statement, ast.For) else factor
+                self.calls(expression, factor, stack, known)
+            if isinstance(statement, ast.Assign):
+                _note_assignment(statement, known)
+            inner = min(MAX_REPEATS, factor * self.trips(statement, known)) if isinstance(statement, ast.For) else factor
             for block in _BLOCKS:
                 for child in getattr(statement, block, None) or []:
                     body = child.body if isinstance(child, ast.ExceptHandler) else [child]
                     runs = inner if block == "body" else factor
                     self.note(body, runs)
-                    self.statements(body, runs, stack)
+                    self.statements(body, runs, stack, known)
 
-    def calls(self, expression: ast.AST, factor: float, stack: tuple[str, ...]) -> None:
-        """Follow each call of a module function (`helper(x)`) or a method (`self.step(x)`) in the expression."""
+    def calls(self, expression: ast.AST, factor: float, stack: tuple[str, ...], known: _Known) -> None:
+        """Follow each call of a module function (`helper(x)`) or a method (`self.step(x)`) in the expression,
+        its parameters knowing the shapes and sizes of the arguments passed."""
         if len(stack) > MAX_DEPTH:
             return
         for node in ast.walk(expression):
@@ -222,16 +233,16 @@ class _Walk:
                 continue
             function = node.func
             if isinstance(function, ast.Name):
-                callee = self.functions.get(function.id)
+                callee, skipped = self.functions.get(function.id), 0
             elif isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) and function.value.id == "self":
-                callee = self.methods.get(function.attr)
+                callee, skipped = self.methods.get(function.attr), 1
             else:
                 callee = None
             if callee is None or callee.name in stack or self.walked.get(callee.name, 0.0) >= factor:
                 continue
             self.walked[callee.name] = factor
             self.note(callee.body, factor)
-            self.statements(callee.body, factor, (*stack, callee.name))
+            self.statements(callee.body, factor, (*stack, callee.name), _passed(callee, skipped, node, known))
 
     def note(self, statements: list[ast.stmt], factor: float) -> None:
         if factor <= 1.0 or not statements:
@@ -239,15 +250,16 @@ class _Walk:
         for line in range(statements[0].lineno, (statements[-1].end_lineno or statements[-1].lineno) + 1):
             self.repeats[line] = max(self.repeats.get(line, 1.0), factor)
 
-    def trips(self, loop: ast.For) -> float:
+    def trips(self, loop: ast.For, known: _Known) -> float:
         """How many times a `for` over `range(...)` goes round; 1 for any other iterable."""
         call = loop.iter
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"):
             return 1.0
         if call.keywords or not 1 <= len(call.args) <= 3:
             return 1.0
-        names = host_values.Values(host_values.scope_at(self.tree, loop.lineno), host_values.PYTHON)
-        bounds = [host_values.value(argument, names) for argument in call.args]
+        sizes = {name: ast.Constant(size) for name, size in known.items() if isinstance(size, int)}
+        names = host_values.Values({**host_values.scope_at(self.tree, loop.lineno), **sizes}, host_values.PYTHON)
+        bounds = [host_values.value(_SizesRead(known).visit(copy.deepcopy(argument)), names) for argument in call.args]
         if not all(isinstance(bound, int) for bound in bounds):
             self.guessed = True
             return self.guess
@@ -255,6 +267,153 @@ class _Walk:
         if step == 0:
             return 1.0
         return float(min(MAX_TRIPS, max(0, -((start - stop) // step))))
+
+
+# A name's tensor shape, or the size read from one (`n, d = x.shape`).
+_Known = dict[str, "tuple[int, ...] | int"]
+# Tensor methods that keep their tensor's shape: casts, copies, moves and elementwise maths.
+_SAME_SHAPE = frozenset(
+    "float half bfloat16 double to contiguous clone detach cuda cpu type_as abs neg exp log sqrt rsqrt sigmoid tanh relu "
+    "sin cos square reciprocal".split()
+)
+
+
+def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
+    """The shape of a tensor the expression makes from known ones: itself, a cast or elementwise method of
+    it, `transpose`, `permute` or `.t()`, or arithmetic with it (read as its shape: broadcasting keeps it)."""
+    if isinstance(expression, ast.Name):
+        found = known.get(expression.id)
+        return found if isinstance(found, tuple) else None
+    if isinstance(expression, ast.BinOp):
+        return _shape_of(expression.left, known) or _shape_of(expression.right, known)
+    if not (isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute)):
+        return None
+    shape = _shape_of(expression.func.value, known)
+    method = expression.func.attr
+    axes = [argument.value for argument in expression.args if isinstance(argument, ast.Constant) and isinstance(argument.value, int)]
+    if shape is None or method in _SAME_SHAPE:
+        return shape
+    if method in ("transpose", "swapaxes") and len(axes) == 2 and all(-len(shape) <= axis < len(shape) for axis in axes):
+        swapped = list(shape)
+        swapped[axes[0]], swapped[axes[1]] = shape[axes[1]], shape[axes[0]]
+        return tuple(swapped)
+    if method == "permute" and sorted(axis % len(shape) for axis in axes) == list(range(len(shape))):
+        return tuple(shape[axis] for axis in axes)
+    if method == "t" and len(shape) == 2:
+        return shape[::-1]
+    return None
+
+
+def _size_of(expression: ast.expr, known: _Known) -> int | None:
+    """A size read from a known tensor's shape: `x.shape[i]`, `x.size(i)`, `len(x)`."""
+    if isinstance(expression, ast.Subscript) and isinstance(expression.value, ast.Attribute) and expression.value.attr == "shape":
+        shape, index = _shape_of(expression.value.value, known), expression.slice
+    elif (
+        isinstance(expression, ast.Call)
+        and isinstance(expression.func, ast.Attribute)
+        and expression.func.attr == "size"
+        and expression.args
+    ):
+        shape, index = _shape_of(expression.func.value, known), expression.args[0]
+    elif isinstance(expression, ast.Call) and isinstance(expression.func, ast.Name) and expression.func.id == "len" and expression.args:
+        shape, index = _shape_of(expression.args[0], known), ast.Constant(0)
+    else:
+        return None
+    if (
+        shape is None
+        or not (isinstance(index, ast.Constant) and isinstance(index.value, int))
+        or not -len(shape) <= index.value < len(shape)
+    ):
+        return None
+    return shape[index.value]
+
+
+class _SizesRead(ast.NodeTransformer):
+    """Puts each size read from a known tensor's shape (`x.shape[1]`) in as its number."""
+
+    def __init__(self, known: _Known) -> None:
+        self.known = known
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        size = _size_of(node, self.known) if isinstance(node, ast.expr) else None
+        return ast.Constant(size) if size is not None else super().generic_visit(node)
+
+
+def _note_assignment(statement: ast.Assign, known: _Known) -> None:
+    """What an assignment tells of shapes and sizes: `b, t, d = x.shape`, `n = x.size(0)`, `y = x.transpose(1, 2)`,
+    `q, k = (t.float() for t in (q, k))`; a name assigned anything else is no longer known."""
+    target, value = statement.targets[-1], statement.value
+    if isinstance(target, ast.Name):
+        found = _size_of(value, known) or _shape_of(value, known)
+        if found:
+            known[target.id] = found
+        else:
+            known.pop(target.id, None)
+        return
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return
+    names = [element.id if isinstance(element, ast.Name) else None for element in target.elts]
+    if isinstance(value, ast.Attribute) and value.attr == "shape" or _method_call(value, "size") and not value.args:
+        shape = _shape_of(value.value if isinstance(value, ast.Attribute) else value.func.value, known)
+        values: list[tuple[int, ...] | int | None] = list(shape) if shape and len(shape) == len(names) else [None] * len(names)
+    elif isinstance(value, (ast.Tuple, ast.List)) and len(elements := _unpacked(value.elts, known)) == len(names):
+        values = [element if isinstance(element, int) else _size_of(element, known) or _shape_of(element, known) for element in elements]
+    elif (mapped := _mapped_over(value)) is not None and len(mapped[2]) == len(names):
+        parameter, body, listed = mapped
+        values = [_shape_of(body, {parameter: shape} if (shape := _shape_of(element, known)) else {}) for element in listed]
+    else:
+        values = [None] * len(names)
+    for name, found in zip(names, values):
+        if name is not None and found:
+            known[name] = found
+        elif name is not None:
+            known.pop(name, None)
+
+
+def _method_call(expression: ast.expr, method: str) -> bool:
+    return isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute) and expression.func.attr == method
+
+
+def _unpacked(elements: list[ast.expr], known: _Known) -> list[ast.expr | int]:
+    """The elements of a tuple display with each `*x.shape` of a known tensor spelt out as its sizes."""
+    spelt: list[ast.expr | int] = []
+    for element in elements:
+        inner = element.value if isinstance(element, ast.Starred) else None
+        shape = _shape_of(inner.value, known) if isinstance(inner, ast.Attribute) and inner.attr == "shape" else None
+        spelt.extend(shape if shape else [element])
+    return spelt
+
+
+def _mapped_over(value: ast.expr) -> tuple[str, ast.expr, list[ast.expr]] | None:
+    """(parameter, body, listed tensors) of `map(lambda x: body, [a, b])` or `(body for x in (a, b))`, or None."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "map" and len(value.args) == 2:
+        function, listed = value.args
+        if not (isinstance(function, ast.Lambda) and len(function.args.args) == 1):
+            return None
+        parameter, body = function.args.args[0].arg, function.body
+    elif (
+        isinstance(value, (ast.GeneratorExp, ast.ListComp))
+        and len(value.generators) == 1
+        and isinstance(value.generators[0].target, ast.Name)
+    ):
+        parameter, body, listed = value.generators[0].target.id, value.elt, value.generators[0].iter
+    else:
+        return None
+    return (parameter, body, list(listed.elts)) if isinstance(listed, (ast.Tuple, ast.List)) else None
+
+
+def _passed(callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
+    """The callee's parameters that the call passes a known tensor or size (`skipped`: `self`, for a method)."""
+    parameters = [parameter.arg for parameter in callee.args.args[skipped:]]
+    passed = [*zip(parameters, call.args), *((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)]
+    inner: _Known = {}
+    for name, argument in passed:
+        found = _size_of(argument, known) or _shape_of(argument, known)
+        if found:
+            inner[name] = found
+        elif isinstance(argument, ast.Name) and isinstance(known.get(argument.id), int):
+            inner[name] = known[argument.id]
+    return inner
 
 
 def _kernelbench_tree(text: str) -> ast.Module | None:
