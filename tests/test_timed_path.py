@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
+from kernelcast.kernels_runtime.source.host_values import parse_module
 from kernelcast.kernels_runtime.source.launch_spec import kernelbench_input_shapes
 from kernelcast.kernels_runtime.source.timed_path import (
     GUESSED_CONFIGS,
@@ -428,3 +429,15 @@ def test_a_loop_over_a_size_read_from_an_input_runs_that_size_followed_from_get_
 def test_get_inputs_shapes_keep_their_places_and_look_through_calls_that_keep_a_shape() -> None:
     text = NAIVE_RECURRENCE.replace("return [q, k,", "return [q, k, torch.tensor([1, 2]), 3 * k,")
     assert kernelbench_input_shapes(text) == [(4, 2048, 16, 128), (4, 2048, 16, 128), None, (4, 2048, 16, 128), (4, 2048, 16)]
+
+
+def test_a_long_sum_is_read_and_an_expression_nested_past_the_stack_reads_the_file_as_written() -> None:
+    def summed(terms: str) -> str:
+        return NAIVE_RECURRENCE.replace("    out = torch.zeros_like(q)\n", f"    out = torch.zeros_like(q) + {terms}\n")
+
+    # Thousands of terms nest leftwards, deeper than Python's stack; the shapes are read all the same.
+    assert set(line_repeats(summed(" + ".join(["k"] * 1500))).values()) == {2048.0, 4.0}
+    # A method chain nested past the stack (it parses): read as written, loops once, no error.
+    chained = summed("k" + ".float()" * 1200)
+    assert parse_module(chained) is not None
+    assert line_repeats(chained) == {} and not guessed_trips(chained)

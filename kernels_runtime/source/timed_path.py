@@ -113,7 +113,10 @@ def _walked(text: str) -> _Walk | None:
     walk = _Walk(tree, timed)
     parameters = [parameter.arg for parameter in forward.args.args[1:]]
     inputs = zip(parameters, kernelbench_input_shapes(text))
-    walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
+    try:
+        walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
+    except RecursionError:
+        return None  # an expression nested deeper than the stack (a sum of thousands of terms): read as written
     return walk
 
 
@@ -284,8 +287,12 @@ def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
     if isinstance(expression, ast.Name):
         found = known.get(expression.id)
         return found if isinstance(found, tuple) else None
-    if isinstance(expression, ast.BinOp):
-        return _shape_of(expression.left, known) or _shape_of(expression.right, known)
+    operands = []
+    while isinstance(expression, ast.BinOp):  # a long sum nests leftwards: walk it, not recurse
+        operands.append(expression.right)
+        expression = expression.left
+    if operands:
+        return next(filter(None, (_shape_of(operand, known) for operand in [expression, *reversed(operands)])), None)
     if not (isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute)):
         return None
     shape = _shape_of(expression.func.value, known)
