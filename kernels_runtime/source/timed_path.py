@@ -335,6 +335,13 @@ def _size_of(expression: ast.expr, known: _Known) -> int | None:
     return shape[index.value]
 
 
+def _read(expression: ast.expr, known: _Known) -> tuple[int, ...] | int | None:
+    """What an expression is, of the known shapes and sizes: a name's, a size read from a shape, or a tensor's shape."""
+    if isinstance(expression, ast.Name):
+        return known.get(expression.id)
+    return _size_of(expression, known) or _shape_of(expression, known)
+
+
 class _SizesRead(ast.NodeTransformer):
     """Puts each size read from a known tensor's shape (`x.shape[1]`) in as its number."""
 
@@ -351,7 +358,7 @@ def _note_assignment(statement: ast.Assign, known: _Known) -> None:
     `q, k = (t.float() for t in (q, k))`; a name assigned anything else is no longer known."""
     target, value = statement.targets[-1], statement.value
     if isinstance(target, ast.Name):
-        found = _size_of(value, known) or _shape_of(value, known)
+        found = _read(value, known)
         if found:
             known[target.id] = found
         else:
@@ -364,7 +371,7 @@ def _note_assignment(statement: ast.Assign, known: _Known) -> None:
         shape = _shape_of(value.value if isinstance(value, ast.Attribute) else value.func.value, known)
         values: list[tuple[int, ...] | int | None] = list(shape) if shape and len(shape) == len(names) else [None] * len(names)
     elif isinstance(value, (ast.Tuple, ast.List)) and len(elements := _unpacked(value.elts, known)) == len(names):
-        values = [element if isinstance(element, int) else _size_of(element, known) or _shape_of(element, known) for element in elements]
+        values = [element if isinstance(element, int) else _read(element, known) for element in elements]
     elif (mapped := _mapped_over(value)) is not None and len(mapped[2]) == len(names):
         parameter, body, listed = mapped
         values = [_shape_of(body, {parameter: shape} if (shape := _shape_of(element, known)) else {}) for element in listed]
@@ -413,14 +420,7 @@ def _passed(callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: 
     """The callee's parameters that the call passes a known tensor or size (`skipped`: `self`, for a method)."""
     parameters = [parameter.arg for parameter in callee.args.args[skipped:]]
     passed = [*zip(parameters, call.args), *((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)]
-    inner: _Known = {}
-    for name, argument in passed:
-        found = _size_of(argument, known) or _shape_of(argument, known)
-        if found:
-            inner[name] = found
-        elif isinstance(argument, ast.Name) and isinstance(known.get(argument.id), int):
-            inner[name] = known[argument.id]
-    return inner
+    return {name: found for name, argument in passed if (found := _read(argument, known))}
 
 
 def _kernelbench_tree(text: str) -> ast.Module | None:
