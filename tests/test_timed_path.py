@@ -431,13 +431,15 @@ def test_get_inputs_shapes_keep_their_places_and_look_through_calls_that_keep_a_
     assert kernelbench_input_shapes(text) == [(4, 2048, 16, 128), (4, 2048, 16, 128), None, (4, 2048, 16, 128), (4, 2048, 16)]
 
 
-def test_a_long_sum_is_read_and_an_expression_nested_past_the_stack_reads_the_file_as_written() -> None:
-    def summed(terms: str) -> str:
-        return NAIVE_RECURRENCE.replace("    out = torch.zeros_like(q)\n", f"    out = torch.zeros_like(q) + {terms}\n")
+def test_sums_and_method_chains_deeper_than_the_stack_are_read_and_a_bound_that_deep_is_guessed() -> None:
+    def with_line(line: str) -> str:
+        return NAIVE_RECURRENCE.replace("    out = torch.zeros_like(q)\n", f"    out = torch.zeros_like(q)\n    {line}\n")
 
-    # Thousands of terms nest leftwards, deeper than Python's stack; the shapes are read all the same.
-    assert set(line_repeats(summed(" + ".join(["k"] * 1500))).values()) == {2048.0, 4.0}
-    # A method chain nested past the stack (it parses): read as written, loops once, no error.
-    chained = summed("k" + ".float()" * 1200)
-    assert parse_module(chained) is not None
-    assert line_repeats(chained) == {} and not guessed_trips(chained)
+    # Thousands of terms, or of chained casts, nest deeper than Python's stack (both still parse).
+    for line in ("k = k + " + " + ".join(["k"] * 1500), "k = k" + ".float()" * 1200):
+        text = with_line(line)
+        assert parse_module(text) is not None
+        assert set(line_repeats(text).values()) == {2048.0, 4.0} and not guessed_trips(text)
+    # A loop bound that deep is not one the text fixes: guessed, as the evaluator of bounds reads it.
+    text = with_line("for j in range(steps" + " + 0" * 1500 + "):\n        out = out * 2")
+    assert parse_module(text) is not None and guessed_trips(text)

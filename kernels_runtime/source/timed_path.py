@@ -113,10 +113,7 @@ def _walked(text: str) -> _Walk | None:
     walk = _Walk(tree, timed)
     parameters = [parameter.arg for parameter in forward.args.args[1:]]
     inputs = zip(parameters, kernelbench_input_shapes(text))
-    try:
-        walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
-    except RecursionError:
-        return None  # an expression nested deeper than the stack (a sum of thousands of terms): read as written
+    walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
     return walk
 
 
@@ -262,7 +259,10 @@ class _Walk:
             return 1.0
         sizes = {name: ast.Constant(size) for name, size in known.items() if isinstance(size, int)}
         names = host_values.Values({**host_values.scope_at(self.tree, loop.lineno), **sizes}, host_values.PYTHON)
-        bounds = [host_values.value(_SizesRead(known).visit(copy.deepcopy(argument)), names) for argument in call.args]
+        try:
+            bounds = [host_values.value(_SizesRead(known).visit(copy.deepcopy(argument)), names) for argument in call.args]
+        except RecursionError:  # a bound nested deeper than the stack: not fixed by the text, as the evaluator reads it
+            bounds = [None]
         if not all(isinstance(bound, int) for bound in bounds):
             self.guessed = True
             return self.guess
@@ -283,22 +283,34 @@ _SAME_SHAPE = frozenset(
 
 def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
     """The shape of a tensor the expression makes from known ones: itself, a cast or elementwise method of
-    it, `transpose`, `permute` or `.t()`, or arithmetic with it (read as its shape: broadcasting keeps it)."""
-    if isinstance(expression, ast.Name):
-        found = known.get(expression.id)
-        return found if isinstance(found, tuple) else None
+    it, `transpose`, `permute` or `.t()`, or arithmetic with it (read as its shape: broadcasting keeps it).
+    A long sum or method chain nests deeper than Python's stack, so both are walked, not recursed."""
     operands = []
-    while isinstance(expression, ast.BinOp):  # a long sum nests leftwards: walk it, not recurse
+    while isinstance(expression, ast.BinOp):
         operands.append(expression.right)
         expression = expression.left
     if operands:
         return next(filter(None, (_shape_of(operand, known) for operand in [expression, *reversed(operands)])), None)
-    if not (isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute)):
-        return None
-    shape = _shape_of(expression.func.value, known)
-    method = expression.func.attr
-    axes = [argument.value for argument in expression.args if isinstance(argument, ast.Constant) and isinstance(argument.value, int)]
-    if shape is None or method in _SAME_SHAPE:
+    methods: list[tuple[str, list[ast.expr]]] = []
+    while isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute):
+        methods.append((expression.func.attr, expression.args))
+        expression = expression.func.value
+    if isinstance(expression, ast.Name):
+        found = known.get(expression.id)
+        shape = found if isinstance(found, tuple) else None
+    else:
+        shape = _shape_of(expression, known) if isinstance(expression, ast.BinOp) else None  # `(x * 2).float()`
+    for method, arguments in reversed(methods):
+        if shape is None:
+            return None
+        shape = _method_shape(shape, method, arguments)
+    return shape
+
+
+def _method_shape(shape: tuple[int, ...], method: str, arguments: list[ast.expr]) -> tuple[int, ...] | None:
+    """The shape `tensor.method(*arguments)` gives a tensor of `shape`, where the method keeps or reorders it."""
+    axes = [argument.value for argument in arguments if isinstance(argument, ast.Constant) and isinstance(argument.value, int)]
+    if method in _SAME_SHAPE:
         return shape
     if method in ("transpose", "swapaxes") and len(axes) == 2 and all(-len(shape) <= axis < len(shape) for axis in axes):
         swapped = list(shape)
