@@ -78,6 +78,11 @@ RECURRENT = textwrap.dedent(
 )
 
 
+def _repeats_by_line(text: str) -> dict[str, float]:
+    """How many times one timed call runs each line that runs more than once, by the line's text."""
+    return {text.splitlines()[number - 1].strip(): runs for number, runs in line_repeats(text).items()}
+
+
 def _lines_of(text: str, spans: list[tuple[int, int]]) -> list[str]:
     return [text[start:end].strip().splitlines()[0] for start, end in spans]
 
@@ -94,11 +99,9 @@ def test_a_file_without_a_kernelbench_model_keeps_all_its_functions() -> None:
 
 
 def test_lines_in_a_host_loop_run_once_a_trip_through_the_helpers_forward_calls() -> None:
-    text = RECURRENT.format(steps=512)
-    lines = text.splitlines()
-    repeats = line_repeats(text)
+    repeats = _repeats_by_line(RECURRENT.format(steps=512))
     looped = {"state = torch.tanh(torch.matmul(state, w) + x[:, t])", "out[:, t] = state.clone()"}
-    assert {lines[number - 1].strip() for number in repeats} == looped
+    assert set(repeats) == looped
     assert set(repeats.values()) == {512.0}
 
 
@@ -122,8 +125,7 @@ def test_nested_loops_and_methods_multiply_and_an_unfixed_bound_reads_as_the_med
                 return x
         """
     )
-    repeats = line_repeats(text)
-    by_line = {text.splitlines()[number - 1].strip(): runs for number, runs in repeats.items()}
+    by_line = _repeats_by_line(text)
     # 3 layers, each going round a loop whose bound is a run-time size: the median of 8, 1024 and 3 is 8.
     assert by_line["x = x.relu()"] == 3 * 8
     assert by_line["x = self.step(x)"] == 3
@@ -415,7 +417,7 @@ NAIVE_RECURRENCE = textwrap.dedent(
 
 def test_a_loop_over_a_size_read_from_an_input_runs_that_size_followed_from_get_inputs() -> None:
     text = NAIVE_RECURRENCE
-    by_line = {text.splitlines()[number - 1].strip(): runs for number, runs in line_repeats(text).items()}
+    by_line = _repeats_by_line(text)
     # T steps (2048), read through forward, map(lambda ...transpose(1, 2)) and `*k.shape`; not 128, the
     # median of the file's size constants, as an unfollowed bound reads.
     assert by_line["out[:, :, i] = state.sum(-2)"] == 2048

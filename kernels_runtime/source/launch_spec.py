@@ -732,8 +732,8 @@ _WRAPPING_DEPTH = 4
 def kernelbench_input_shapes(file_text: str) -> list[tuple[int, ...] | None]:
     """Each input `get_inputs()` returns, in order: its shape (`[torch.randn(batch_size, dim)]`, or names
     assigned such calls first, with the module's constants), or None where it is not literal. A factory
-    inside what keeps its shape (`torch.randn(n, d).sigmoid()`, `F.normalize(torch.randn(n, d))`,
-    `scale * torch.randn(n, d)`) gives the shape."""
+    wrapped in calls, methods or arithmetic (`torch.randn(n, d).sigmoid()`, `F.normalize(torch.randn(n, d))`,
+    `scale * torch.randn(n, d)`) gives its shape: inputs are made so, and a wrapper that reshapes them is rare."""
     tree = host_values.parse_module(file_text)
     function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "get_inputs"), None) if tree else None
     returned = next((node.value for node in ast.walk(function) if isinstance(node, ast.Return)), None) if function else None
