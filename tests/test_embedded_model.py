@@ -11,7 +11,15 @@ import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
-from kernelcast.models.embedded.backend import READER_MODULES, WEIGHTS_PATH, EmbeddedBackend, TimeModel, source_digest
+from kernelcast.models.embedded.backend import (
+    LABEL_BOUND_LOG2,
+    READER_MODULES,
+    WEIGHTS_PATH,
+    EmbeddedBackend,
+    TimeModel,
+    source_digest,
+    with_pair_term,
+)
 from kernelcast.models.embedded.features import CODE_PATTERNS, FEATURE_NAMES, pair_features, read_code
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -452,6 +460,17 @@ def test_shipped_weights_are_small_and_forecast_a_300_kernel_file() -> None:
     request = ForecastRequest(KernelSide(code, "cuda"), KernelSide(code.replace("t[", "t [", 1), "cuda"), HARDWARE, {"N": 4096})
     raw = EmbeddedBackend().predict(request)
     assert sum(raw.probabilities) == pytest.approx(1.0)
+
+
+def test_the_pair_term_may_pull_a_wide_difference_back_to_the_label_bound_but_never_reverse_it() -> None:
+    """Its labels stopped at ±LABEL_BOUND_LOG2, so past the bound it learnt only to pull back; on
+    naive references looping thousands of times in Python it overshot and reversed a 10-octave
+    difference. Within the bound it may still reverse one: there it learnt from real labels."""
+    sides = np.array([10.0, 10.0, -10.0, 2.0, 10.0])
+    pair = np.array([-12.0, -5.0, 12.0, -3.0, 1.0])
+    assert with_pair_term(sides, pair).tolist() == [LABEL_BOUND_LOG2, 5.0, -LABEL_BOUND_LOG2, -1.0, 11.0]
+    # Swapping the sides negates both, and the forecast with them.
+    assert with_pair_term(-sides, -pair).tolist() == (-with_pair_term(sides, pair)).tolist()
 
 
 GELU = """// kernelcast: launch grid=(cdiv(N, 1024),) block=(256,) args=(x:f32[N], y:f32[N]:out, N:i32=1<<24)

@@ -96,6 +96,26 @@ class Prediction:
     log2_time: np.ndarray  # (N, 2): reference, candidate; only their difference is trained
 
 
+# The weights learnt from labels clipped to this many octaves either way (workshop/training): a
+# speedup past it was taught as the bound itself.
+LABEL_BOUND_LOG2 = 3.5
+
+
+def with_pair_term(side_difference: np.ndarray, pair_term: np.ndarray) -> np.ndarray:
+    """The sides' difference moved by the pair term, which may pull a difference wider than the
+    trained labels back to their bound but never reverse it.
+
+    Taught with clipped labels, the pair term learnt to pull the sides' wide differences back toward
+    the bound, and on code unlike the training rows it overshoots: a naive reference looping 4,096
+    times in Python read 9.4 octaves slower than a library's kernel, and the pair term took 12.4
+    off (measured: the library 9 octaves faster). Of the 9,318 measured real-world pairs, 57 (fla's
+    naive references, LLMKernel's solutions) had a difference past the bound reversed, and all 57
+    measured the other way."""
+    moved = side_difference + pair_term
+    reversed_wide = (np.sign(moved) != np.sign(side_difference)) & (np.abs(side_difference) > LABEL_BOUND_LOG2)
+    return np.where(reversed_wide, np.sign(side_difference) * LABEL_BOUND_LOG2, moved)
+
+
 TREE_PREFIX = "tree_"
 DIRECTION_PREFIX = "direction_"
 SPREAD_PREFIX = "spread_"
@@ -201,7 +221,7 @@ class TimeModel:
         log2_time, side_sd = log2_time.reshape(-1, n, 2), side_sd.reshape(-1, n, 2)
         means = log2_time[..., 0] - log2_time[..., 1]
         if "p1" in self.arrays:
-            means = means + self.pair_term(features)
+            means = with_pair_term(means, self.pair_term(features))
         variances = self.arrays["sigma0"][:, None] ** 2 + (side_sd**2).sum(axis=-1)
         mlp = Prediction(means.mean(axis=0), np.sqrt(variances.mean(axis=0) + means.var(axis=0)), log2_time.mean(axis=0))
         if self.trees is None:
