@@ -189,6 +189,50 @@ def test_a_triton_launch_reads_its_keywords_module_constants_and_grid_lambda() -
     assert default_warps.options["num_warps"] == 4  # what Triton launches with
 
 
+ROW_SUMS = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_sums(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + row * n_cols + offs, mask=offs < n_cols, other=0.0)
+    tl.store(out_ptr + row, tl.sum(acc))
+
+
+def summed(x):
+    rows, n_cols = x.shape
+    out = torch.empty(x.numel() // n_cols, device=x.device)
+    row_sums[(rows,)](x, out, n_cols, BLOCK=1024)
+    return out
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return summed(x.contiguous())
+
+
+def get_inputs():
+    return [torch.rand(4096, 65536)]
+"""
+
+
+def test_a_triton_launch_in_a_kernelbench_file_reads_its_sizes_from_the_inputs_get_inputs_makes() -> None:
+    """The sizes reach the launch from `get_inputs()` through `forward`, a helper's parameter and `x.shape`:
+    the grid and the loop's bound are known, nothing guessed. Without `get_inputs()` they stay run-time sizes."""
+    launch = host_launch(ROW_SUMS, "row_sums", "triton", python_file=True)
+    assert (launch.grid, launch.sizes, launch.guessed) == ((4096,), {"n_cols": 65536}, ())
+    inline = host_launch(ROW_SUMS.replace("[(rows,)]", "[(x.numel() // x.shape[1],)]"), "row_sums", "triton", python_file=True)
+    assert (inline.grid, inline.guessed) == ((4096,), ())
+    unknown = host_launch(ROW_SUMS.split("\n\ndef get_inputs")[0], "row_sums", "triton", python_file=True)
+    assert unknown.guessed == ("grid",) and unknown.sizes == {}
+
+
 AUTOTUNED = """import triton
 import triton.language as tl
 

@@ -11,7 +11,10 @@ all read as 1.00×):
 - Triton: `kernel[grid](args, BLOCK=1024, num_warps=4)`, a grid lambda over `meta['BLOCK']`, and the
   configs of `@triton.autotune` (one config is known; several make the launch one of them).
 
-What the code fixes is kept, what it leaves to run time is guessed and named in `guessed`:
+In a KernelBench file, a size read from the inputs its `get_inputs()` makes (`rows, n_cols = x.shape`
+in a helper `forward` calls, `x.numel()`) is fixed by the text too: the timed call's walk
+(timed_path.py) knows it at the launch. What the code fixes is kept, what it leaves to run time
+is guessed and named in `guessed`:
 `"grid"` where the grid depends on sizes the text does not state (`n = x.numel()`; the unknowns
 then read as the problem's elements, one thread per element when that gives no sane grid), and
 `"config"` where the block, shared memory or Triton options are one of several or computed at run
@@ -38,6 +41,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     ArgSpec,
     LaunchSpec,
 )
+from kernelcast.kernels_runtime.source.timed_path import with_sizes_known_at
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, triton_kernels
 
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
@@ -449,10 +453,11 @@ def _cupy_sites(text: str) -> dict[str, tuple[_Site, ...]]:
         name = kernels.get(dotted(node.func))
         if name is None or len(node.args) < 3:
             continue
-        names = host_values.scope_at(tree, node.lineno)
-        grid, block = (_python_dims(argument, names) for argument in node.args[:2])
-        args = _python_items(node.args[2], names)
-        smem = next((keyword.value for keyword in node.keywords if keyword.arg == "shared_mem"), None)
+        read = functools.partial(with_sizes_known_at, text, node.lineno)
+        names = {name: read(bound) for name, bound in host_values.scope_at(tree, node.lineno).items()}
+        grid, block = (_python_dims(read(argument), names) for argument in node.args[:2])
+        args = _python_items(read(node.args[2]), names)
+        smem = next((read(keyword.value) for keyword in node.keywords if keyword.arg == "shared_mem"), None)
         sites.setdefault(name, []).append(_Site(name, grid, block, smem, args, {}, names, host_values.PYTHON))
     return {name: tuple(found) for name, found in sites.items()}
 
@@ -515,12 +520,13 @@ def _triton_sites(text: str) -> dict[str, tuple[_Site, ...]]:
         launched = node.func
         if not isinstance(launched, ast.Subscript) or (name := dotted(launched.value).rsplit(".", 1)[-1]) not in kernels:
             continue
-        names = host_values.scope_at(tree, node.lineno)
+        read = functools.partial(with_sizes_known_at, text, node.lineno)
+        names = {name: read(bound) for name, bound in host_values.scope_at(tree, node.lineno).items()}
         configs, unread = _autotune_configs(kernels[name], host_values.bindings(tree.body))
-        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
-        site = _Site(
-            name, _python_dims(launched.slice, names), None, None, tuple(node.args), keywords, names, host_values.PYTHON, configs, unread
-        )
+        keywords = {keyword.arg: read(keyword.value) for keyword in node.keywords if keyword.arg}
+        args = tuple(read(argument) for argument in node.args)
+        grid = _python_dims(read(launched.slice), names)
+        site = _Site(name, grid, None, None, args, keywords, names, host_values.PYTHON, configs, unread)
         sites.setdefault(name, []).append(site)
     return {name: tuple(found) for name, found in sites.items()}
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import math
 import re
 import sys
 from collections.abc import Iterator
@@ -115,6 +116,15 @@ def _walked(text: str) -> _Walk | None:
     inputs = zip(parameters, kernelbench_input_shapes(text))
     walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
     return walk
+
+
+def with_sizes_known_at(text: str, line: int, expression: ast.expr) -> ast.expr:
+    """The expression with each size the timed call knows at that line put in as its number: a name
+    read from an input's shape (`n_cols = x.shape[1]` earlier), `x.shape[1]`, `x.size(1)`, `x.numel()`
+    of a tensor whose shape `get_inputs()` fixes. Unchanged where the call does not reach the line."""
+    walk = _walked(text)
+    known = walk.at_launch.get(line) if walk is not None else None
+    return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
 
 
 def kernels_built_each_call(text: str) -> list[int]:
@@ -205,6 +215,8 @@ class _Walk:
         # a file of helpers each calling the next from many places stays linear, not exponential.
         self.walked: dict[str, float] = {}
         self.guessed = False
+        # What was known of shapes and sizes at each line with a call the timed call reaches: a launch there reads its sizes.
+        self.at_launch: dict[int, _Known] = {}
 
     def statements(self, statements: list[ast.stmt], factor: float, stack: tuple[str, ...], known: _Known) -> None:
         """`known`: the shapes of the tensors and the sizes read from them so far in this function."""
@@ -231,6 +243,7 @@ class _Walk:
         for node in ast.walk(expression):
             if not isinstance(node, ast.Call):
                 continue
+            self.at_launch.setdefault(node.lineno, dict(known))
             function = node.func
             if isinstance(function, ast.Name):
                 callee, skipped = self.functions.get(function.id), 0
@@ -324,7 +337,10 @@ def _method_shape(shape: tuple[int, ...], method: str, arguments: list[ast.expr]
 
 
 def _size_of(expression: ast.expr, known: _Known) -> int | None:
-    """A size read from a known tensor's shape: `x.shape[i]`, `x.size(i)`, `len(x)`."""
+    """A size read from a known tensor's shape: `x.shape[i]`, `x.size(i)`, `len(x)`, `x.numel()`."""
+    if _method_call(expression, "numel") and not expression.args:  # type: ignore[attr-defined]
+        shape = _shape_of(expression.func.value, known)  # type: ignore[attr-defined]
+        return math.prod(shape) if shape else None
     if isinstance(expression, ast.Subscript) and isinstance(expression.value, ast.Attribute) and expression.value.attr == "shape":
         shape, index = _shape_of(expression.value.value, known), expression.slice
     elif (
@@ -355,7 +371,7 @@ def _read(expression: ast.expr, known: _Known) -> tuple[int, ...] | int | None:
 
 
 class _SizesRead(ast.NodeTransformer):
-    """Puts each size read from a known tensor's shape (`x.shape[1]`) in as its number."""
+    """Puts each size read from a known tensor's shape (`x.shape[1]`), and each name known to hold one, in as its number."""
 
     def __init__(self, known: _Known) -> None:
         self.known = known
@@ -363,6 +379,10 @@ class _SizesRead(ast.NodeTransformer):
     def generic_visit(self, node: ast.AST) -> ast.AST:
         size = _size_of(node, self.known) if isinstance(node, ast.expr) else None
         return ast.Constant(size) if size is not None else super().generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        size = self.known.get(node.id)
+        return ast.Constant(size) if isinstance(size, int) and isinstance(node.ctx, ast.Load) else node
 
 
 def _note_assignment(statement: ast.Assign, known: _Known) -> None:
