@@ -23,8 +23,14 @@ from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.host_launch import GUESSED_CONFIG, GUESSED_GRID, host_launch
-from kernelcast.kernels_runtime.source.launch_spec import TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError, find_launch_spec
-from kernelcast.kernels_runtime.source.timed_path import guessed_trips
+from kernelcast.kernels_runtime.source.launch_spec import (
+    TRITON_LAUNCH_OPTIONS,
+    LaunchSpec,
+    LaunchSpecError,
+    find_launch_spec,
+    kernelbench_input_shapes,
+)
+from kernelcast.kernels_runtime.source.timed_path import Inputs, guessed_trips
 from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
@@ -236,10 +242,11 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     reference_file = _reference_file(reference, analysis)
     # A launch read from host code guesses what it leaves to run time as the problem's elements.
     elements = _elements(problem)
+    inputs = problem_inputs(reference_file)
     candidate_read = result.launch
     if candidate_read is None and result.host_launch is not None:
         candidate_read = host_launch(
-            analysis.text, kernel.name, kernel.language, python_file=analysis.path.suffix == ".py", elements=elements
+            analysis.text, kernel.name, kernel.language, python_file=analysis.path.suffix == ".py", elements=elements, inputs=inputs
         )
     reference_launch, candidate_launch, assumed = _launches_or_assumed(
         _LaunchedSide(reference.code, reference.language, reference.name, _launch_in(reference_file, reference, elements)),
@@ -254,8 +261,8 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not stating:
         assumed.append(ASSUMED_SIZES)
     sides = (
-        _side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch),
-        _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch),
+        _side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs),
+        _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs),
     )
     assumed += [words for side, words in zip(sides, _GUESSED_LOOPS) if side.language != "cuda" and guessed_trips(side.code)]
     return ForecastRequest(
@@ -341,7 +348,9 @@ def _preprocessor_lines(file_text: str) -> tuple[str, ...]:
     return tuple(_PREPROCESSOR_LINE.findall(file_text))
 
 
-def _side(code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None) -> KernelSide:
+def _side(
+    code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None, inputs: Inputs = ()
+) -> KernelSide:
     if language == "cuda":
         preamble = [line for line in _preprocessor_lines(file_text) if line not in code]
         code = "\n".join([*preamble, code])
@@ -349,21 +358,22 @@ def _side(code: str, language: str, name: str | None, facts: KernelFacts | None,
     if launch is not None and launch.kind == "kernel":
         facts_json["launches"] = [launch.as_launch()]
     elif name == KERNELBENCH_CLASS and language in FACT_LANGUAGES:
-        launches = embedded_launches(file_text)
+        launches = embedded_launches(file_text, inputs)
         if launches:
             facts_json["launches"] = [spec.as_launch() for spec in launches]
     return KernelSide(code, language, name, facts_json or None)
 
 
 @functools.lru_cache(maxsize=8)
-def embedded_launches(file_text: str) -> tuple[LaunchSpec, ...]:
+def embedded_launches(file_text: str, inputs: Inputs = ()) -> tuple[LaunchSpec, ...]:
     """The launches a KernelBench ModelNew's host code makes of its own kernels (load_inline CUDA,
-    Triton): what a block-size or `num_warps` edit of such a file changes. Sizes it cannot read
-    are guessed as host_launch guesses them."""
+    Triton): what a block-size or `num_warps` edit of such a file changes. Sizes are read from the
+    inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs); sizes it
+    cannot read are guessed as host_launch guesses them."""
     launches = []
     for kernel in discover(file_text, "kernelbench.py").kernels:
         if kernel.name != KERNELBENCH_CLASS and kernel.language in FACT_LANGUAGES:
-            found = host_launch(file_text, kernel.name, kernel.language, python_file=True)
+            found = host_launch(file_text, kernel.name, kernel.language, python_file=True, inputs=inputs)
             if found is not None and found.kind == "kernel":
                 launches.append(found)
     return tuple(launches)
@@ -505,17 +515,23 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
     return changed
 
 
-def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache) -> tuple[KernelSide, str | None]:
+def problem_inputs(reference_text: str) -> Inputs:
+    """The input shapes a KernelBench problem file's `get_inputs()` makes: a `ModelNew` file without
+    one of its own is timed on these (KernelBench passes both models the same inputs)."""
+    return tuple(kernelbench_input_shapes(reference_text))
+
+
+def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs = ()) -> tuple[KernelSide, str | None]:
     """A request's side with the compiler facts and launch the editor attaches, its code read
     as a file (its macros, its launch pragma), when it has no facts yet and is CUDA or Triton;
-    with why none could be compiled."""
+    with why none could be compiled. `inputs`: the problem's (problem_inputs)."""
     if side.facts or side.language not in FACT_LANGUAGES:
         return side, None
     name = side.name or _only_kernel(side.code, side.language)
     if name is None:
         return side, "no facts: name the side's kernel (it holds none or several)"
     if name == KERNELBENCH_CLASS:  # Python, as in the editor: its kernels have facts of their own, the class none
-        return _side(side.code, side.language, name, None, side.code, None), None
+        return _side(side.code, side.language, name, None, side.code, None, inputs), None
     try:
         launch = find_launch_spec(side.code, name, side.language)
     except LaunchSpecError as error:

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from kernelcast.analysis import analyse_text, build_request, problem_sizes
+from kernelcast.batch import request_with_facts
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS, autotune_configs, host_launch
 from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.settings import Settings
-from kernelcast.wire import ASSUMED_CANDIDATE_CONFIG, ASSUMED_CANDIDATE_GRID, ASSUMED_REFERENCE_GRID, ForecastRequest
+from kernelcast.wire import ASSUMED_CANDIDATE_CONFIG, ASSUMED_CANDIDATE_GRID, ASSUMED_REFERENCE_GRID, ForecastRequest, KernelSide
 
 SCALE = """__global__ void scale(const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -359,3 +360,41 @@ def test_the_hover_says_which_parts_of_a_host_launch_were_guessed() -> None:
     words = _assumed_words([ASSUMED_REFERENCE_GRID, ASSUMED_CANDIDATE_GRID, ASSUMED_CANDIDATE_CONFIG])
     assert words.startswith("Assumed, not read from the code: reference grid, candidate grid, candidate launch config.")
     assert "grid computed from run-time sizes" in words and "first" in words and "spread covers" not in words
+
+
+PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
+
+
+def get_inputs():
+    return [torch.rand(4096, 65536)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_modelnew_without_get_inputs_reads_its_launch_sizes_from_its_problems_in_the_editor_and_the_batch(tmp_path: Path) -> None:
+    """KernelBench passes both models the same inputs, so a `ModelNew` file beside its problem's file
+    launches on the shapes the problem's `get_inputs()` makes; read alone it would guess them."""
+    solution = ROW_SUMS.split("\n\ndef get_inputs")[0]
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    path = tmp_path / "solution.py"
+    path.write_text(solution)
+    settings = Settings()
+    analysis = analyse_text(path.as_uri(), 1, solution, path, tmp_path, settings, SPECS["H100-SXM"], str(tmp_path / "problem.py::Model"))
+    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
+    request = build_request(analysis, result, problem_sizes(result, path, tmp_path), 0.8)
+    (launch,) = request.candidate.facts["launches"]
+    assert launch["grid"] == [4096] and [arg["value"] for arg in launch["args"]] == [None, None, 65536]
+    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
+    batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
+    assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
+    alone = host_launch(solution, "row_sums", "triton", python_file=True)
+    assert alone.guessed == ("grid",) and alone.sizes == {}

@@ -13,8 +13,10 @@ all read as 1.00×):
 
 In a KernelBench file, a size read from the inputs its `get_inputs()` makes (`rows, n_cols = x.shape`
 in a helper `forward` calls, `x.numel()`) is fixed by the text too: the timed call's walk
-(timed_path.py) knows it at the launch. What the code fixes is kept, what it leaves to run time
-is guessed and named in `guessed`:
+(timed_path.py) knows it at the launch. A `ModelNew` file without a `get_inputs()` of its own is
+read with its problem file's (`inputs`): KernelBench passes both models the same inputs.
+
+What the code fixes is kept, what it leaves to run time is guessed and named in `guessed`:
 `"grid"` where the grid depends on sizes the text does not state (`n = x.numel()`; the unknowns
 then read as the problem's elements, one thread per element when that gives no sane grid), and
 `"config"` where the block, shared memory or Triton options are one of several or computed at run
@@ -41,7 +43,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     ArgSpec,
     LaunchSpec,
 )
-from kernelcast.kernels_runtime.source.timed_path import with_sizes_known_at
+from kernelcast.kernels_runtime.source.timed_path import Inputs, with_sizes_known_at
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, triton_kernels
 
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
@@ -70,15 +72,18 @@ class _Site:
     configs_unread: bool = False  # an autotune whose configs are not literal
 
 
-def host_launch(file_text: str, kernel_name: str, language: str, *, python_file: bool, elements: int | None = None) -> LaunchSpec | None:
+def host_launch(
+    file_text: str, kernel_name: str, language: str, *, python_file: bool, elements: int | None = None, inputs: Inputs = ()
+) -> LaunchSpec | None:
     """The kernel's first launch in its file as a launch spec (`kind` "kernel", `pragma` ""), or None
     where the file launches it nowhere this reader understands. `elements`: the problem's size,
-    which unknown sizes in a grid are read as (DEFAULT_ELEMENTS when None)."""
+    which unknown sizes in a grid are read as (DEFAULT_ELEMENTS when None); `inputs`: the shapes
+    the problem's `get_inputs()` makes, for a KernelBench file without its own."""
     if language == "cuda":
-        site = next(iter(_cupy_sites(file_text).get(kernel_name, ())), None) if python_file else None
+        site = next(iter(_cupy_sites(file_text, inputs).get(kernel_name, ())), None) if python_file else None
         site = site or next(iter(_cuda_sites(_cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)
     elif language == "triton":
-        site = next(iter(_triton_sites(file_text).get(kernel_name, ())), None)
+        site = next(iter(_triton_sites(file_text, inputs).get(kernel_name, ())), None)
     else:
         return None
     if site is None:
@@ -439,7 +444,7 @@ def _launch_dims(tokens: Sequence[str], flat: Mapping[str, ast.expr | Dims], mac
 
 
 @functools.lru_cache(maxsize=16)
-def _cupy_sites(text: str) -> dict[str, tuple[_Site, ...]]:
+def _cupy_sites(text: str, inputs: Inputs) -> dict[str, tuple[_Site, ...]]:
     """Calls of CuPy kernels: `k = cupy.RawKernel(code, "name")` or `k = module.get_function("name")`, then `k(grid, block, args)`."""
     tree = host_values.parse_module(text) if "RawKernel" in text or "get_function" in text else None
     if tree is None:
@@ -453,7 +458,7 @@ def _cupy_sites(text: str) -> dict[str, tuple[_Site, ...]]:
         name = kernels.get(dotted(node.func))
         if name is None or len(node.args) < 3:
             continue
-        read = functools.partial(with_sizes_known_at, text, node.lineno)
+        read = functools.partial(with_sizes_known_at, text, node.lineno, inputs=inputs)
         names = {name: read(bound) for name, bound in host_values.scope_at(tree, node.lineno).items()}
         grid, block = (_python_dims(read(argument), names) for argument in node.args[:2])
         args = _python_items(read(node.args[2]), names)
@@ -509,7 +514,7 @@ class _MetaReads(ast.NodeTransformer):
 
 
 @functools.lru_cache(maxsize=16)
-def _triton_sites(text: str) -> dict[str, tuple[_Site, ...]]:
+def _triton_sites(text: str, inputs: Inputs) -> dict[str, tuple[_Site, ...]]:
     """Calls `kernel[grid](...)` of the file's Triton kernels, with their autotune configs."""
     tree = host_values.parse_module(text)
     kernels = {kernel.name: kernel for kernel in triton_kernels(text)}
@@ -520,7 +525,7 @@ def _triton_sites(text: str) -> dict[str, tuple[_Site, ...]]:
         launched = node.func
         if not isinstance(launched, ast.Subscript) or (name := dotted(launched.value).rsplit(".", 1)[-1]) not in kernels:
             continue
-        read = functools.partial(with_sizes_known_at, text, node.lineno)
+        read = functools.partial(with_sizes_known_at, text, node.lineno, inputs=inputs)
         names = {name: read(bound) for name, bound in host_values.scope_at(tree, node.lineno).items()}
         configs, unread = _autotune_configs(kernels[name], host_values.bindings(tree.body))
         keywords = {keyword.arg: read(keyword.value) for keyword in node.keywords if keyword.arg}

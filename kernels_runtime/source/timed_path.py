@@ -101,8 +101,9 @@ def guessed_trips(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _walked(text: str) -> _Walk | None:
-    """The timed call of a KernelBench file, walked; None where the file has no model's `forward`. Shared: read only."""
+def _walked(text: str, inputs: Inputs = ()) -> _Walk | None:
+    """The timed call of a KernelBench file, walked, its inputs those its `get_inputs()` makes, else
+    `inputs`; None where the file has no model's `forward`. Shared: read only."""
     tree = _kernelbench_tree(text)
     if tree is None:
         return None
@@ -113,16 +114,18 @@ def _walked(text: str) -> _Walk | None:
         return None
     walk = _Walk(tree, timed)
     parameters = [parameter.arg for parameter in forward.args.args[1:]]
-    inputs = zip(parameters, kernelbench_input_shapes(text))
-    walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in inputs if shape})
+    shapes = zip(parameters, kernelbench_input_shapes(text) or inputs)
+    walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in shapes if shape})
     return walk
 
 
-def with_sizes_known_at(text: str, line: int, expression: ast.expr) -> ast.expr:
+def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inputs = ()) -> ast.expr:
     """The expression with each size the timed call knows at that line put in as its number: a name
     read from an input's shape (`n_cols = x.shape[1]` earlier), `x.shape[1]`, `x.size(1)`, `x.numel()`
-    of a tensor whose shape `get_inputs()` fixes. Unchanged where the call does not reach the line."""
-    walk = _walked(text)
+    of a tensor whose shape `get_inputs()` fixes. `inputs`: the problem's input shapes, for a file
+    that has no `get_inputs()` of its own (a `ModelNew` beside its problem's file: KernelBench passes
+    both models the same inputs). Unchanged where the call does not reach the line."""
+    walk = _walked(text, inputs)
     known = walk.at_launch.get(line) if walk is not None else None
     return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
 
@@ -285,6 +288,8 @@ class _Walk:
         return float(min(MAX_TRIPS, max(0, -((start - stop) // step))))
 
 
+# The shapes a KernelBench problem's `get_inputs()` makes, in order (None: not literal).
+Inputs = tuple["tuple[int, ...] | None", ...]
 # A name's tensor shape, or the size read from one (`n, d = x.shape`).
 _Known = dict[str, "tuple[int, ...] | int"]
 # Tensor methods that keep their tensor's shape: casts, copies, moves and elementwise maths.
