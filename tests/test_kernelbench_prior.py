@@ -81,6 +81,10 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert pair_kind(kernelbench_pair("pytorch")) is None
     # A library's kernel called from a ModelNew(Model) wrapper is not an LLM's rewrite: it has a line of its own.
     assert pair_kind(kernelbench_pair("triton", LIBRARY_CALLER)) == LIBRARY_CALL
+    # Two library calls of one problem against each other (a chunked and a recurrent form) are two solutions of it.
+    other_form = LIBRARY_CALLER.replace("import relu as library_op", "import relu_recurrent as library_op")
+    forms = ForecastRequest(KernelSide(LIBRARY_CALLER, "triton", "ModelNew"), KernelSide(other_form, "triton", "ModelNew"), HARDWARE)
+    assert pair_kind(forms) == BETWEEN_SOLUTIONS
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     assert pair_kind(solutions) == BETWEEN_SOLUTIONS
     # One solution with a line edited (its block size) has a line of its own, which reads its launch.
