@@ -515,9 +515,11 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
     return changed
 
 
+@functools.lru_cache(maxsize=8)
 def problem_inputs(reference_text: str) -> Inputs:
     """The input shapes a KernelBench problem file's `get_inputs()` makes: a `ModelNew` file without
-    one of its own is timed on these (KernelBench passes both models the same inputs)."""
+    one of its own is timed on these (KernelBench passes both models the same inputs). Read once
+    per text: every forecast of an edit reads its reference again."""
     return tuple(kernelbench_input_shapes(reference_text))
 
 

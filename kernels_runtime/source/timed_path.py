@@ -126,7 +126,7 @@ def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inpu
     that has no `get_inputs()` of its own (a `ModelNew` beside its problem's file: KernelBench passes
     both models the same inputs). Unchanged where the call does not reach the line."""
     walk = _walked(text, inputs)
-    known = walk.at_launch.get(line) if walk is not None else None
+    known = walk.known_at.get(line) if walk is not None else None
     return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
 
 
@@ -219,7 +219,7 @@ class _Walk:
         self.walked: dict[str, float] = {}
         self.guessed = False
         # What was known of shapes and sizes at each line with a call the timed call reaches: a launch there reads its sizes.
-        self.at_launch: dict[int, _Known] = {}
+        self.known_at: dict[int, _Known] = {}
 
     def statements(self, statements: list[ast.stmt], factor: float, stack: tuple[str, ...], known: _Known) -> None:
         """`known`: the shapes of the tensors and the sizes read from them so far in this function."""
@@ -246,7 +246,7 @@ class _Walk:
         for node in ast.walk(expression):
             if not isinstance(node, ast.Call):
                 continue
-            self.at_launch.setdefault(node.lineno, dict(known))
+            self.known_at.setdefault(node.lineno, dict(known))
             function = node.func
             if isinstance(function, ast.Name):
                 callee, skipped = self.functions.get(function.id), 0
