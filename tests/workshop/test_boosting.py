@@ -13,7 +13,7 @@ from kernelcast.models.embedded.backend import Prediction, TimeModel, blend
 from kernelcast.models.embedded.boosted import SIDE_COUNT, BoostedTrees, pair_rows, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd, log_squared_error
-from workshop.training.boosting import TreeSettings, export, train_direction, train_spread, train_trees
+from workshop.training.boosting import TreeSettings, averaged, export, train_direction, train_spread, train_trees
 
 try:
     import lightgbm
@@ -45,6 +45,22 @@ def _synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_rows_walk_down_the_branches_their_values_choose() -> None:
     rows = np.array([[1.5, 0, -1.0], [1.0, 0, 0.0], [2.0, 0, -5.0]])
     assert HAND_MADE.raw(rows) == pytest.approx([10.5, 20.5, 30.5])  # thresholds are inclusive, as lightgbm's
+
+
+def test_averaged_forests_sum_to_the_mean_of_their_sums() -> None:
+    # A second forest: one tree splitting column 1, then a one-leaf tree.
+    other = BoostedTrees(
+        roots=np.array([0, ~2]),
+        feature=np.array([1]),
+        threshold=np.array([0.0]),
+        left=np.array([~0]),
+        right=np.array([~1]),
+        leaf_value=np.array([-4.0, 6.0, 1.0]),
+    )
+    rows = np.array([[1.5, -1.0, -1.0], [1.0, 2.0, 0.0], [2.0, 0.0, -5.0]])
+    mean = averaged([HAND_MADE, other, HAND_MADE])
+    assert len(mean.roots) == 6
+    assert mean.raw(rows) == pytest.approx((2 * HAND_MADE.raw(rows) + other.raw(rows)) / 3)
 
 
 def test_pair_rows_hold_both_sides_their_difference_and_the_context_once() -> None:
