@@ -37,9 +37,11 @@ TOOLS = Path(sys.executable).parent
 NEVER_IN_LSP = ("numpy", "kernelcast.models", "workshop", "torch", "triton", "cupy", "llama_cpp", "transformers")
 # Parsers of kernel source load with the first file, not before.
 NOT_BEFORE_A_FILE = ("tree_sitter",)
-# The weights are most of the wheel (the MLP 5.5 MB; the KernelBench trees, their source-left-out
-# members and the novelty table 1.5 MB): the limit catches data or build output that slips in.
-WHEEL_LIMIT_BYTES = 8_000_000
+# The weights are most of the wheel (the MLP 5.5 MB; the KernelBench trees and their
+# source-left-out members, each three seeds' forests of 1,800 trees, 4.1 MB, their leaves and
+# thresholds doubles that do not compress; the novelty table): the limit catches data or build
+# output that slips in.
+WHEEL_LIMIT_BYTES = 12_000_000
 
 
 def installed_layout(target: Path) -> Path:
