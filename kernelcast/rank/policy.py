@@ -27,11 +27,12 @@ The numbers come from the design half of the corpus groups (replay.HALF_SEED): N
 from how fast the correlation of two variants' misses falls with the distance of their
 forecasts (beyond a straight-line fit per group: 0.24 for near-identical forecasts, 0.06 at d
 = 0.05-0.1), the four spreads by maximum likelihood of those groups' misses
-(`python -m workshop.training.rank_policy`; benchmarks/results/rank_replay.md), ROBUST_Z from the design halves of the synthetic and the
-real-world groups together. The held-out half judges the policy (README). A forecast's own
-spread is not used: within a run it hardly told whose miss would be larger (rank correlation
-0.07 on the design half), and taking it as the own miss's spread made the search chase wide
-forecasts and find the best less often than forecast order.
+(`python -m workshop.training.rank_policy`; benchmarks/results/rank_replay.md), ROBUST_Z from
+the design halves of the synthetic and the real-world groups together. The held-out half
+judges the policy (README). A forecast's own spread is not used: within a run it hardly told
+whose miss would be larger (rank correlation 0.07 on the design half), and taking it as the own
+miss's spread made the search chase wide forecasts and find the best less often than forecast
+order.
 """
 
 from __future__ import annotations
