@@ -70,7 +70,7 @@ FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL:
 # rows. Chosen with each source held out in turn (the report's table, mean of nine sources): 300
 # rounds of 31 leaves gave direction 0.774 and within one bin 0.623; 600 of 15 leaves, at least 40
 # pairs a leaf, 0.785-0.797 and 0.630-0.634 over three seeds, and their mean (TREE_SEEDS) 0.788 and
-# 0.635, where a source's direction moved by up to 0.13 from one seed to the next. 7 leaves or 80
+# 0.635, where a source's direction moved by up to 0.09 from one seed to the next. 7 leaves or 80
 # pairs a leaf fitted less (0.775, 0.778), 20 pairs a leaf more (0.787, within one bin 0.596).
 TREE_SETTINGS = TreeSettings(rounds=600, leaves=15, min_pairs_in_leaf=40, bagging_fraction=0.8)
 TREE_SEEDS = 3
