@@ -73,14 +73,22 @@ def best_measured(measured: Mapping[int, float]) -> tuple[int, float] | None:
     return index, measured[index]
 
 
-def _covariance(probabilities: np.ndarray, centred: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Prior covariance of the misses of variants `rows` with those of variants `cols`."""
+def miss_covariance(
+    probabilities: np.ndarray,
+    centred: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    spreads: tuple[float, float, float, float] | None = None,
+) -> np.ndarray:
+    """Prior covariance of the misses of variants `rows` with those of variants `cols`; `spreads`
+    (shared, slope, near-twin, own sds) default to the shipped ones (workshop/training/rank_policy.py fits them)."""
+    shared, slope, neighbour, own = spreads or (SHARED_SD, SLOPE_SD, NEIGHBOUR_SD, OWN_SD)
     distance = 0.5 * np.abs(probabilities[rows][:, None, :] - probabilities[cols][None, :, :]).sum(axis=2)
     return (
-        SHARED_SD**2
-        + SLOPE_SD**2 * np.outer(centred[rows], centred[cols])
-        + NEIGHBOUR_SD**2 * np.exp(-distance / NEIGHBOUR_SCALE)
-        + OWN_SD**2 * (rows[:, None] == cols[None, :])
+        shared**2
+        + slope**2 * np.outer(centred[rows], centred[cols])
+        + neighbour**2 * np.exp(-distance / NEIGHBOUR_SCALE)
+        + own**2 * (rows[:, None] == cols[None, :])
     )
 
 
@@ -108,8 +116,8 @@ def posterior(probabilities: np.ndarray, measured: Mapping[int, float], rows: Se
         return means[wanted], np.sqrt(variances)
     done = np.array(list(measured), dtype=int)
     misses = np.array([measured[i] for i in done]) - means[done]
-    across = _covariance(probabilities, centred, wanted, done)
-    weights = np.linalg.solve(_down_weight_outliers(_covariance(probabilities, centred, done, done), misses), across.T)
+    across = miss_covariance(probabilities, centred, wanted, done)
+    weights = np.linalg.solve(_down_weight_outliers(miss_covariance(probabilities, centred, done, done), misses), across.T)
     variances = variances - np.einsum("ij,ji->i", across, weights)
     return means[wanted] + weights.T @ misses, np.sqrt(np.maximum(variances, 1e-9))
 

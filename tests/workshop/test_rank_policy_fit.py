@@ -14,20 +14,20 @@ from workshop.training import rank_policy
 DATA = Path(__file__).parents[1] / "data"
 
 
-def _simulated_groups(spreads: tuple[float, ...], count: int, size: int, seed: int) -> list[tuple[np.ndarray, ...]]:
+def _simulated_groups(spreads: tuple[float, float, float, float], count: int, size: int, seed: int) -> list[rank_policy.Group]:
     """Groups of near-twins (four forecasts random over the bins, each variant one of them mixed
     with a little of another random one) whose misses are drawn from the policy's covariance with
     `spreads`. Without twins the near-twin and own misses would both be only variance, and could
     not be told apart."""
     rng = np.random.default_rng(seed)
-    shared, slope, neighbour, own = spreads
     groups = []
     for _ in range(count):
         bases = rng.dirichlet(np.full(policy.NUM_BINS, 0.3), size=4)[rng.integers(0, 4, size)]
         mix = rng.uniform(0.0, 0.15, size)[:, None]
         probabilities = policy.as_matrix((1 - mix) * bases + mix * rng.dirichlet(np.full(policy.NUM_BINS, 0.3), size=size))
-        _, centred, twins = rank_policy.group_misses(probabilities, np.zeros(size))
-        covariance = shared**2 + slope**2 * np.outer(centred, centred) + neighbour**2 * twins + own**2 * np.eye(size)
+        _, centred, _ = rank_policy.group_misses(probabilities, np.zeros(size))
+        every = np.arange(size)
+        covariance = policy.miss_covariance(probabilities, centred, every, every, spreads)
         misses = rng.multivariate_normal(np.zeros(size), covariance)
         groups.append(rank_policy.group_misses(probabilities, policy.forecast_means(probabilities) + misses))
     return groups

@@ -25,25 +25,29 @@ from kernelcast.rank import policy, replay
 SPREADS = ("SHARED_SD", "SLOPE_SD", "NEIGHBOUR_SD", "OWN_SD")
 
 
-def group_misses(probabilities: np.ndarray, log2_speedups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A group's misses, its forecast means less their mean, and the near-twin correlation of each two variants."""
+Group = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def group_misses(probabilities: np.ndarray, log2_speedups: np.ndarray) -> Group:
+    """A group's misses, its forecast means less their mean, and its forecasts: what the policy's
+    covariance (policy.miss_covariance) reads."""
     means = policy.forecast_means(probabilities)
-    distance = 0.5 * np.abs(probabilities[:, None, :] - probabilities[None, :, :]).sum(axis=2)
-    return log2_speedups - means, means - means.mean(), np.exp(-distance / policy.NEIGHBOUR_SCALE)
+    return log2_speedups - means, means - means.mean(), probabilities
 
 
-def negative_log_likelihood(spreads: Sequence[float], groups: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
-    """Mean over groups of -log N(misses; 0, covariance), less the constant."""
-    shared, slope, neighbour, own = spreads
+def negative_log_likelihood(spreads: Sequence[float], groups: Sequence[Group]) -> float:
+    """Mean over groups of -log N(misses; 0, the policy's covariance with `spreads`), less the constant."""
+    shared, slope, neighbour, own = (float(value) for value in spreads)
     total = 0.0
-    for misses, centred, twins in groups:
-        covariance = shared**2 + slope**2 * np.outer(centred, centred) + neighbour**2 * twins + own**2 * np.eye(len(misses))
+    for misses, centred, probabilities in groups:
+        every = np.arange(len(misses))
+        covariance = policy.miss_covariance(probabilities, centred, every, every, (shared, slope, neighbour, own))
         _, log_determinant = np.linalg.slogdet(covariance)
         total += 0.5 * (log_determinant + misses @ np.linalg.solve(covariance, misses))
     return total / len(groups)
 
 
-def fit_spreads(groups: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, float]:
+def fit_spreads(groups: Sequence[Group]) -> dict[str, float]:
     """The four sds that make the groups' misses most likely, started from the shipped ones."""
     from scipy.optimize import minimize
 
