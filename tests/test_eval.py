@@ -14,7 +14,17 @@ import pytest
 from lsp_support import isolated_env
 from test_llm_llama_cpp import require_llama_and_model
 
-from kernelcast.evaluation import PLOT_INSTALL_HINT, evaluate, metrics, risk_coverage, top_recovery
+from kernelcast.evaluation import (
+    PLOT_INSTALL_HINT,
+    ece,
+    ece_noise,
+    evaluate,
+    metrics,
+    reliability,
+    risk_coverage,
+    summary_table,
+    top_recovery,
+)
 from kernelcast.wire import read_pairs
 
 PAIRS = Path(__file__).parent / "data" / "pairs_small.jsonl"
@@ -36,7 +46,7 @@ def test_perfect_forecaster_scores_perfectly() -> None:
         "top10_recovery_mean",
     ):
         assert result[key] == 1.0, key
-    for key in ("direction_ece", "bin_ece", "brier", "crps", "nll", "aurc"):
+    for key in ("direction_ece", "direction_ece_noise", "bin_ece", "brier", "crps", "nll", "aurc"):
         assert result[key] == 0.0, key
     assert result["confusion"] == np.eye(8, dtype=int).tolist()
 
@@ -89,6 +99,27 @@ def test_near_ties_count_for_calibration_but_not_for_direction_accuracy() -> Non
     assert result["direction_accuracy"] == 1.0
     assert result["direction_ece"] == pytest.approx(0.5)  # confidence 1, right on one of the two
     assert result["coverage_at_threshold"] == 1.0 and result["risk_coverage"][-1]["coverage"] == 1.0
+
+
+def test_a_calibrated_forecaster_exceeds_the_ece_noise_one_time_in_ten() -> None:
+    generator = np.random.default_rng(7)
+    confidence = generator.uniform(0.5, 1.0, 150)
+    noise = ece_noise(confidence)
+    observed = [ece(reliability(confidence, generator.random(len(confidence)) < confidence)) for _ in range(400)]
+    assert 0.05 <= np.mean(np.array(observed) > noise) <= 0.16
+    # Forecasts right less often than they claim exceed it nearly always.
+    overconfident = [ece(reliability(confidence, generator.random(len(confidence)) < confidence - 0.15)) for _ in range(50)]
+    assert np.mean(np.array(overconfident) > noise) > 0.9
+
+
+def test_ece_noise_falls_with_the_number_of_pairs_and_is_none_without_pairs() -> None:
+    generator = np.random.default_rng(8)
+    few, many = ece_noise(generator.uniform(0.5, 1.0, 100)), ece_noise(generator.uniform(0.5, 1.0, 10_000))
+    assert many < few / 5
+    assert ece_noise(np.full(50, 1.0)) == 0.0 and ece_noise(np.array([])) is None
+    result = evaluate(np.eye(8), ONE_PER_BIN, sources=["a"] * 4 + ["b"] * 4)
+    assert "ECE noise" in summary_table(result).splitlines()[0]
+    assert result["by_source"]["a"]["direction_ece_noise"] == 0.0
 
 
 def test_top10_recovery_keeps_the_top_tenth_of_each_group() -> None:
