@@ -277,8 +277,17 @@ def _measure(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from kernelcast.evaluation import run
 
+    if args.forecasts and args.backend:
+        print("kernelcast eval: --forecasts judges forecasts already made; give it or --backend, not both", file=sys.stderr)
+        return 2
     return run(
-        Path(args.pairs), args.backend, _backend_options(args), Path(args.report) if args.report else None, not args.no_facts, args.jobs
+        Path(args.pairs),
+        args.backend or "embedded",
+        _backend_options(args),
+        Path(args.report) if args.report else None,
+        not args.no_facts,
+        args.jobs,
+        Path(args.forecasts) if args.forecasts else None,
     )
 
 
@@ -444,7 +453,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluation = commands.add_parser("eval", help="score a backend on pairs with measured speedups (metrics of docs/forecast.md)")
     evaluation.add_argument("pairs", help="labelled pairs, JSONL (kernelcast/wire.py)")
-    evaluation.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
+    evaluation.add_argument("--backend", default=None, help="forecaster backend (default: embedded)")
+    evaluation.add_argument(
+        "--forecasts",
+        metavar="FORECASTS.jsonl",
+        help="judge these forecasts ({id, probabilities} lines: held-out forecasts of a training run, another eval's "
+        "predictions.jsonl) instead of running a backend",
+    )
     evaluation.add_argument("--report", help="folder for metrics.json, report.md, predictions.jsonl and plots")
     evaluation.add_argument("--no-facts", action="store_true", help="skip compiling facts for pair sides that have none (faster)")
     evaluation.add_argument("--jobs", type=_positive_int, default=None, help=JOBS_HELP)

@@ -17,7 +17,9 @@ confidence < threshold. Two sets of pairs are used, each for a reason:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -32,7 +34,16 @@ from kernelcast.models.service.calibration import true_bins
 from kernelcast.models.service.llm_common import LLMBackendError
 from kernelcast.paths import install_command
 from kernelcast.progress import Progress
-from kernelcast.wire import BIN_WORDS, DEFAULT_CONFIDENCE_THRESHOLD, NUM_BINS, Forecast, LabelledPair, _bin_bounds, read_pairs
+from kernelcast.wire import (
+    BIN_WORDS,
+    DEFAULT_CONFIDENCE_THRESHOLD,
+    NUM_BINS,
+    Forecast,
+    LabelledPair,
+    _bin_bounds,
+    read_forecast_rows,
+    read_pairs,
+)
 
 DIRECTION_MIN_LOG2 = 0.1
 ECE_BUCKETS = 10
@@ -507,13 +518,44 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
+def forecasts_from_file(path: Path, pairs: list[LabelledPair]) -> list[Forecast]:
+    """Each pair's forecast read from a file of {id, probabilities} lines, as the editor would word
+    it; ValueError when the file cannot be read, a line is not one, or a pair has none."""
+    try:
+        rows = read_forecast_rows(path)
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror}") from None
+    missing = [pair.id for pair in pairs if pair.id not in rows]
+    if missing:
+        raise ValueError(f"{path} has no forecast of {len(missing)} of the {len(pairs)} pairs, first: {missing[0]}")
+    forecasts = []
+    for pair in pairs:
+        try:
+            forecast = Forecast.from_probabilities(rows[pair.id], provenance={"backend": f"forecasts of {path.name}"})
+        except ValueError as error:
+            raise ValueError(f"{path}: the forecast of {pair.id}: {error}") from None
+        if math.isclose(sum(rows[pair.id]), 1.0, abs_tol=1e-9):
+            # A distribution already: judged as written, so a run's own forecasts score as that run scored
+            # them (normalising again can move a forecast at exactly even odds across 0.5).
+            forecast = dataclasses.replace(forecast, probabilities=rows[pair.id])
+        forecasts.append(forecast)
+    return forecasts
+
+
 def run(
-    pairs_file: Path, backend: str, options: dict[str, Any], report_dir: Path | None, compile_facts: bool = True, jobs: int | None = None
+    pairs_file: Path,
+    backend: str,
+    options: dict[str, Any],
+    report_dir: Path | None,
+    compile_facts: bool = True,
+    jobs: int | None = None,
+    forecasts_file: Path | None = None,
 ) -> int:
     """`kernelcast eval`: exit 0 with metrics, 2 on bad input (nothing written), 1 when nothing could be forecast.
 
     Sides without compiler facts get them as the editor compiles them (unless not `compile_facts`),
-    in `jobs` processes (default: the CPU count)."""
+    in `jobs` processes (default: the CPU count). With `forecasts_file`, the forecasts are read
+    from it ({id, probabilities} lines) and judged alike: no backend runs."""
     try:
         pairs = list(read_pairs(pairs_file))
     except OSError as error:
@@ -525,18 +567,27 @@ def run(
     if not pairs:
         print(f"kernelcast eval: {pairs_file} holds no pairs", file=sys.stderr)
         return 2
-    try:
-        forecaster = Forecaster([backend], options=options)
-    except (KeyError, LLMBackendError) as error:
-        print(f"kernelcast eval: backend {backend!r} cannot run: {error.args[0]}", file=sys.stderr)
-        return 2
-    if compile_facts:
-        without_facts = add_facts(pairs, jobs or default_jobs())
-        for problem in without_facts[:FACT_PROBLEMS_SHOWN]:
-            print(f"kernelcast eval: {problem}", file=sys.stderr)
-        if len(without_facts) > FACT_PROBLEMS_SHOWN:
-            print(f"kernelcast eval: … and {len(without_facts) - FACT_PROBLEMS_SHOWN} more sides without compiler facts", file=sys.stderr)
-    forecasts, failed = forecast_pairs(pairs, forecaster)
+    if forecasts_file is not None:
+        try:
+            forecasts: list[Forecast | None] = list(forecasts_from_file(forecasts_file, pairs))
+        except ValueError as error:
+            print(f"kernelcast eval: {error}", file=sys.stderr)
+            return 2
+        failed: list[dict[str, str]] = []
+    else:
+        try:
+            forecaster = Forecaster([backend], options=options)
+        except (KeyError, LLMBackendError) as error:
+            print(f"kernelcast eval: backend {backend!r} cannot run: {error.args[0]}", file=sys.stderr)
+            return 2
+        if compile_facts:
+            without_facts = add_facts(pairs, jobs or default_jobs())
+            for problem in without_facts[:FACT_PROBLEMS_SHOWN]:
+                print(f"kernelcast eval: {problem}", file=sys.stderr)
+            if len(without_facts) > FACT_PROBLEMS_SHOWN:
+                more = len(without_facts) - FACT_PROBLEMS_SHOWN
+                print(f"kernelcast eval: … and {more} more sides without compiler facts", file=sys.stderr)
+        forecasts, failed = forecast_pairs(pairs, forecaster)
     done = [(pair, forecast) for pair, forecast in zip(pairs, forecasts) if forecast is not None]
     for failure in failed:
         print(f"kernelcast eval: {failure['id']}: {failure['error']}", file=sys.stderr)
@@ -557,7 +608,7 @@ def run(
         "pairs": len(pairs),
         "backend": first.get("backend", backend),
         "model_id": first.get("model_id", ""),
-        "calibration_ids": sorted({str(f.provenance.get("calibration_id")) for _, f in done}),
+        "calibration_ids": sorted({str(f.provenance["calibration_id"]) for _, f in done if "calibration_id" in f.provenance}),
         "failed": failed,
         **result,
     }

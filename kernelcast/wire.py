@@ -458,6 +458,22 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
             yield number, value
 
 
+def read_forecast_rows(path: Path) -> dict[str, list[float]]:
+    """{id: probabilities} of a file of {id, probabilities} lines: forecasts made elsewhere (held-out
+    forecasts of a training run, an eval's predictions.jsonl) to judge or search with; a line that is
+    not one raises ValueError naming its number."""
+    found: dict[str, list[float]] = {}
+    for number, row in jsonl_records(path):
+        try:
+            probabilities = [float(p) for p in row["probabilities"]]
+            found[str(row["id"])] = probabilities
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}:{number}: not an {{id, probabilities}} line ({error})") from None
+        if len(probabilities) != NUM_BINS:
+            raise ValueError(f"{path}:{number}: {len(probabilities)} probabilities, not one per bin ({NUM_BINS})")
+    return found
+
+
 def read_pairs(path: Path) -> Iterator[LabelledPair]:
     """Pairs of a JSONL file; a bad line raises ValueError naming its line number."""
     for number, value in jsonl_records(path):

@@ -19,6 +19,7 @@ from kernelcast.evaluation import (
     ece,
     ece_noise,
     evaluate,
+    forecasts_from_file,
     metrics,
     reliability,
     risk_coverage,
@@ -260,6 +261,70 @@ def test_bad_line_is_named_and_nothing_is_written(tmp_path: Path) -> None:
 
     unknown = _eval(tmp_path, str(PAIRS), "--backend", "oracle", "--report", str(report))
     assert unknown.returncode == 2 and "unknown forecaster backend 'oracle'" in unknown.stderr and not report.exists()
+
+
+def _forecasts_file(path: Path, pairs: list, drop: int = 0) -> Path:
+    """A forecast of each pair but the last `drop`: sure of the true side for every other pair, unsure otherwise."""
+    lines = []
+    for number, pair in enumerate(pairs[: len(pairs) - drop]):
+        probabilities = [0.0] * 8
+        probabilities[pair.true_bin - 1] = 0.9 if number % 2 else 0.3
+        probabilities[7 - (pair.true_bin - 1)] += 1.0 - probabilities[pair.true_bin - 1]
+        lines.append(json.dumps({"id": pair.id, "probabilities": probabilities}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_eval_judges_forecasts_from_a_file_as_it_judges_a_backend(tmp_path: Path) -> None:
+    pairs = list(read_pairs(PAIRS))
+    forecasts = _forecasts_file(tmp_path / "held_out.jsonl", pairs)
+    report = tmp_path / "report"
+    completed = _eval(tmp_path, str(PAIRS), "--forecasts", str(forecasts), "--report", str(report), block_matplotlib=True)
+    assert completed.returncode == 0, completed.stderr
+    assert "forecasts of held_out.jsonl on pairs_small.jsonl: 18 of 18 pairs forecast" in completed.stdout
+    written = json.loads((report / "metrics.json").read_text())
+    rows = [json.loads(line) for line in forecasts.read_text().splitlines()]
+    expected = evaluate(
+        [row["probabilities"] for row in rows],
+        [pair.speedup for pair in pairs],
+        kinds=[pair.kind for pair in pairs],
+        languages=[pair.language for pair in pairs],
+        groups=[pair.group for pair in pairs],
+        sources=[pair.source for pair in pairs],
+    )
+    assert json.loads(json.dumps(expected)) == {key: written[key] for key in expected}
+    assert written["backend"] == "forecasts of held_out.jsonl" and written["calibration_ids"] == []
+    assert [row["id"] for row in _predictions(report)] == [pair.id for pair in pairs]
+
+
+def test_a_distribution_from_a_file_is_judged_as_written_and_weights_are_scaled(tmp_path: Path) -> None:
+    pairs = list(read_pairs(PAIRS))[:2]
+    even = [0.1, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.1]  # P(faster) = 0.5 exactly, as written
+    path = tmp_path / "two.jsonl"
+    path.write_text("".join(json.dumps({"id": pair.id, "probabilities": row}) + "\n" for pair, row in zip(pairs, (even, [1.0] * 8))))
+    written, weights = forecasts_from_file(path, pairs)
+    assert written.probabilities == even and written.provenance == {"backend": "forecasts of two.jsonl"}
+    assert weights.probabilities == [0.125] * 8 and weights.confidence == 0.5
+
+
+def test_eval_forecasts_that_do_not_cover_the_pairs_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    pairs = list(read_pairs(PAIRS))
+    report = tmp_path / "report"
+    short = _forecasts_file(tmp_path / "short.jsonl", pairs, drop=2)
+    missing = _eval(tmp_path, str(PAIRS), "--forecasts", str(short), "--report", str(report))
+    assert missing.returncode == 2 and f"{short} has no forecast of 2 of the 18 pairs, first: {pairs[-2].id}" in missing.stderr
+    seven = tmp_path / "seven.jsonl"
+    seven.write_text(json.dumps({"id": pairs[0].id, "probabilities": [0.5] * 7}) + "\n")
+    assert f"{seven}:1: 7 probabilities, not one per bin (8)" in _eval(tmp_path, str(PAIRS), "--forecasts", str(seven)).stderr
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text("".join(json.dumps({"id": pair.id, "probabilities": [0.0] * 8}) + "\n" for pair in pairs))
+    refused = _eval(tmp_path, str(PAIRS), "--forecasts", str(zero))
+    assert refused.returncode == 2 and f"the forecast of {pairs[0].id}: need 8 non-negative probabilities" in refused.stderr
+    both = _eval(tmp_path, str(PAIRS), "--forecasts", str(short), "--backend", "embedded", "--report", str(report))
+    assert both.returncode == 2 and "give it or --backend, not both" in both.stderr
+    absent = _eval(tmp_path, str(PAIRS), "--forecasts", str(tmp_path / "absent.jsonl"))
+    assert absent.returncode == 2 and "cannot read" in absent.stderr and "absent.jsonl" in absent.stderr
+    assert not report.exists()
 
 
 # A CUDA edit, a Triton rewrite and a CUDA kernel against a PyTorch reference: each kind of pair, each side's language.

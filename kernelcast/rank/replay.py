@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.rank import policy
-from kernelcast.wire import NUM_BINS, LabelledPair, jsonl_records
+from kernelcast.wire import LabelledPair, read_forecast_rows
 
 FRACTIONS = (0.1, 0.2, 0.3)
 # "Found the best": within 5% of the true best's speedup.
@@ -126,15 +126,7 @@ def forecast_groups(groups: Sequence[Group], forecaster: Any, progress: Callable
 def read_forecasts(path: Path, groups: Sequence[Group]) -> None:
     """Fill each group's forecast distributions from a file of {id, probabilities} lines: forecasts
     made elsewhere, such as each source's by a forecaster that never saw that source."""
-    found: dict[str, list[float]] = {}
-    for number, row in jsonl_records(path):
-        try:
-            probabilities = [float(p) for p in row["probabilities"]]
-            found[str(row["id"])] = probabilities
-        except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}:{number}: not an {{id, probabilities}} line ({error})") from None
-        if len(probabilities) != NUM_BINS:
-            raise ValueError(f"{path}:{number}: {len(probabilities)} probabilities, not one per bin ({NUM_BINS})")
+    found = read_forecast_rows(path)
     for group in groups:
         missing = [pair.id for pair in group.pairs if pair.id not in found]
         if missing:
