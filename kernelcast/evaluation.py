@@ -118,9 +118,9 @@ def ece_noise(confidence: np.ndarray, buckets: int = ECE_BUCKETS, draws: int = C
     an ECE of 0.05 there cannot be told from chance; an observed ECE above it is miscalibration."""
     if len(confidence) == 0:
         return None
-    order = np.argsort(np.minimum((confidence * buckets).astype(int), buckets - 1), kind="stable")
-    sorted_confidence = confidence[order]
-    bucket = np.minimum((sorted_confidence * buckets).astype(int), buckets - 1)
+    index = np.minimum((confidence * buckets).astype(int), buckets - 1)
+    order = np.argsort(index, kind="stable")
+    sorted_confidence, bucket = confidence[order], index[order]
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     claimed = np.add.reduceat(sorted_confidence, starts)
     generator = np.random.default_rng(seed)

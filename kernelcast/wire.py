@@ -471,6 +471,8 @@ def read_forecast_rows(path: Path) -> dict[str, list[float]]:
             raise ValueError(f"{path}:{number}: not an {{id, probabilities}} line ({error})") from None
         if len(probabilities) != NUM_BINS:
             raise ValueError(f"{path}:{number}: {len(probabilities)} probabilities, not one per bin ({NUM_BINS})")
+        if not all(math.isfinite(p) and p >= 0 for p in probabilities):
+            raise ValueError(f"{path}:{number}: probabilities must be finite and non-negative")
     return found
 
 

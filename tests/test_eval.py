@@ -316,6 +316,10 @@ def test_eval_forecasts_that_do_not_cover_the_pairs_are_refused_and_nothing_is_w
     seven = tmp_path / "seven.jsonl"
     seven.write_text(json.dumps({"id": pairs[0].id, "probabilities": [0.5] * 7}) + "\n")
     assert f"{seven}:1: 7 probabilities, not one per bin (8)" in _eval(tmp_path, str(PAIRS), "--forecasts", str(seven)).stderr
+    negative = tmp_path / "negative.jsonl"
+    negative.write_text(json.dumps({"id": pairs[0].id, "probabilities": [-0.1, 1.1] + [0.0] * 6}) + "\n")
+    below_zero = _eval(tmp_path, str(PAIRS), "--forecasts", str(negative))
+    assert f"{negative}:1: probabilities must be finite and non-negative" in below_zero.stderr
     zero = tmp_path / "zero.jsonl"
     zero.write_text("".join(json.dumps({"id": pair.id, "probabilities": [0.0] * 8}) + "\n" for pair in pairs))
     refused = _eval(tmp_path, str(PAIRS), "--forecasts", str(zero))
