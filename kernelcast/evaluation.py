@@ -17,9 +17,7 @@ confidence < threshold. Two sets of pairs are used, each for a reason:
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -531,14 +529,9 @@ def forecasts_from_file(path: Path, pairs: list[LabelledPair]) -> list[Forecast]
     forecasts = []
     for pair in pairs:
         try:
-            forecast = Forecast.from_probabilities(rows[pair.id], provenance={"backend": f"forecasts of {path.name}"})
+            forecasts.append(Forecast.from_probabilities(rows[pair.id], provenance={"backend": f"forecasts of {path.name}"}))
         except ValueError as error:
             raise ValueError(f"{path}: the forecast of {pair.id}: {error}") from None
-        if math.isclose(sum(rows[pair.id]), 1.0, abs_tol=1e-9):
-            # A distribution already: judged as written, so a run's own forecasts score as that run scored
-            # them (normalising again can move a forecast at exactly even odds across 0.5).
-            forecast = dataclasses.replace(forecast, probabilities=rows[pair.id])
-        forecasts.append(forecast)
     return forecasts
 
 

@@ -97,7 +97,10 @@ class Forecast:
         if len(probs) != NUM_BINS or sum(probs) <= 0:
             raise ValueError(f"need {NUM_BINS} non-negative probabilities with a positive sum")
         total = sum(probs)
-        probs = [p / total for p in probs]
+        if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=1e-12):
+            # A distribution already is kept as given: scaling it again moves its last bits, and a
+            # forecast at exactly even odds could change side.
+            probs = [p / total for p in probs]
         p_faster = sum(probs[NUM_BINS // 2 :])
         direction = "faster" if p_faster >= 0.5 else "slower"
         confidence = p_faster if direction == "faster" else 1.0 - p_faster
