@@ -94,9 +94,9 @@ class Forecast:
         provenance: dict[str, Any] | None = None,
     ) -> Forecast:
         probs = [max(float(p), 0.0) for p in probabilities]
-        if len(probs) != NUM_BINS or sum(probs) <= 0:
-            raise ValueError(f"need {NUM_BINS} non-negative probabilities with a positive sum")
         total = sum(probs)
+        if len(probs) != NUM_BINS or total <= 0:
+            raise ValueError(f"need {NUM_BINS} non-negative probabilities with a positive sum")
         if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=1e-12):
             # A distribution already is kept as given: scaling it again moves its last bits, and a
             # forecast at exactly even odds could change side.

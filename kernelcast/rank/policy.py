@@ -65,6 +65,12 @@ def forecast_means(probabilities: np.ndarray) -> np.ndarray:
     return probabilities @ ((_LOWS + _HIGHS) / 2)
 
 
+def centred_means(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The forecast means, and each less the run's mean: what the slope term of the misses grows with."""
+    means = forecast_means(probabilities)
+    return means, means - means.mean()
+
+
 def best_measured(measured: Mapping[int, float]) -> tuple[int, float] | None:
     """(index, s) of the fastest correct variant measured so far."""
     if not measured:
@@ -108,8 +114,7 @@ def _down_weight_outliers(among: np.ndarray, misses: np.ndarray, rounds: int = R
 
 def posterior(probabilities: np.ndarray, measured: Mapping[int, float], rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sd of s for variants `rows`, given the measured s of others."""
-    means = forecast_means(probabilities)
-    centred = means - means.mean()
+    means, centred = centred_means(probabilities)
     wanted = np.asarray(rows, dtype=int)
     variances = SHARED_SD**2 + SLOPE_SD**2 * centred[wanted] ** 2 + NEIGHBOUR_SD**2 + OWN_SD**2
     if not measured or not len(wanted):

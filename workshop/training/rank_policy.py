@@ -31,8 +31,8 @@ Group = tuple[np.ndarray, np.ndarray, np.ndarray]
 def group_misses(probabilities: np.ndarray, log2_speedups: np.ndarray) -> Group:
     """A group's misses, its forecast means less their mean, and its forecasts: what the policy's
     covariance (policy.miss_covariance) reads."""
-    means = policy.forecast_means(probabilities)
-    return log2_speedups - means, means - means.mean(), probabilities
+    means, centred = policy.centred_means(probabilities)
+    return log2_speedups - means, centred, probabilities
 
 
 def negative_log_likelihood(spreads: Sequence[float], groups: Sequence[Group]) -> float:
