@@ -146,20 +146,26 @@ def test_the_fit_weighs_every_source_alike() -> None:
 
 
 def test_a_line_is_as_wide_as_it_missed_on_a_source_left_out() -> None:
-    # Sources a and b as above, two pairs each: fitted together the line is y = m with residuals of
-    # 1; fitted on either alone it misses the other by 2, so the shipped spread is 2, not 1.
-    means = [0.0, 1.0, 0.0, 1.0]
-    speedups = [1.0, 2.0, -1.0, 0.0]
-    pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, y in zip("aabb", speedups)]
-    fitted = {AGAINST_PROBLEM: [0, 1, 2, 3]}
-    line = held_out_lines(fitted, dict(enumerate(means)), pairs, {"a", "b"})[AGAINST_PROBLEM]
+    # Sources a and b as above, SUPPORT_PAIRS pairs each: fitted together the line is y = m with
+    # residuals of 1; fitted on either alone it misses the other by 2, so the shipped spread is 2, not 1.
+    rows = [(source, m, y) for source, points in (("a", ((0.0, 1.0), (1.0, 2.0))), ("b", ((0.0, -1.0), (1.0, 0.0)))) for m, y in points * (SUPPORT_PAIRS // 2)]
+    pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, _, y in rows]
+    means = {i: m for i, (_, m, _) in enumerate(rows)}
+    fitted = {AGAINST_PROBLEM: list(range(len(rows)))}
+    line = held_out_lines(fitted, means, pairs, {"a", "b"})[AGAINST_PROBLEM]
     assert (line.intercept, line.slope) == (pytest.approx(0.0, abs=1e-3), pytest.approx(1.0, abs=1e-3))
     assert line.sd == pytest.approx(2.0, abs=1e-3)
     # Its shape is those misses: a's pairs land 2 above the line fitted on b, b's 2 below a's.
     assert (line.misses[0], line.misses[-1]) == (pytest.approx(-2.0), pytest.approx(2.0)) and len(line.misses) == MISS_QUANTILES
     # One source alone has no source to leave out: its own residual spread stands.
-    alone = held_out_lines(fitted, dict(enumerate(means)), pairs, {"a"})[AGAINST_PROBLEM]
+    alone = held_out_lines(fitted, means, pairs, {"a"})[AGAINST_PROBLEM]
     assert alone.sd == pytest.approx(0.0, abs=1e-3)
+    # A source of two pairs far off is not left out: it would weigh as much as a or b in saying how
+    # far a new source lands (a third of the shape three octaves up). Its pairs still count in the fit.
+    few = [*pairs, SimpleNamespace(source="c", log2_speedup=3.5), SimpleNamespace(source="c", log2_speedup=3.5)]
+    fitted_few = {AGAINST_PROBLEM: list(range(len(few)))}
+    with_few = held_out_lines(fitted_few, {**means, len(rows): 0.0, len(rows) + 1: 0.0}, few, {"a", "b", "c"})[AGAINST_PROBLEM]
+    assert with_few.intercept > 0.5 and max(with_few.misses) < 2.5 and with_few.sd < 2.5
 
 
 def test_a_line_forecasts_in_the_shape_of_its_misses() -> None:

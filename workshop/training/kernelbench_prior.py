@@ -16,7 +16,8 @@ problem (library-vs-eager and library-vs-compile), which reads the weights' fore
 trees' (WEIGHTS_ONLY_KINDS). A line is fitted by least squares on forecasts of sources the trees
 did not see (each source's pairs forecast by trees grown on the others), every source weighing the same
 whatever its number of pairs; its spread is how far it missed on sources left out of its fit
-(`held_out_lines`), never narrower than its own residual spread, and the forecast around the line
+(`held_out_lines`; a source counts there with SUPPORT_PAIRS pairs of the kind or more), never
+narrower than its own residual spread, and the forecast around the line
 takes the shape of those misses. Judging: for each source, the trees and lines fitted on the other
 sources alone are shipped to a forecaster, which forecasts that source's pairs (all its kinds) as
 `kernelcast eval` does, compiler facts included; the table holds every metric per held-out source,
@@ -118,15 +119,19 @@ def left_out_misses(
     fitted: dict[str, list[int]], means: Mapping[int, float], pairs: Sequence[LabelledPair], sources: set[str]
 ) -> dict[str, dict[str, tuple[list[int], np.ndarray]]]:
     """For each kind and each of `sources` in turn: that source's pairs, and how far the kind's line
-    fitted on the other sources missed them (a source alone has none to leave out)."""
+    fitted on the other sources missed them (a source alone has none to leave out). A source with
+    fewer than SUPPORT_PAIRS pairs of the kind is not left out: every source weighs the same, and two
+    pairs would count as much as nine hundred in saying how far a new source lands."""
     misses: dict[str, dict[str, tuple[list[int], np.ndarray]]] = {}
     for kind, indices in fitted.items():
         misses[kind] = {}
         for left_out in sorted(sources):
+            own = [i for i in indices if pairs[i].source == left_out]
+            if len(own) < SUPPORT_PAIRS:
+                continue
             rest = sources - {left_out}
             inner = fit_lines({kind: indices}, means, pairs, lambda i, rest=rest: pairs[i].source in rest).get(kind)
-            own = [i for i in indices if pairs[i].source == left_out]
-            if inner is not None and own:
+            if inner is not None:
                 misses[kind][left_out] = (own, _misses(inner, own, means, pairs))
     return misses
 
