@@ -148,7 +148,8 @@ def test_the_fit_weighs_every_source_alike() -> None:
 def test_a_line_is_as_wide_as_it_missed_on_a_source_left_out() -> None:
     # Sources a and b as above, SUPPORT_PAIRS pairs each: fitted together the line is y = m with
     # residuals of 1; fitted on either alone it misses the other by 2, so the shipped spread is 2, not 1.
-    rows = [(source, m, y) for source, points in (("a", ((0.0, 1.0), (1.0, 2.0))), ("b", ((0.0, -1.0), (1.0, 0.0)))) for m, y in points * (SUPPORT_PAIRS // 2)]
+    lying = {"a": ((0.0, 1.0), (1.0, 2.0)), "b": ((0.0, -1.0), (1.0, 0.0))}
+    rows = [(source, m, y) for source, points in lying.items() for m, y in points * (SUPPORT_PAIRS // 2)]
     pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, _, y in rows]
     means = {i: m for i, (_, m, _) in enumerate(rows)}
     fitted = {AGAINST_PROBLEM: list(range(len(rows)))}
