@@ -260,6 +260,30 @@ def test_installing_a_disassembler_changes_the_facts_key(tmp_path, monkeypatch):
     assert cache_key(source("vector_add.cu"), "cuda", "sm_90", {}) == before
 
 
+@needs_nvcc
+def test_the_base_install_brings_its_own_disassembler(tmp_path, monkeypatch):
+    """Without triton and with no CUDA tool on PATH, the nvidia-cuda-nvdisasm wheel (a base
+    dependency on Linux) still reads the SASS mix: the embedded forecaster learnt from facts that
+    had one, and without it a fresh install forecast the README's SGEMM 1.9x where one with triton said 1.6x."""
+    (tmp_path / "k.cu").write_text(source("vector_add.cu"))
+    cubin = tmp_path / "k.cubin"
+    subprocess.run([str(cuda_facts.nvcc_path()), "-arch=sm_90", "-cubin", "-o", str(cubin), str(tmp_path / "k.cu")], check=True)
+    found_in_packages = sass._package_directories
+    monkeypatch.setattr(sass, "_package_directories", lambda package: [] if package == "triton" else found_in_packages(package))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    sass.find_disassembler.cache_clear()
+    try:
+        tool = sass.find_disassembler()
+        assert tool is not None and Path(tool).parent.parent.parent.name == "nvidia" and Path(tool).name == "nvdisasm", tool
+        mix, problem = sass.disassemble(cubin.read_bytes())
+        assert problem is None and mix is not None
+        (kernel,) = mix.values()
+        assert kernel.global_loads >= 2 and kernel.global_stores >= 1
+    finally:
+        monkeypatch.undo()
+        sass.find_disassembler.cache_clear()
+
+
 # --- facts wording and roofline ------------------------------------------------------------
 
 
