@@ -43,6 +43,7 @@ from kernelcast.wire import Measurement
 
 FAILURE_KINDS = ("compile", "runtime", "wrong", "parameters", "timeout", "cancelled", "no-gpu", "no-launch-spec")
 NO_GPU_MESSAGE = "no NVIDIA GPU here (nvidia-smi not found): measuring needs a local NVIDIA GPU; forecasts still work"
+WORKER_SHUT_DOWN = "measurement stopped: the GPU worker was shut down"
 # After a cancel, how long the worker may take to stop on its own before it is killed.
 CANCEL_GRACE_S = 1.0
 POLL_S = 0.05
@@ -190,8 +191,13 @@ class GpuWorker:
             self.ready = message
         self._next_id += 1
         request_id = self._next_id
+        requests = self._requests  # None, or closed, once another thread stopped the worker
         try:
-            self._requests.write(json.dumps({**payload, "id": request_id}) + "\n")
+            if requests is None:
+                raise ValueError("stopped")
+            requests.write(json.dumps({**payload, "id": request_id}) + "\n")
+        except ValueError:
+            return _failure("cancelled", WORKER_SHUT_DOWN)
         except (BrokenPipeError, OSError):
             self.restart()
             return _failure("runtime", "the GPU worker exited before the request; worker restarted")
@@ -214,7 +220,7 @@ class GpuWorker:
             if kind == "cancelled":
                 return self._cancel(request_id)
             if kind == "stopped":
-                return _failure("cancelled", "measurement stopped: the GPU worker was shut down")
+                return _failure("cancelled", WORKER_SHUT_DOWN)
             limit = timeouts.load_s if phase == "load" else timeouts.kernel_s
             what = f"loading {running}" if phase == "load" and running else (running or "the measurement")
             return self._lost(message, what, limit)

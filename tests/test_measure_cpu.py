@@ -13,7 +13,7 @@ import pytest
 from machine import limit
 
 from kernelcast.kernels_runtime import timing
-from kernelcast.kernels_runtime.measure import GpuWorker, MeasureFailure, Timeouts, measure_pair, prepare_request
+from kernelcast.kernels_runtime.measure import WORKER_SHUT_DOWN, GpuWorker, MeasureFailure, Timeouts, measure_pair, prepare_request
 
 FIXTURES = Path(__file__).parent / "data" / "measure"
 QUICK = Timeouts(kernel_s=1.0, load_s=3.0, start_s=60.0)
@@ -303,6 +303,17 @@ def test_a_cancel_racing_a_shutdown_from_another_thread_reports_cancelled(worker
     reply = ask(worker, "import time\nwhile True:\n    time.sleep(0.01)\n", cancel=cancel)
     # Which the requester sees first, the cancel or the stopped process, is up to the scheduler.
     assert reply["failure"]["kind"] in ("cancelled", "runtime")
+
+
+def test_a_request_after_another_thread_shut_the_worker_down_says_so(worker: GpuWorker) -> None:
+    # The window the race above can hit: the worker was alive when the request began and its pipe
+    # was closed by a shutdown before the request was written (ValueError on a closed file).
+    ask(worker, KERNELBENCH_OK)
+    worker._requests.close()
+    reply = ask(worker, KERNELBENCH_OK)
+    assert reply["failure"] == {"kind": "cancelled", "message": WORKER_SHUT_DOWN, "fatal": False}
+    worker.stop()
+    assert ask(worker, KERNELBENCH_OK)["failure"]["kind"] == "no-gpu"  # the next request starts a worker again
 
 
 def _load_inline_signature(name, cpp_sources, cuda_sources=None, functions=None, build_directory=None, verbose=False):
