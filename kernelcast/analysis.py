@@ -21,6 +21,7 @@ from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.kernels_runtime.source.cuda_text import without_extension_code
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.host_launch import GUESSED_CONFIG, GUESSED_GRID, host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
@@ -428,9 +429,19 @@ def _json(facts: KernelFacts | None) -> dict[str, Any] | None:
 FACT_LANGUAGES = ("cuda", "triton")
 
 
-def _facts_source(kernel_code: str, file_text: str | None) -> str:
-    """Compile the whole file when there is one: kernels use its macros and helpers."""
-    return file_text if file_text is not None else kernel_code
+def _kernel_facts(
+    kernel: DiscoveredKernel, file_text: str, launch: LaunchSpec | None, hardware: GpuSpec, cache: ResultCache, compile_missing: bool
+) -> FactsResult | None:
+    """A discovered kernel's facts, compiled with the macros and helpers it uses: its whole file
+    (a `.cu` file, Triton), or its embedded CUDA string less the extension's torch host code. A
+    string that does not compile so (a kernel of torch types) is tried as the kernel alone."""
+    if kernel.language == "triton" or kernel.unit is None and kernel.container is None:
+        return _facts_for(file_text, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+    if kernel.unit is not None:
+        found = _facts_for(without_extension_code(kernel.unit), kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+        if found is None or _named(found, kernel.name) is not None or not found.error:
+            return found
+    return _facts_for(kernel.code, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
 
 
 def _facts_for(
@@ -476,23 +487,13 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
     """Attach compiler facts of both sides; True when any changed. Runs in a thread."""
     assert analysis.hardware is not None
     changed = False
-    embedded = analysis.uri.endswith(".py")
     for result in analysis.results:
         if not is_current():
             return changed
         kernel = result.kernel
         # A KernelBench ModelNew is Python: its CUDA is compiled kernel by kernel (its own results).
         if kernel.language in FACT_LANGUAGES and result.facts is None and kernel.container != "kernelbench":
-            whole_file = analysis.text if kernel.language == "triton" or not embedded else None
-            found = _facts_for(
-                _facts_source(kernel.code, whole_file),
-                kernel.language,
-                kernel.name,
-                result.launch or result.host_launch,
-                analysis.hardware,
-                cache,
-                compile_missing,
-            )
+            found = _kernel_facts(kernel, analysis.text, result.launch or result.host_launch, analysis.hardware, cache, compile_missing)
             if found is not None:
                 result.facts = _named(found, kernel.name)
                 result.facts_error = found.error

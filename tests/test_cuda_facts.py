@@ -316,3 +316,55 @@ def test_compile_error_starts_at_its_first_error_line_for_the_hover():
     readable = readable_compile_error(log)
     assert readable.splitlines()[0] == 'kernel.cu(3): error: identifier "undeclared_name" is undefined'
     assert first_error_line(readable) == first_error_line(log.replace("/tmp/kernelcast-ab12/", "")) == readable.splitlines()[0]
+
+
+EMBEDDED_WITH_HELPERS = '''
+import cupy as cp
+import torch
+from torch.utils.cpp_extension import load_inline
+
+scale_source = """
+#include <torch/extension.h>
+#define FACTOR 3.0f
+
+__device__ __forceinline__ float scaled(float v) { return v * FACTOR; }
+
+__global__ void scale_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = scaled(x[i]);
+}
+
+torch::Tensor scale_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    scale_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+module = load_inline("scale", "torch::Tensor scale_cuda(torch::Tensor x);", cuda_sources=scale_source, functions=["scale_cuda"])
+
+raw = cp.RawKernel(r"""
+#define HALF 0.5f
+__device__ float halved(float v) { return v * HALF; }
+extern "C" __global__ void halve_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = halved(x[i]);
+}
+""", "halve_kernel")
+'''
+
+
+@needs_nvcc
+def test_an_embedded_kernel_compiles_with_its_strings_macros_and_helpers(tmp_path: Path) -> None:
+    """A load_inline or RawKernel kernel that uses its string's #define and __device__ helper gets
+    facts: compiled alone it names what it cannot see, and with torch's headers it needs PyTorch."""
+    from kernelcast.analysis import analyse_text, fill_facts
+    from kernelcast.cache import ResultCache
+    from kernelcast.settings import Settings
+
+    path = tmp_path / "embedded.py"
+    path.write_text(EMBEDDED_WITH_HELPERS)
+    analysis = analyse_text(path.as_uri(), 1, EMBEDDED_WITH_HELPERS, path, tmp_path, Settings(), H100)
+    assert fill_facts(analysis, ResultCache(tmp_path / "cache"), True, lambda: True)
+    by_name = {result.kernel.name: result for result in analysis.results}
+    for name in ("scale_kernel", "halve_kernel"):
+        assert by_name[name].facts is not None and by_name[name].facts.registers, by_name[name].facts_error

@@ -202,3 +202,45 @@ def test_offsets_count_code_points_around_non_ascii_text() -> None:
         "__global__ void kä(float* x /* ✓ */) { x[0] = 1; }",
         "__global__ void k2(float* y) { y[0] = 2; }",
     ]
+
+
+EXTENSION_SOURCE = """
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#define TILE 64
+constexpr float SCALE = 1.0507f;
+
+__device__ __forceinline__ float selu(float x) { return x > 0.0f ? SCALE * x : SCALE * 1.6733f * (expf(x) - 1.0f); }
+
+__global__ void selu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * TILE + threadIdx.x;
+    if (i < n) y[i] = selu(x[i]);
+}
+
+torch::Tensor selu_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    selu_kernel<<<(n + TILE - 1) / TILE, TILE>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("selu_cuda", &selu_cuda); }
+"""
+
+
+def test_a_load_inline_string_keeps_its_device_code_and_loses_its_torch_host_code() -> None:
+    """What nvcc compiles for an embedded kernel's facts: the macros, constants and device helpers
+    the kernel uses, none of what needs PyTorch's headers; lines stay where they were."""
+    unit = cuda_text.without_extension_code(EXTENSION_SOURCE)
+    assert len(unit) == len(EXTENSION_SOURCE) and unit.count("\n") == EXTENSION_SOURCE.count("\n")
+    for kept in (
+        "#include <cuda_runtime.h>",
+        "#define TILE 64",
+        "constexpr float SCALE",
+        "float selu(float x)",
+        "selu_kernel(const float* x",
+    ):
+        assert kept in unit
+    for dropped in ("torch/extension.h", "torch::Tensor", "data_ptr", "PYBIND11_MODULE"):
+        assert dropped not in unit
+    assert [k.name for k in cuda_text.kernels(unit)] == ["selu_kernel"]

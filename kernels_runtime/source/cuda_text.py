@@ -365,6 +365,37 @@ def _balanced(text: str) -> bool:
     return code.count("{") == code.count("}") and code.count("(") == code.count(")")
 
 
+# What a load_inline string holds for PyTorch's C++ extension, not for the device: nvcc cannot
+# compile it without torch's headers, and the kernels never need it.
+_EXTENSION_HEADER = re.compile(r"[ \t]*#\s*include\s*[<\"](?:torch|ATen|c10|pybind11|THC)\b")
+_STATEMENT_END = re.compile(r"[{};]")
+_EXTENSION_NAMES = re.compile(r"\b(?:torch|at|c10|pybind11|py)::|\bPYBIND11_MODULE\b|\bTORCH_[A-Z_]+\b|\bTensor\b")
+
+
+def without_extension_code(text: str) -> str:
+    """A load_inline CUDA string as nvcc can compile it alone: its includes of torch, ATen, c10 and
+    pybind11 blanked, and so is every top-level statement or definition naming their types or
+    macros (the host wrappers, the module definition) unless it is a kernel or device function.
+    The kernels keep their macros, constants and device helpers; offsets and lines are kept."""
+    spans = [(start, end) for kind, start, end in trivia(text) if kind == "directive" and _EXTENSION_HEADER.match(text, start)]
+    code = masked(text)
+    device = sorted((function.start, function.end) for qualifier in (KERNEL, DEVICE) for function in functions(text, qualifier))
+    device_starts = [first for first, _ in device]
+    start = 0
+    while (found := _STATEMENT_END.search(code, start)) is not None:
+        position = found.start()
+        if found.group() == "}":  # a stray closer: the statement before it ends here
+            start = position + 1
+            continue
+        end = (match_close(code, position, len(code)) or len(code)) if found.group() == "{" else position + 1
+        before = bisect.bisect_left(device_starts, end) - 1  # the last kernel or helper starting inside or before
+        holds_device_code = before >= 0 and device[before][1] > start
+        if not holds_device_code and _EXTENSION_NAMES.search(code, start, end):
+            spans.append((start, end))
+        start = end
+    return blank(text, spans)
+
+
 def kernels(text: str) -> tuple[Function, ...]:
     """The `__global__` functions of a text."""
     return functions(text, KERNEL)

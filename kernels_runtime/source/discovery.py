@@ -55,6 +55,7 @@ class DiscoveredKernel:
     body: Span  # the whole definition, decorators and body included
     code: str  # the kernel's own source, what a forecaster reads
     container: str | None  # None | load_inline | RawKernel | RawModule | kernelbench
+    unit: str | None = None  # an embedded CUDA kernel's whole string: its macros, constants and helpers
 
 
 @dataclass(frozen=True)
@@ -738,7 +739,13 @@ def _embedded_kernels(embedded: list[tuple[_StringMap, str]], lines: _LineIndex,
             end = mapped.source_range(found.start, found.end)[1]
             kernels.append(
                 DiscoveredKernel(
-                    found.name, "cuda", lines.span(start, signature_end), lines.span(start, end), value[found.start : found.end], container
+                    found.name,
+                    "cuda",
+                    lines.span(start, signature_end),
+                    lines.span(start, end),
+                    value[found.start : found.end],
+                    container,
+                    value,
                 )
             )
             if found.unfinished:
