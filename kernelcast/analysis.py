@@ -435,12 +435,11 @@ def _kernel_facts(
     """A discovered kernel's facts, compiled with the macros and helpers it uses: its whole file
     (a `.cu` file, Triton), or its embedded CUDA string less the extension's torch host code. A
     string that does not compile so (a kernel of torch types) is tried as the kernel alone."""
-    if kernel.language == "triton" or kernel.unit is None and kernel.container is None:
+    if kernel.unit is None:  # not embedded in Python
         return _facts_for(file_text, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
-    if kernel.unit is not None:
-        found = _facts_for(without_extension_code(kernel.unit), kernel.language, kernel.name, launch, hardware, cache, compile_missing)
-        if found is None or _named(found, kernel.name) is not None or not found.error:
-            return found
+    found = _facts_for(without_extension_code(kernel.unit), kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+    if found is None or _named(found, kernel.name) is not None or not found.error:
+        return found
     return _facts_for(kernel.code, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
 
 

@@ -372,11 +372,13 @@ _STATEMENT_END = re.compile(r"[{};]")
 _EXTENSION_NAMES = re.compile(r"\b(?:torch|at|c10|pybind11|py)::|\bPYBIND11_MODULE\b|\bTORCH_[A-Z_]+\b|\bTensor\b")
 
 
+@functools.lru_cache(maxsize=16)
 def without_extension_code(text: str) -> str:
     """A load_inline CUDA string as nvcc can compile it alone: its includes of torch, ATen, c10 and
     pybind11 blanked, and so is every top-level statement or definition naming their types or
     macros (the host wrappers, the module definition) unless it is a kernel or device function.
-    The kernels keep their macros, constants and device helpers; offsets and lines are kept."""
+    The kernels keep their macros, constants and device helpers; offsets and lines are kept.
+    Kept for the few strings being read now: each of a string's kernels asks, on every edit."""
     spans = [(start, end) for kind, start, end in trivia(text) if kind == "directive" and _EXTENSION_HEADER.match(text, start)]
     code = masked(text)
     device = sorted((function.start, function.end) for qualifier in (KERNEL, DEVICE) for function in functions(text, qualifier))
