@@ -244,15 +244,7 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     # A launch read from host code guesses what it leaves to run time as the problem's elements.
     elements = _elements(problem)
     inputs = problem_inputs(reference_file)
-    candidate_read = result.launch
-    if candidate_read is None and result.host_launch is not None:
-        candidate_read = host_launch(
-            analysis.text, kernel.name, kernel.language, python_file=analysis.path.suffix == ".py", elements=elements, inputs=inputs
-        )
-    reference_launch, candidate_launch, assumed = _launches_or_assumed(
-        _LaunchedSide(reference.code, reference.language, reference.name, _launch_in(reference_file, reference, elements)),
-        _LaunchedSide(kernel.code, kernel.language, kernel.name, candidate_read),
-    )
+    reference_launch, candidate_launch, assumed = _stated_launches(analysis, result, elements, inputs)
     if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
     # Without sizes the forecast is made as for the corpus copies the weights learnt without them,
@@ -293,6 +285,26 @@ _GUESSED_WORDS = {
     ("reference", GUESSED_GRID): ASSUMED_REFERENCE_GRID,
     ("reference", GUESSED_CONFIG): ASSUMED_REFERENCE_CONFIG,
 }
+
+
+def _stated_launches(
+    analysis: FileAnalysis, result: KernelResult, elements: int | None = None, inputs: Inputs = ()
+) -> tuple[LaunchSpec | None, LaunchSpec | None, list[str]]:
+    """The reference's and the candidate's launch as the request states them, and which were assumed.
+    Each side's compiler facts are compiled with these too: a launch that stands in for a side's
+    missing one sets that side's occupancy as well, so a copy is not read as slower for having none."""
+    assert result.reference is not None
+    reference, kernel = result.reference, result.kernel
+    candidate_read = result.launch
+    if candidate_read is None and result.host_launch is not None:
+        candidate_read = host_launch(
+            analysis.text, kernel.name, kernel.language, python_file=analysis.path.suffix == ".py", elements=elements, inputs=inputs
+        )
+    reference_read = _launch_in(_reference_file(reference, analysis), reference, elements)
+    return _launches_or_assumed(
+        _LaunchedSide(reference.code, reference.language, reference.name, reference_read),
+        _LaunchedSide(kernel.code, kernel.language, kernel.name, candidate_read),
+    )
 
 
 def _launches_or_assumed(reference: _LaunchedSide, candidate: _LaunchedSide) -> tuple[LaunchSpec | None, LaunchSpec | None, list[str]]:
@@ -489,22 +501,24 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
     for result in analysis.results:
         if not is_current():
             return changed
-        kernel = result.kernel
+        kernel, reference = result.kernel, result.reference
+        if reference is not None:
+            reference_launch, candidate_launch, _ = _stated_launches(analysis, result)
+        else:
+            reference_launch, candidate_launch = None, result.launch or result.host_launch
         # A KernelBench ModelNew is Python: its CUDA is compiled kernel by kernel (its own results).
         if kernel.language in FACT_LANGUAGES and result.facts is None and kernel.container != "kernelbench":
-            found = _kernel_facts(kernel, analysis.text, result.launch or result.host_launch, analysis.hardware, cache, compile_missing)
+            found = _kernel_facts(kernel, analysis.text, candidate_launch, analysis.hardware, cache, compile_missing)
             if found is not None:
                 result.facts = _named(found, kernel.name)
                 result.facts_error = found.error
                 changed = changed or result.facts is not None
-        reference = result.reference
         if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
-            reference_file = _reference_file(reference, analysis)
             found = _facts_for(
-                reference_file,
+                _reference_file(reference, analysis),
                 reference.language,
                 reference.name,
-                result.launch if result.launch is not None else _launch_in(reference_file, reference),
+                reference_launch,
                 analysis.hardware,
                 cache,
                 compile_missing,

@@ -17,6 +17,7 @@ from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from kernelcast.kernels_runtime.cuda_facts import nvcc_path
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.discovery import discover
 from kernelcast.models.embedded.backend import EmbeddedBackend, even_mixture
@@ -68,6 +69,7 @@ dim = 16384
 def get_inputs():
     return [torch.randn(batch_size, dim)]
 """
+needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc not installed: compiler facts need it")
 VECTOR_ADD = (EXAMPLES / "vector_add.cu").read_text()
 # vector_add.cu with a no-op `* 1.0f` and without the reference's launch comment, as a new user writes it.
 VECTOR_ADD_COPY = """// kernelcast: reference=vector_add.cu::vector_add
@@ -112,10 +114,10 @@ def _cupy_file(launch: str) -> str:
     )
 
 
-def _forecast(folder: Path, name: str) -> dict:
-    """`kernelcast forecast --json` on one file: the real CLI, analysis, model and calibration."""
+def _forecast(folder: Path, name: str, facts: bool = False) -> dict:
+    """`kernelcast forecast --json` on one file: the real CLI, analysis, model and calibration (`facts`: compiled, with nvcc)."""
     run = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "forecast", name, "--json", "--no-facts"],
+        [sys.executable, "-m", "kernelcast", "forecast", name, "--json", *(() if facts else ("--no-facts",))],
         cwd=folder,
         env=isolated_env(folder / ".home"),
         capture_output=True,
@@ -218,6 +220,45 @@ def test_a_copy_of_vector_add_without_its_launch_is_not_a_confident_speedup(tmp_
     forecast = _forecast(tmp_path, "copy.cu")
     assert forecast["provenance"]["assumed"] == [ASSUMED_CANDIDATE_LAUNCH]
     assert forecast["defer"] or abs(np.log2(forecast["speedup"])) < 0.25
+
+
+def _threads_compiled(folder: Path, name: str) -> tuple[int | None, int | None]:
+    """The threads a block each side's facts were compiled for (reference, candidate): `kernelcast facts --json`."""
+    run = subprocess.run(
+        [sys.executable, "-m", "kernelcast", "facts", name, "--json"],
+        cwd=folder,
+        env=isolated_env(folder / ".home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    (kernel,) = json.loads(run.stdout)["kernels"].values()
+    return kernel["reference_facts"]["threads_per_block"], kernel["facts"]["threads_per_block"]
+
+
+@needs_nvcc
+def test_a_copy_without_its_launch_is_compiled_with_the_launch_that_stands_in(tmp_path: Path) -> None:
+    """Issue 34, with compiler facts on: the reference's launch stood in for the copy's in the request, but the
+    copy was compiled without it, so its occupancy was unknown where the reference's was full, and the copy
+    read `likely 1.9× slower than reference (conf 0.89)`."""
+    (tmp_path / "vector_add.cu").write_text(VECTOR_ADD)
+    (tmp_path / "copy.cu").write_text(VECTOR_ADD_COPY)
+    assert _threads_compiled(tmp_path, "copy.cu") == (256, 256)
+    forecast = _forecast(tmp_path, "copy.cu", facts=True)
+    assert forecast["provenance"]["facts_used"] == ["reference", "candidate"]
+    assert forecast["defer"] or abs(np.log2(forecast["speedup"])) < 0.25
+
+
+@needs_nvcc
+def test_a_reference_is_compiled_with_its_own_launch_not_the_candidates(tmp_path: Path) -> None:
+    """A block-size edit: the reference keeps its 256 threads a block, the candidate its 128 (the reference
+    was compiled with the candidate's launch, so both sides' occupancy was the candidate's)."""
+    launch = VECTOR_ADD.splitlines()[1]
+    edited = launch.replace("cdiv(N, 256)", "cdiv(N, 128)").replace("block=(256)", "block=(128)")
+    (tmp_path / "vector_add.cu").write_text(VECTOR_ADD)
+    (tmp_path / "edit.cu").write_text(VECTOR_ADD_COPY.replace("\n", f"\n{edited}\n", 1))
+    assert _threads_compiled(tmp_path, "edit.cu") == (256, 128)
 
 
 def test_a_tiled_transpose_in_a_cupy_string_without_a_launch_reads_as_with_one(tmp_path: Path) -> None:
