@@ -95,3 +95,23 @@ def test_matmul_uses_hopper_tensor_cores_and_specialization_matters():
     unaligned_spec = {**FP16_MATMUL, "M": 1000, "stride_am": 1000, "stride_ak": 7}
     unaligned = compile_facts(source("triton_matmul.py"), "triton", H100, signature=unaligned_spec).kernels["matmul_kernel"]
     assert (unaligned.registers, unaligned.shared_dynamic_bytes) != (aligned.registers, aligned.shared_dynamic_bytes)
+
+
+def test_a_block_and_num_warps_edit_compiles_each_side_with_its_own_launch(tmp_path: Path) -> None:
+    """examples/add_triton.py (BLOCK=4096, num_warps=8) against its baseline (BLOCK=256, num_warps=2): the
+    baseline was compiled with the candidate's launch, so both sides read as 8 warps a program."""
+    pytest.importorskip("triton")
+    from kernelcast.analysis import analyse_text, fill_facts
+    from kernelcast.cache import ResultCache
+    from kernelcast.settings import Settings
+
+    examples = Path(__file__).parents[1] / "examples"
+    for name in ("add_triton.py", "add_triton_baseline.py"):
+        (tmp_path / name).write_text((examples / name).read_text())
+    path = tmp_path / "add_triton.py"
+    text = path.read_text()
+    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), H100)
+    assert fill_facts(analysis, ResultCache(tmp_path / "cache"), True, lambda: True)
+    (result,) = analysis.results
+    assert result.facts is not None and result.reference_facts is not None, result.facts_error
+    assert (result.reference_facts.threads_per_block, result.facts.threads_per_block) == (2 * 32, 8 * 32)
