@@ -514,19 +514,28 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
                 result.facts_error = found.error
                 changed = changed or result.facts is not None
         if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
-            found = _facts_for(
-                _reference_file(reference, analysis),
-                reference.language,
-                reference.name,
-                reference_launch,
-                analysis.hardware,
-                cache,
-                compile_missing,
+            reference_file = _reference_file(reference, analysis)
+            embedded = _embedded_reference(reference, reference_file)
+            found = (
+                _kernel_facts(embedded, reference_file, reference_launch, analysis.hardware, cache, compile_missing)
+                if embedded is not None
+                else _facts_for(
+                    reference_file, reference.language, reference.name, reference_launch, analysis.hardware, cache, compile_missing
+                )
             )
             if found is not None:
                 result.reference_facts = _named(found, reference.name)
                 changed = changed or result.reference_facts is not None
     return changed
+
+
+def _embedded_reference(reference: Reference, file_text: str) -> DiscoveredKernel | None:
+    """A CUDA reference that its Python file embeds in a string (load_inline, RawKernel), as discovered
+    there: it compiles from its string, as a candidate does, where the Python file as a whole does not."""
+    if reference.language != "cuda" or not reference.path or Path(reference.path).suffix != ".py":
+        return None
+    found = discover(file_text, reference.path).kernels
+    return next((kernel for kernel in found if kernel.name == reference.name and kernel.unit is not None), None)
 
 
 @functools.lru_cache(maxsize=8)
@@ -572,8 +581,11 @@ def _only_kernel(code: str, language: str) -> str | None:
 
 
 def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:
-    """The reference's whole file: the editor's text when it is this file, else the file on
-    disk (its path was already checked to be allowed), else the kernel's own code."""
+    """The reference's whole file: its version that is not on disk (git HEAD's), else the editor's
+    text when it is this file, else the file on disk (its path was already checked to be allowed),
+    else the kernel's own code."""
+    if reference.file_text is not None:
+        return reference.file_text
     if reference.path and Path(reference.path) == analysis.path:
         return analysis.text
     if reference.origin in FILE_ORIGINS and reference.path and Path(reference.path).suffix in (".cu", ".cuh", ".py"):

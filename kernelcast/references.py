@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover_bytes
+from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover_bytes, source_text
 from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.project_config import ProjectConfig
 
@@ -44,6 +44,9 @@ class Reference:
     description: str  # short text for the hover
     path: str | None  # the file it came from
     problem: dict[str, Any] | None  # problem sizes from a config rule, or those a KernelBench file states
+    # Its whole file where that is not what `path` holds on disk: git HEAD's version of the file being
+    # edited, whose macros, helpers and launch the reference's compiler facts are read with.
+    file_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,7 @@ class _Repository:
 
 
 _REPOSITORIES: dict[Path, tuple[float, _Repository | None]] = {}
-_HEAD_FILES: dict[tuple[Path, str, str], Discovery | None] = {}
+_HEAD_FILES: dict[tuple[Path, str, str], tuple[Discovery, str] | None] = {}
 
 
 def _git_head_reference(kernel: DiscoveredKernel, discovery: Discovery, file_path: Path) -> Reference | NoReference:
@@ -239,7 +242,7 @@ def _git_head_reference(kernel: DiscoveredKernel, discovery: Discovery, file_pat
         if commit is None:
             return NoReference(f"no reference: the git repository has no commit yet {_PRAGMA_HINT}")
         relative = file_path.relative_to(repository.top).as_posix()
-        head = _head_version(repository, commit, relative)
+        committed = _head_version(repository, commit, relative)
     except FileNotFoundError:
         return NoReference(f"no reference: git is not installed {_PRAGMA_HINT}")
     except subprocess.TimeoutExpired:
@@ -247,8 +250,9 @@ def _git_head_reference(kernel: DiscoveredKernel, discovery: Discovery, file_pat
     except (OSError, ValueError) as error:
         return NoReference(f"no reference: git failed ({error})")
     short = commit[:7]
-    if head is None:
+    if committed is None:
         return NoReference(f"no reference: {relative} is untracked or new since git HEAD ({short}) {_PRAGMA_HINT}")
+    head, head_text = committed
     # Overloads share a name: take the one at the same place among its namesakes.
     namesakes = [k for k in discovery.kernels if k.name == kernel.name]
     ordinal = next((i for i, k in enumerate(namesakes) if k == kernel), 0)
@@ -257,7 +261,8 @@ def _git_head_reference(kernel: DiscoveredKernel, discovery: Discovery, file_pat
         names = _listed(head.kernels)
         return NoReference(f"no reference: `{kernel.name}` is new since git HEAD ({short}); HEAD has {names}")
     match = matches[min(ordinal, len(matches) - 1)]
-    return Reference(match.code, match.language, match.name, "git-head", f"git HEAD ({short}): {match.name}", str(file_path), None)
+    where = f"git HEAD ({short}): {match.name}"
+    return Reference(match.code, match.language, match.name, "git-head", where, str(file_path), None, head_text)
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -301,12 +306,15 @@ def _head_commit(repository: _Repository) -> str | None:
     return result.stdout.decode().strip() or None
 
 
-def _head_version(repository: _Repository, commit: str, relative: str) -> Discovery | None:
-    """Discovery of the file as committed in `commit`; None when it is not there."""
+def _head_version(repository: _Repository, commit: str, relative: str) -> tuple[Discovery, str] | None:
+    """Discovery and text of the file as committed in `commit`; None when it is not there."""
     key = (repository.top, commit, relative)
     if key not in _HEAD_FILES:
         result = _git(["show", "--no-textconv", f"{commit}:{relative}"], repository.top)
-        _remember(_HEAD_FILES, key, discover_bytes(result.stdout, relative) if result.returncode == 0 else None)
+        committed = None
+        if result.returncode == 0:
+            committed = (discover_bytes(result.stdout, relative), source_text(result.stdout)[0] or "")
+        _remember(_HEAD_FILES, key, committed)
     return _HEAD_FILES[key]
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lsp_support import EXAMPLES, isolated_env, stop_service
+from lsp_support import EXAMPLES, commit_all, isolated_env, stop_service
 from lsprotocol import types
 from test_lsp_end_to_end import Session, _label, _start
 
@@ -62,6 +62,26 @@ def test_cli_measure_reports_speedup_with_interval(tmp_path: Path) -> None:
     low, high = measurement["ci95"]
     assert low <= measurement["speedup"] <= high
     assert measurement["details"]["clocks"]
+
+
+def test_measuring_against_git_head_runs_the_committed_kernel(tmp_path: Path) -> None:
+    """The naive SGEMM committed, the tiled one in the working tree and no reference pragma: the
+    reference ran the working tree's file (the tiled kernel against itself, about 1×)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "sgemm.cu").write_text((EXAMPLES / "matmul_naive.cu").read_text())
+    commit_all(workspace)
+    (workspace / "sgemm.cu").write_text((EXAMPLES / "matmul_tiled.cu").read_text().split("\n", 1)[1])
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelcast", "measure", str(workspace / "sgemm.cu"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=isolated_env(tmp_path / "home"),
+    )
+    assert completed.returncode == 0, completed.stderr
+    line = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert line["measurement"]["ci95"][0] > 1.2, line["measurement"]
 
 
 def test_calibrate_hw_measures_plausible_rates(tmp_path: Path) -> None:

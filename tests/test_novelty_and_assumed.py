@@ -261,6 +261,64 @@ def test_a_reference_is_compiled_with_its_own_launch_not_the_candidates(tmp_path
     assert _threads_compiled(tmp_path, "edit.cu") == (256, 128)
 
 
+def _committed(folder: Path, name: str, text: str) -> None:
+    """`name` in a new git repository at `folder`, committed with `text`: git HEAD is its reference."""
+    (folder / name).write_text(text)
+    for command in (["init", "-q"], ["add", name], ["commit", "-q", "-m", "base"]):
+        identity = ["-c", "user.name=kernelcast tests", "-c", "user.email=tests@kernelcast.invalid"]
+        subprocess.run(["git", *identity, *command], cwd=folder, check=True, capture_output=True)
+
+
+@needs_nvcc
+def test_a_git_head_reference_compiles_as_committed(tmp_path: Path) -> None:
+    """The naive SGEMM committed, the tiled one in the working tree: the reference's facts were the edited
+    file's (its shared-memory tiles), so both sides read alike, and the forecast was 2.5× (conf 0.94) where
+    the same pair with a reference pragma reads as the README says."""
+    _committed(tmp_path, "sgemm.cu", (EXAMPLES / "matmul_naive.cu").read_text())
+    tiled = (EXAMPLES / "matmul_tiled.cu").read_text()
+    (tmp_path / "sgemm.cu").write_text(tiled.split("\n", 1)[1])  # without its reference pragma
+    (tmp_path / "matmul_naive.cu").write_text((EXAMPLES / "matmul_naive.cu").read_text())
+    (tmp_path / "matmul_tiled.cu").write_text(tiled)
+    run = subprocess.run(
+        [sys.executable, "-m", "kernelcast", "facts", "sgemm.cu", "--json"],
+        cwd=tmp_path,
+        env=isolated_env(tmp_path / ".home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (kernel,) = json.loads(run.stdout)["kernels"].values()
+    assert (kernel["reference_facts"]["shared_static_bytes"], kernel["facts"]["shared_static_bytes"]) == (0, 2 * 16 * 16 * 4)
+    from_head, from_pragma = _forecast(tmp_path, "sgemm.cu", facts=True), _forecast(tmp_path, "matmul_tiled.cu", facts=True)
+    assert from_head["probabilities"] == pytest.approx(from_pragma["probabilities"])
+
+
+def test_a_launch_only_edit_against_git_head_is_forecast(tmp_path: Path) -> None:
+    """Only the launch pragma's block changed since git HEAD: the reference's launch was read from the edited
+    file, so the launches matched and the kernel read `same code as the reference`."""
+    naive = (EXAMPLES / "matmul_naive.cu").read_text()
+    _committed(tmp_path, "sgemm.cu", naive)
+    (tmp_path / "sgemm.cu").write_text(naive.replace("block=(16, 16)", "block=(8, 8)").replace("cdiv(N, 16)", "cdiv(N, 8)"))
+    assert _forecast(tmp_path, "sgemm.cu")["provenance"]["backend"] == "embedded"
+
+
+@needs_nvcc
+def test_a_reference_in_a_cupy_string_compiles_from_its_string(tmp_path: Path) -> None:
+    """A RawKernel reference was compiled from its whole Python file, which nvcc cannot read, so only the
+    candidate had facts, and a copy with a no-op `* 1.0f` read `likely 2.2× faster (conf 0.94)`."""
+    base = (
+        'import cupy as cp\n\nsource = r"""\nextern "C" __global__ void scale(const float* x, float* y, float a, int n) {\n'
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = a * x[i];\n}\n"
+        '"""\nscale = cp.RawKernel(source, "scale")\n\n\ndef run(x, y):\n    n = x.size\n    threads = 256\n'
+        "    scale(((n + threads - 1) // threads,), (threads,), (x, y, cp.float32(2.0), cp.int32(n)))\n"
+    )
+    (tmp_path / "base.py").write_text(base)
+    (tmp_path / "edited.py").write_text("# kernelcast: reference=base.py::scale\n" + base.replace("a * x[i]", "a * x[i] * 1.0f"))
+    assert _threads_compiled(tmp_path, "edited.py") == (256, 256)
+    forecast = _forecast(tmp_path, "edited.py", facts=True)
+    assert forecast["defer"] or abs(np.log2(forecast["speedup"])) < 0.25
+
+
 def test_a_tiled_transpose_in_a_cupy_string_without_a_launch_reads_as_with_one(tmp_path: Path) -> None:
     """Issue 34: read as ~5× at conf ≥ 0.96 without a launch, against ~3× with one; now the reference's launch
     stands in (same parameters), marked assumed, and the spread covers the sides read from their code alone."""

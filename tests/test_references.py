@@ -181,6 +181,7 @@ def test_git_head_version_of_the_same_kernel(repo: Path, monkeypatch: pytest.Mon
     assert isinstance(reference, Reference)
     assert (reference.origin, reference.description) == ("git-head", f"git HEAD ({commit}): add")
     assert reference.code == "__global__ void add(float* x) { x[0] += 1; }"
+    assert reference.file_text == BASE  # what its facts and launch are read from, not the edited file
     arguments = _resolve_arguments(path, repo)
     ran: list[list[str]] = []
     run = subprocess.run
