@@ -46,19 +46,23 @@ async def test_measure_action_replaces_the_forecast(tmp_path: Path) -> None:
         stop_service(home)
 
 
-def test_cli_measure_reports_speedup_with_interval(tmp_path: Path) -> None:
-    workspace = tmp_path / "workspace"
-    shutil.copytree(EXAMPLES, workspace)
+def _measured(path: Path, home: Path) -> dict:
+    """`kernelcast measure PATH --json`'s measurement of the file's one kernel: the real CLI on the GPU."""
     completed = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "measure", str(workspace / "vector_add_float4.cu"), "--json"],
+        [sys.executable, "-m", "kernelcast", "measure", str(path), "--json"],
         capture_output=True,
         text=True,
         timeout=300,
-        env=isolated_env(tmp_path / "home"),
+        env=isolated_env(home),
     )
     assert completed.returncode == 0, completed.stderr
-    line = json.loads(completed.stdout.strip().splitlines()[-1])
-    measurement = line["measurement"]
+    return json.loads(completed.stdout.strip().splitlines()[-1])["measurement"]
+
+
+def test_cli_measure_reports_speedup_with_interval(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(EXAMPLES, workspace)
+    measurement = _measured(workspace / "vector_add_float4.cu", tmp_path / "home")
     low, high = measurement["ci95"]
     assert low <= measurement["speedup"] <= high
     assert measurement["details"]["clocks"]
@@ -72,16 +76,8 @@ def test_measuring_against_git_head_runs_the_committed_kernel(tmp_path: Path) ->
     (workspace / "sgemm.cu").write_text((EXAMPLES / "matmul_naive.cu").read_text())
     commit_all(workspace)
     (workspace / "sgemm.cu").write_text((EXAMPLES / "matmul_tiled.cu").read_text().split("\n", 1)[1])
-    completed = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "measure", str(workspace / "sgemm.cu"), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=isolated_env(tmp_path / "home"),
-    )
-    assert completed.returncode == 0, completed.stderr
-    line = json.loads(completed.stdout.strip().splitlines()[-1])
-    assert line["measurement"]["ci95"][0] > 1.2, line["measurement"]
+    measurement = _measured(workspace / "sgemm.cu", tmp_path / "home")
+    assert measurement["ci95"][0] > 1.2, measurement
 
 
 def test_calibrate_hw_measures_plausible_rates(tmp_path: Path) -> None:

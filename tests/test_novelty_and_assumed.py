@@ -114,10 +114,10 @@ def _cupy_file(launch: str) -> str:
     )
 
 
-def _forecast(folder: Path, name: str, facts: bool = False) -> dict:
-    """`kernelcast forecast --json` on one file: the real CLI, analysis, model and calibration (`facts`: compiled, with nvcc)."""
+def _cli_json(folder: Path, *arguments: str) -> dict:
+    """`kernelcast ARGUMENTS --json` run in `folder` with a home of its own: the real CLI."""
     run = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "forecast", name, "--json", *(() if facts else ("--no-facts",))],
+        [sys.executable, "-m", "kernelcast", *arguments, "--json"],
         cwd=folder,
         env=isolated_env(folder / ".home"),
         capture_output=True,
@@ -125,8 +125,19 @@ def _forecast(folder: Path, name: str, facts: bool = False) -> dict:
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    (kernel,) = json.loads(run.stdout)["kernels"]
+    return json.loads(run.stdout)
+
+
+def _forecast(folder: Path, name: str, facts: bool = False) -> dict:
+    """`kernelcast forecast --json` on one file: the real CLI, analysis, model and calibration (`facts`: compiled, with nvcc)."""
+    (kernel,) = _cli_json(folder, "forecast", name, *(() if facts else ("--no-facts",)))["kernels"]
     return kernel["forecast"]
+
+
+def _facts(folder: Path, name: str) -> dict:
+    """`kernelcast facts --json` of a file of one kernel: its facts and its reference's."""
+    (kernel,) = _cli_json(folder, "facts", name)["kernels"].values()
+    return kernel
 
 
 def test_the_shipped_table_is_small_records_its_origin_and_leaves_familiar_pairs_alone() -> None:
@@ -223,17 +234,8 @@ def test_a_copy_of_vector_add_without_its_launch_is_not_a_confident_speedup(tmp_
 
 
 def _threads_compiled(folder: Path, name: str) -> tuple[int | None, int | None]:
-    """The threads a block each side's facts were compiled for (reference, candidate): `kernelcast facts --json`."""
-    run = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "facts", name, "--json"],
-        cwd=folder,
-        env=isolated_env(folder / ".home"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    (kernel,) = json.loads(run.stdout)["kernels"].values()
+    """The threads a block each side's facts were compiled for (reference, candidate)."""
+    kernel = _facts(folder, name)
     return kernel["reference_facts"]["threads_per_block"], kernel["facts"]["threads_per_block"]
 
 
@@ -279,15 +281,7 @@ def test_a_git_head_reference_compiles_as_committed(tmp_path: Path) -> None:
     (tmp_path / "sgemm.cu").write_text(tiled.split("\n", 1)[1])  # without its reference pragma
     (tmp_path / "matmul_naive.cu").write_text((EXAMPLES / "matmul_naive.cu").read_text())
     (tmp_path / "matmul_tiled.cu").write_text(tiled)
-    run = subprocess.run(
-        [sys.executable, "-m", "kernelcast", "facts", "sgemm.cu", "--json"],
-        cwd=tmp_path,
-        env=isolated_env(tmp_path / ".home"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    (kernel,) = json.loads(run.stdout)["kernels"].values()
+    kernel = _facts(tmp_path, "sgemm.cu")
     assert (kernel["reference_facts"]["shared_static_bytes"], kernel["facts"]["shared_static_bytes"]) == (0, 2 * 16 * 16 * 4)
     from_head, from_pragma = _forecast(tmp_path, "sgemm.cu", facts=True), _forecast(tmp_path, "matmul_tiled.cu", facts=True)
     assert from_head["probabilities"] == pytest.approx(from_pragma["probabilities"])
