@@ -420,18 +420,44 @@ def _elements(problem: dict[str, Any] | None) -> int | None:
 
 
 def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Candidate and reference as the measurement runtime wants them: whole files, so
-    launch pragmas, macros and helpers come along; KernelBench pairs run as PyTorch modules."""
+    """Candidate and reference as the measurement runtime wants them: whole files, so launch
+    pragmas, macros and helpers come along (a CUDA kernel in a Python string: that string, see
+    `_runnable`); KernelBench pairs run as PyTorch modules."""
     assert result.reference is not None
-    kernelbench = analysis.discovery.kind == "kernelbench"
-    language = "pytorch" if kernelbench else result.kernel.language
-    candidate = {"code": analysis.text, "language": language, "name": result.kernel.name}
+    reference_file = _reference_source(result.reference, analysis)
+    if analysis.discovery.kind == "kernelbench":
+        candidate = {"code": analysis.text, "language": "pytorch", "name": result.kernel.name}
+        return candidate, {"code": reference_file, "language": "pytorch", "name": result.reference.name}
+    embedded_reference = _embedded_reference(result.reference, reference_file)
+    candidate = {"code": _runnable(analysis.text, result.kernel), "language": result.kernel.language, "name": result.kernel.name}
     reference = {
-        "code": _reference_source(result.reference, analysis),
-        "language": "pytorch" if kernelbench else result.reference.language,
+        "code": _runnable(reference_file, embedded_reference),
+        "language": result.reference.language,
         "name": result.reference.name,
     }
     return candidate, reference
+
+
+_PRAGMA_HEAD = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b\s*")
+
+
+def _runnable(file_text: str, kernel: DiscoveredKernel | None) -> str:
+    """What the runtime compiles for one side: its whole file; for a CUDA kernel in a Python string
+    (RawKernel, load_inline) that string less the extension's torch host code, as its facts are
+    compiled, with the launch pragma the file gives the kernel copied in where it sits outside the
+    string (a `#` comment above the RawKernel call)."""
+    if kernel is None or kernel.unit is None:
+        return file_text
+    unit = without_extension_code(kernel.unit)
+    try:
+        inside, outside = find_launch_spec(unit, kernel.name, "cuda"), find_launch_spec(file_text, kernel.name, "cuda")
+    except LaunchSpecError:  # the runtime reads the broken pragma again and says where it breaks
+        return unit
+    if inside is not None or outside is None:
+        return unit
+    body = _PRAGMA_HEAD.sub("", outside.pragma)
+    named = "" if re.search(r"\bkernel\s*=", body) else f"kernel={kernel.name} "
+    return f"// kernelcast: launch {named}{body}\n{unit}"
 
 
 def _json(facts: KernelFacts | None) -> dict[str, Any] | None:

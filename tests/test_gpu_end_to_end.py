@@ -12,6 +12,7 @@ import pytest
 from lsp_support import EXAMPLES, commit_all, isolated_env, stop_service
 from lsprotocol import types
 from test_lsp_end_to_end import Session, _label, _start
+from test_novelty_and_assumed import NAIVE_TRANSPOSE, TRANSPOSE_LAUNCH, _cupy_file
 
 from kernelcast.kernels_runtime.hardware import detect_local_gpus
 
@@ -78,6 +79,19 @@ def test_measuring_against_git_head_runs_the_committed_kernel(tmp_path: Path) ->
     (workspace / "sgemm.cu").write_text((EXAMPLES / "matmul_tiled.cu").read_text().split("\n", 1)[1])
     measurement = _measured(workspace / "sgemm.cu", tmp_path / "home")
     assert measurement["ci95"][0] > 1.2, measurement
+
+
+def test_a_kernel_in_a_cupy_string_is_measured_from_its_string(tmp_path: Path) -> None:
+    """A tiled transpose in a cupy.RawKernel string against the naive one in a .cu file: the runtime was
+    given the whole Python file to compile (NVRTC: `import` is undefined). The launch pragma may sit in
+    the string or above the RawKernel call as a Python comment."""
+    (tmp_path / "transpose_naive.cu").write_text(NAIVE_TRANSPOSE)
+    (tmp_path / "inside.py").write_text(_cupy_file(TRANSPOSE_LAUNCH))
+    pragma = "# kernelcast: launch kernel=transpose" + TRANSPOSE_LAUNCH.split("launch", 1)[1]
+    (tmp_path / "outside.py").write_text(_cupy_file("").replace("transpose = cupy.RawKernel", pragma + "transpose = cupy.RawKernel"))
+    for name in ("inside.py", "outside.py"):
+        measurement = _measured(tmp_path / name, tmp_path / "home")
+        assert measurement["ci95"][0] > 1.2, (name, measurement)
 
 
 def test_calibrate_hw_measures_plausible_rates(tmp_path: Path) -> None:

@@ -313,6 +313,29 @@ def test_a_reference_in_a_cupy_string_compiles_from_its_string(tmp_path: Path) -
     assert forecast["defer"] or abs(np.log2(forecast["speedup"])) < 0.25
 
 
+@needs_nvcc
+def test_a_kernel_in_a_cupy_string_is_sent_to_be_measured_as_its_string(tmp_path: Path) -> None:
+    """The runtime compiles what `measurement_sides` gives it: it was the whole Python file. Now the string,
+    which compiles, with the launch pragma that the file gives the kernel above the RawKernel call."""
+    from kernelcast.analysis import analyse_text, measurement_sides
+    from kernelcast.kernels_runtime.facts import compile_facts
+    from kernelcast.kernels_runtime.measure import prepare_request
+    from kernelcast.settings import Settings
+
+    (tmp_path / "transpose_naive.cu").write_text(NAIVE_TRANSPOSE)
+    pragma = "# kernelcast: launch kernel=transpose" + TRANSPOSE_LAUNCH.split("launch", 1)[1]
+    text = _cupy_file("").replace("transpose = cupy.RawKernel", pragma + "transpose = cupy.RawKernel")
+    path = tmp_path / "outside.py"
+    path.write_text(text)
+    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), SPECS["H100-SXM"])
+    (result,) = analysis.results
+    request = prepare_request(*measurement_sides(analysis, result))
+    assert isinstance(request, dict), request
+    code = request["candidate"]["code"]
+    assert "import cupy" not in code and request["candidate"]["spec"]["kernel"] == "transpose"
+    assert compile_facts(code, "cuda", SPECS["H100-SXM"], ["transpose"]).error is None
+
+
 def test_a_tiled_transpose_in_a_cupy_string_without_a_launch_reads_as_with_one(tmp_path: Path) -> None:
     """Issue 34: read as ~5× at conf ≥ 0.96 without a launch, against ~3× with one; now the reference's launch
     stands in (same parameters), marked assumed, and the spread covers the sides read from their code alone."""
