@@ -34,8 +34,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpecError,
     find_launch_spec,
     kernel_names,
-    kernel_parameters,
-    launch_spec_template,
+    template_for,
 )
 from kernelcast.kernels_runtime.timing import SEEDS, TOLERANCES, Tolerance, resolve_tolerance
 from kernelcast.kernels_runtime.worker import RECHECK_SEED, cache_dir
@@ -340,7 +339,7 @@ def _resolve_spec(side: dict[str, Any], label: str) -> LaunchSpec | MeasureFailu
 
 
 def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
-    template = launch_spec_template(side["name"], side["language"], kernel_parameters(side["code"], side["name"], side["language"]))
+    template = template_for(side["code"], side["name"], side["language"])
     return MeasureFailure(
         "no-launch-spec",
         f"{side['name']} has no launch spec, so it cannot be run; add this line above it and set the sizes:\n{template}",

@@ -14,6 +14,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     kernel_parameters,
     launch_spec_template,
     parse_launch_pragma,
+    template_for,
 )
 
 FIXTURES = Path(__file__).parent / "data" / "measure"
@@ -224,6 +225,27 @@ def test_templates_parse_and_name_the_kernel(language: str, params: list[str]) -
     assert spec.kernel == "k"
     constexprs = [p for p in params if language == "triton" and p.isupper() and len(p) > 1]
     assert [a.name for a in spec.args] == [p for p in params if p not in constexprs]
+
+
+def test_a_cuda_template_reads_each_parameters_declared_type() -> None:
+    """Read from names alone, `float a` was an f32 array and `int* bins` an f32 one: measuring that pragma
+    passes a pointer where the kernel takes a float. Inputs marked const say which pointers are outputs."""
+    code = (
+        'extern "C" __global__ void scale(const float* __restrict__ x, float* y, float a, int n) {}\n'
+        "__global__ void hist(const unsigned char* in, int* bins, int n, int nbins) {}\n"
+        "__global__ void halves(const __half x[], __half *y, double s, size_t count) {}\n"
+        "template <typename T> __global__ void generic(const T* x, T* y, T alpha, int n) {}\n"
+    )
+    expected = {
+        "scale": "x:f32[n], y:f32[n]:out, a:f32=1.0, n:i32=1<<20",
+        "hist": "in:u8[n], bins:i32[n]:out, n:i32=1<<20, nbins:i32=1024",
+        "halves": "x:f16[count], y:f16[count]:out, s:f64=1.0, count:i64=1<<20",
+        "generic": "x:f32[n], y:f32[n]:out, alpha:i32=1024, n:i32=1<<20",  # T: its name's guess
+    }
+    for name, args in expected.items():
+        text = template_for(code, name, "cuda")
+        assert f"args=({args})" in text, text
+        assert parse_launch_pragma(text, "cuda").kernel == name
 
 
 def test_a_commented_out_kernel_between_a_pragma_and_its_kernel_takes_nothing() -> None:

@@ -772,16 +772,80 @@ def _factory_shape(made: ast.expr | None, bound: Mapping[str, ast.expr], values:
 # --- the code action's text ----------------------------------------------------------------
 
 
-def launch_spec_template(kernel_name: str, language: str, param_names: list[str]) -> str:
-    """A pragma line to insert above a kernel: a guess from parameter names, for the user to edit."""
+def template_for(file_text: str, kernel_name: str, language: str) -> str:
+    """`launch_spec_template` for a kernel of a file: its parameters, and for CUDA their declared types."""
+    declarations = kernel_declarations(file_text, kernel_name) if language == "cuda" else {}
+    return launch_spec_template(kernel_name, language, kernel_parameters(file_text, kernel_name, language), declarations)
+
+
+def kernel_declarations(file_text: str, kernel_name: str) -> dict[str, str]:
+    """Each parameter of a CUDA kernel and its declaration less its name (`const float *`); empty where it is not found."""
+    kernel = cuda_text.function_named(file_text, kernel_name)
+    if kernel is None:
+        return {}
+    declarations = {}
+    for parameter in cuda_text.split_top_level(cuda_text.mask(kernel.parameter_text(file_text)), ","):
+        declared = parameter.split("=")[0].strip()
+        name = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", declared)
+        if name and name.group(1) != "void":
+            declarations[name.group(1)] = declared[: name.start(1)] + ("*" if "[" in declared[name.end(1) :] else "")
+    return declarations
+
+
+# C types a template reads a parameter's dtype from, longest spelling first ("unsigned char" before "char").
+_C_DTYPES = (
+    ("__nv_bfloat16", "bf16"),
+    ("bfloat16", "bf16"),
+    ("__half", "f16"),
+    ("half", "f16"),
+    ("double", "f64"),
+    ("float", "f32"),
+    ("int64_t", "i64"),
+    ("size_t", "i64"),
+    ("ptrdiff_t", "i64"),
+    ("long", "i64"),
+    ("int32_t", "i32"),
+    ("uint32_t", "i32"),
+    ("uint8_t", "u8"),
+    ("unsigned char", "u8"),
+    ("int8_t", "i8"),
+    ("char", "i8"),
+    ("bool", "bool"),
+    ("int", "i32"),
+    ("unsigned", "i32"),
+)
+
+
+def _declared_argument(name: str, declaration: str, size: str, inputs_marked_const: bool) -> str | None:
+    """One argument of a CUDA template read from its declaration: a pointer is an array of its element
+    type (f32 where that is a template's), an output when not const where the kernel marks its inputs
+    const; a float a scalar of 1.0. None for a scalar of a type it does not know (a template's T)."""
+    dtype = next((dtype for word, dtype in _C_DTYPES if re.search(rf"\b{word}\b", declaration)), None)
+    if "*" in declaration:
+        output = "const" not in declaration if inputs_marked_const else bool(re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE))
+        return f"{name}:{dtype or 'f32'}[{size}]{':out' if output else ''}"
+    if dtype is None:
+        return None
+    if dtype in ("f32", "f64", "f16", "bf16"):
+        return f"{name}:{dtype}=1.0"
+    return f"{name}:{dtype}={'1<<20' if name == size else '1024'}"
+
+
+def launch_spec_template(kernel_name: str, language: str, param_names: list[str], declarations: Mapping[str, str] | None = None) -> str:
+    """A pragma line to insert above a kernel, for the user to edit: a guess from the parameters'
+    declarations where known (CUDA), else from their names."""
     size_like = re.compile(r"^(n|m|k|size|numel|n_elements|len|length|count)$", re.IGNORECASE)
     size = next((name for name in param_names if size_like.match(name)), "N")
     constexprs = [name for name in param_names if language == "triton" and name.isupper() and len(name) > 1]
+    declared = declarations or {}
+    inputs_marked_const = any("const" in each and "*" in each for each in declared.values())
     args = []
     for name in param_names:
         if name in constexprs:
             continue
-        if name == size:
+        if name in declared and (argument := _declared_argument(name, declared[name], size, inputs_marked_const)):
+            args.append(argument)
+        elif name == size:
             args.append(f"{name}:i32=1<<20")
         elif re.search(r"ptr|_p$", name, re.IGNORECASE) or re.match(r"(in|out|src|dst|[a-z])(_|$)", name):
             flag = ":out" if re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE) else ""
