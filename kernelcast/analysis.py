@@ -429,9 +429,10 @@ def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dic
         candidate = {"code": analysis.text, "language": "pytorch", "name": result.kernel.name}
         return candidate, {"code": reference_file, "language": "pytorch", "name": result.reference.name}
     embedded_reference = _embedded_reference(result.reference, reference_file)
-    candidate = {"code": _runnable(analysis.text, result.kernel), "language": result.kernel.language, "name": result.kernel.name}
+    kernel, reference_path = result.kernel, Path(result.reference.path) if result.reference.path else None
+    candidate = {"code": _runnable(analysis.text, kernel.language, analysis.path, kernel), "language": kernel.language, "name": kernel.name}
     reference = {
-        "code": _runnable(reference_file, embedded_reference),
+        "code": _runnable(reference_file, result.reference.language, reference_path, embedded_reference),
         "language": result.reference.language,
         "name": result.reference.name,
     }
@@ -441,13 +442,13 @@ def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dic
 _PRAGMA_HEAD = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b\s*")
 
 
-def _runnable(file_text: str, kernel: DiscoveredKernel | None) -> str:
-    """What the runtime compiles for one side: its whole file; for a CUDA kernel in a Python string
-    (RawKernel, load_inline) that string less the extension's torch host code, as its facts are
-    compiled, with the launch pragma the file gives the kernel copied in where it sits outside the
-    string (a `#` comment above the RawKernel call)."""
+def _runnable(file_text: str, language: str, path: Path | None, kernel: DiscoveredKernel | None) -> str:
+    """What the runtime compiles for one side: its whole file (a `.cu` file with its local headers);
+    for a CUDA kernel in a Python string (RawKernel, load_inline) that string less the extension's
+    torch host code, as its facts are compiled, with the launch pragma the file gives the kernel
+    copied in where it sits outside the string (a `#` comment above the RawKernel call)."""
     if kernel is None or kernel.unit is None:
-        return file_text
+        return _compilable(file_text, language, path)
     unit = without_extension_code(kernel.unit)
     try:
         inside, outside = find_launch_spec(unit, kernel.name, "cuda"), find_launch_spec(file_text, kernel.name, "cuda")
@@ -468,13 +469,21 @@ FACT_LANGUAGES = ("cuda", "triton")
 
 
 def _kernel_facts(
-    kernel: DiscoveredKernel, file_text: str, launch: LaunchSpec | None, hardware: GpuSpec, cache: ResultCache, compile_missing: bool
+    kernel: DiscoveredKernel,
+    file_text: str,
+    path: Path | None,
+    launch: LaunchSpec | None,
+    hardware: GpuSpec,
+    cache: ResultCache,
+    compile_missing: bool,
 ) -> FactsResult | None:
     """A discovered kernel's facts, compiled with the macros and helpers it uses: its whole file
-    (a `.cu` file, Triton), or its embedded CUDA string less the extension's torch host code. A
-    string that does not compile so (a kernel of torch types) is tried as the kernel alone."""
+    (a `.cu` file with its local headers, Triton), or its embedded CUDA string less the extension's
+    torch host code. A string that does not compile so (a kernel of torch types) is tried as the
+    kernel alone."""
     if kernel.unit is None:  # not embedded in Python
-        return _facts_for(file_text, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+        source = _compilable(file_text, kernel.language, path)
+        return _facts_for(source, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
     found = _facts_for(without_extension_code(kernel.unit), kernel.language, kernel.name, launch, hardware, cache, compile_missing)
     if found is None or _named(found, kernel.name) is not None or not found.error:
         return found
@@ -534,25 +543,70 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
             reference_launch, candidate_launch = None, result.launch or result.host_launch
         # A KernelBench ModelNew is Python: its CUDA is compiled kernel by kernel (its own results).
         if kernel.language in FACT_LANGUAGES and result.facts is None and kernel.container != "kernelbench":
-            found = _kernel_facts(kernel, analysis.text, candidate_launch, analysis.hardware, cache, compile_missing)
+            found = _kernel_facts(kernel, analysis.text, analysis.path, candidate_launch, analysis.hardware, cache, compile_missing)
             if found is not None:
                 result.facts = _named(found, kernel.name)
                 result.facts_error = found.error
                 changed = changed or result.facts is not None
         if reference is not None and reference.language in FACT_LANGUAGES and result.reference_facts is None and reference.name:
             reference_file = _reference_file(reference, analysis)
+            reference_path = Path(reference.path) if reference.path else None
             embedded = _embedded_reference(reference, reference_file)
             found = (
-                _kernel_facts(embedded, reference_file, reference_launch, analysis.hardware, cache, compile_missing)
+                _kernel_facts(embedded, reference_file, reference_path, reference_launch, analysis.hardware, cache, compile_missing)
                 if embedded is not None
                 else _facts_for(
-                    reference_file, reference.language, reference.name, reference_launch, analysis.hardware, cache, compile_missing
+                    _compilable(reference_file, reference.language, reference_path),
+                    reference.language,
+                    reference.name,
+                    reference_launch,
+                    analysis.hardware,
+                    cache,
+                    compile_missing,
                 )
             )
             if found is not None:
                 result.reference_facts = _named(found, reference.name)
                 changed = changed or result.reference_facts is not None
     return changed
+
+
+_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once\b[^\n]*$", re.M)
+_LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*$', re.M)
+# How much header text is pasted into one file, and how deep includes are followed: a guard against
+# a project that includes a generated megabyte or an include loop a guard macro would have stopped.
+MAX_PASTED_BYTES = 1 << 20
+MAX_INCLUDE_DEPTH = 16
+
+
+def _compilable(file_text: str, language: str, path: Path | None) -> str:
+    """A CUDA file as the compiler of facts and the GPU runtime need it: they compile in a folder of
+    their own, where the project's headers are not, so each `#include "header"` found beside the file
+    that names it is pasted in, once (as `#pragma once` would, which in the pasted text would name the
+    file compiled). Headers not found stay as written."""
+    if language != "cuda" or path is None or not _LOCAL_INCLUDE.search(file_text):
+        return file_text
+    pasted: set[Path] = set()
+    room = [MAX_PASTED_BYTES]
+
+    def expand(text: str, folder: Path, depth: int) -> str:
+        def paste(include: re.Match[str]) -> str:
+            header = (folder / include.group(1)).resolve()
+            if header in pasted:
+                return ""
+            try:
+                content = header.read_text(encoding="utf-8") if depth < MAX_INCLUDE_DEPTH and header.is_file() else None
+            except (OSError, UnicodeDecodeError):
+                content = None
+            if content is None or len(content) > room[0]:
+                return include.group(0)
+            pasted.add(header)
+            room[0] -= len(content)
+            return expand(_PRAGMA_ONCE.sub("", content), header.parent, depth + 1)
+
+        return _LOCAL_INCLUDE.sub(paste, text)
+
+    return expand(file_text, path.parent, 0)
 
 
 def _embedded_reference(reference: Reference, file_text: str) -> DiscoveredKernel | None:

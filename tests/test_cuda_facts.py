@@ -368,3 +368,23 @@ def test_an_embedded_kernel_compiles_with_its_strings_macros_and_helpers(tmp_pat
     by_name = {result.kernel.name: result for result in analysis.results}
     for name in ("scale_kernel", "halve_kernel"):
         assert by_name[name].facts is not None and by_name[name].facts.registers, by_name[name].facts_error
+
+
+@needs_nvcc
+def test_a_cuda_file_compiles_with_its_local_headers(tmp_path: Path) -> None:
+    """`#include "common/helpers.cuh"`: the facts compiled in a folder of their own, so neither side had
+    any (nvcc: No such file or directory), and a block-size edit read 1.5× slower at conf 0.92."""
+    from test_measure_cpu import _project_with_headers
+
+    from kernelcast.analysis import analyse_text, fill_facts
+    from kernelcast.cache import ResultCache
+    from kernelcast.settings import Settings
+
+    _project_with_headers(tmp_path)
+    (tmp_path / "missing.cuh").write_text("")  # every header present: the file compiles
+    path = tmp_path / "edit.cu"
+    text = path.read_text()
+    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), H100)
+    assert fill_facts(analysis, ResultCache(tmp_path / "cache"), True, lambda: True)
+    (result,) = analysis.results
+    assert result.facts is not None and result.reference_facts is not None, result.facts_error

@@ -395,3 +395,43 @@ def test_a_live_build_keeps_its_lock_and_the_next_waits_for_it(monkeypatch: pyte
         fcntl.flock(live, fcntl.LOCK_UN)
     second.join(timeout=30)
     assert not second.is_alive() and calls == [False, False]
+
+
+HELPERS = '#pragma once\n#include "inner.cuh"\n__device__ __forceinline__ float twice(float v) { return 2.0f * inner(v); }\n'
+INNER = '#pragma once\n#include "helpers.cuh"\n__device__ __forceinline__ float inner(float v) { return v; }\n'
+SCALE = (
+    '#include "common/helpers.cuh"\n#include "missing.cuh"\n#include <cuda_fp16.h>\n'
+    "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, N:i32=1<<20)\n"
+    "__global__ void scale(const float* x, float* y, int N) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < N) y[i] = twice(x[i]);\n}\n"
+)
+
+
+def _project_with_headers(folder: Path) -> None:
+    """base.cu and an edit of it, both including a header (which includes one that includes it back)."""
+    (folder / "common").mkdir()
+    (folder / "common" / "helpers.cuh").write_text(HELPERS)
+    (folder / "common" / "inner.cuh").write_text(INNER)
+    (folder / "base.cu").write_text(SCALE)
+    (folder / "edit.cu").write_text("// kernelcast: reference=base.cu::scale\n" + SCALE.replace("twice(x[i]);", "twice(x[i]) + 1.0f;"))
+
+
+def test_a_cuda_file_is_sent_to_be_measured_with_its_local_headers(tmp_path: Path) -> None:
+    """The runtime compiles each side in a folder of its own: `#include "common/helpers.cuh"` was not found
+    there. Each header beside the file naming it is pasted in once (the loop back is not followed); a header
+    that is not there and a system header stay as written."""
+    from kernelcast.analysis import analyse_text, measurement_sides
+    from kernelcast.kernels_runtime.hardware import SPECS
+    from kernelcast.settings import Settings
+
+    _project_with_headers(tmp_path)
+    path = tmp_path / "edit.cu"
+    analysis = analyse_text(path.as_uri(), 1, path.read_text(), path, tmp_path, Settings(), SPECS["H100-SXM"])
+    (result,) = analysis.results
+    request = prepare_request(*measurement_sides(analysis, result))
+    assert isinstance(request, dict), request
+    for side, edited in (("candidate", True), ("reference", False)):
+        code = request[side]["code"]
+        assert code.count("float inner(") == 1 and code.count("float twice(") == 1 and ("twice(x[i]) + 1.0f" in code) == edited
+        assert "#pragma once" not in code
+        assert '"common/helpers.cuh"' not in code and '#include "missing.cuh"' in code and "#include <cuda_fp16.h>" in code
