@@ -145,6 +145,8 @@ def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, same
     names = _listed(candidates)
     if wanted is not None:
         match = next((k for k in candidates if k.name == wanted), None)
+        if match is None and same_file and wanted == kernel.name:
+            return f"`{wanted}` is this kernel itself (the reference of the file's other kernels)"
         return match or f"no kernel `{wanted}` there; it has {names}"
     same_name = next((k for k in candidates if k.name == kernel.name), None)
     if same_name is not None:

@@ -95,6 +95,10 @@ def test_pragma_can_name_another_kernel_of_the_same_file(tmp_path: Path) -> None
     path = write(tmp_path / "k.cu", "// kernelcast: reference=::add_v1\n" + CANDIDATE + CANDIDATE.replace("add", "add_v1"))
     reference = resolve(path, tmp_path)
     assert isinstance(reference, Reference) and reference.name == "add_v1" and reference.path == str(path)
+    # The reference kernel itself: it was told `no kernel `add_v1` there` while it is there.
+    itself = resolve(path, tmp_path, "add_v1")
+    said = "no reference: pragma: ::add_v1: `add_v1` is this kernel itself (the reference of the file's other kernels)"
+    assert itself == NoReference(said)
 
 
 def test_pragma_to_a_kernelbench_reference_is_pytorch(tmp_path: Path) -> None:
