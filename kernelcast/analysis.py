@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from kernelcast.cache import ResultCache, content_key
@@ -28,6 +29,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     TRITON_LAUNCH_OPTIONS,
     LaunchSpec,
     LaunchSpecError,
+    as_cuda_pragma,
     find_launch_spec,
     kernelbench_input_shapes,
 )
@@ -439,9 +441,6 @@ def measurement_sides(analysis: FileAnalysis, result: KernelResult) -> tuple[dic
     return candidate, reference
 
 
-_PRAGMA_HEAD = re.compile(r"^\s*(?:#|//)\s*kernelcast:\s*launch\b\s*")
-
-
 def _runnable(file_text: str, language: str, path: Path | None, kernel: DiscoveredKernel | None) -> str:
     """What the runtime compiles for one side: its whole file (a `.cu` file with its local headers);
     for a CUDA kernel in a Python string (RawKernel, load_inline) that string less the extension's
@@ -456,9 +455,7 @@ def _runnable(file_text: str, language: str, path: Path | None, kernel: Discover
         return unit
     if inside is not None or outside is None:
         return unit
-    body = _PRAGMA_HEAD.sub("", outside.pragma)
-    named = "" if re.search(r"\bkernel\s*=", body) else f"kernel={kernel.name} "
-    return f"// kernelcast: launch {named}{body}\n{unit}"
+    return f"{as_cuda_pragma(outside, kernel.name)}\n{unit}"
 
 
 def _json(facts: KernelFacts | None) -> dict[str, Any] | None:
@@ -594,10 +591,7 @@ def _compilable(file_text: str, language: str, path: Path | None) -> str:
             header = (folder / include.group(1)).resolve()
             if header in pasted:
                 return ""
-            try:
-                content = header.read_text(encoding="utf-8") if depth < MAX_INCLUDE_DEPTH and header.is_file() else None
-            except (OSError, UnicodeDecodeError):
-                content = None
+            content = _header_text(header) if depth < MAX_INCLUDE_DEPTH else None
             if content is None or len(content) > room[0]:
                 return include.group(0)
             pasted.add(header)
@@ -607,6 +601,25 @@ def _compilable(file_text: str, language: str, path: Path | None) -> str:
         return _LOCAL_INCLUDE.sub(paste, text)
 
     return expand(file_text, path.parent, 0)
+
+
+def _header_text(path: Path) -> str | None:
+    """A header's text, read again only when it changed on disk: facts are compiled anew on every
+    edit of the file that includes it."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return _read_header(path, found.st_mtime_ns, found.st_size) if S_ISREG(found.st_mode) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _read_header(path: Path, modified_ns: int, size: int) -> str | None:
+    """The text of `path` as it was at `modified_ns` and `size` (the cache key), or None where unreadable."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _embedded_reference(reference: Reference, file_text: str) -> DiscoveredKernel | None:

@@ -321,12 +321,20 @@ class Function:
 
     def parameter_names(self, text: str) -> list[str]:
         """The declared names, in order (the last word of each parameter before any default)."""
-        names = []
+        return [name for name, _ in self.parameter_declarations(text)]
+
+    def parameter_declarations(self, text: str) -> list[tuple[str, str]]:
+        """Each parameter's name and its declaration without it (`const float *`), in order; an array
+        parameter (`float x[N]`) reads as a pointer, its extent not taken for its name."""
+        found = []
         for parameter in split_top_level(mask(self.parameter_text(text)), ","):
-            words = _IDENTIFIER.findall(parameter.split("=")[0])
-            if words and words != ["void"]:
-                names.append(words[-1])
-        return names
+            declared = parameter.split("=")[0]
+            extent = declared.find("[")
+            words = list(_IDENTIFIER.finditer(declared[: extent if extent >= 0 else None]))
+            if words and [word.group() for word in words] != ["void"]:
+                name = words[-1]
+                found.append((name.group(), declared[: name.start()].strip() + (" *" if extent >= 0 else "")))
+        return found
 
 
 def split_top_level(text: str, separator: str) -> list[str]:

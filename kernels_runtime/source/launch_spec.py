@@ -635,6 +635,14 @@ def find_launch_spec(file_text: str, kernel_name: str, language: str) -> LaunchS
     return found
 
 
+def as_cuda_pragma(spec: LaunchSpec, kernel_name: str) -> str:
+    """`spec`'s pragma as a CUDA comment that names its kernel, so it can sit anywhere in the kernel's
+    source: a kernel in a Python string that the file gives its pragma in a `#` comment outside it."""
+    body = _COMMENT_PREFIX.sub("", spec.pragma).strip()
+    named = "" if _NAMED_KERNEL.search(body) else f"kernel={kernel_name} "
+    return f"// kernelcast: launch {named}{body}"
+
+
 @functools.lru_cache(maxsize=4)
 def launch_specs(file_text: str, language: str) -> dict[str | None, LaunchSpec | LaunchSpecError]:
     """Each kernel's first pragma in the file, parsed (or its error), in one pass: a file with
@@ -774,22 +782,9 @@ def _factory_shape(made: ast.expr | None, bound: Mapping[str, ast.expr], values:
 
 def template_for(file_text: str, kernel_name: str, language: str) -> str:
     """`launch_spec_template` for a kernel of a file: its parameters, and for CUDA their declared types."""
-    declarations = kernel_declarations(file_text, kernel_name) if language == "cuda" else {}
+    kernel = cuda_text.function_named(file_text, kernel_name) if language == "cuda" else None
+    declarations = dict(kernel.parameter_declarations(file_text)) if kernel else {}
     return launch_spec_template(kernel_name, language, kernel_parameters(file_text, kernel_name, language), declarations)
-
-
-def kernel_declarations(file_text: str, kernel_name: str) -> dict[str, str]:
-    """Each parameter of a CUDA kernel and its declaration less its name (`const float *`); empty where it is not found."""
-    kernel = cuda_text.function_named(file_text, kernel_name)
-    if kernel is None:
-        return {}
-    declarations = {}
-    for parameter in cuda_text.split_top_level(cuda_text.mask(kernel.parameter_text(file_text)), ","):
-        declared = parameter.split("=")[0].strip()
-        name = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", declared)
-        if name and name.group(1) != "void":
-            declarations[name.group(1)] = declared[: name.start(1)] + ("*" if "[" in declared[name.end(1) :] else "")
-    return declarations
 
 
 # C types a template reads a parameter's dtype from, longest spelling first ("unsigned char" before "char").
