@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from analysis_support import with_facts
 from machine import limit
 
 from kernelcast.kernels_runtime import cuda_facts, facts, sass
@@ -357,14 +358,9 @@ extern "C" __global__ void halve_kernel(const float* x, float* y, int n) {
 def test_an_embedded_kernel_compiles_with_its_strings_macros_and_helpers(tmp_path: Path) -> None:
     """A load_inline or RawKernel kernel that uses its string's #define and __device__ helper gets
     facts: compiled alone it names what it cannot see, and with torch's headers it needs PyTorch."""
-    from kernelcast.analysis import analyse_text, fill_facts
-    from kernelcast.cache import ResultCache
-    from kernelcast.settings import Settings
-
     path = tmp_path / "embedded.py"
     path.write_text(EMBEDDED_WITH_HELPERS)
-    analysis = analyse_text(path.as_uri(), 1, EMBEDDED_WITH_HELPERS, path, tmp_path, Settings(), H100)
-    assert fill_facts(analysis, ResultCache(tmp_path / "cache"), True, lambda: True)
+    analysis = with_facts(path, tmp_path)
     by_name = {result.kernel.name: result for result in analysis.results}
     for name in ("scale_kernel", "halve_kernel"):
         assert by_name[name].facts is not None and by_name[name].facts.registers, by_name[name].facts_error
@@ -376,15 +372,7 @@ def test_a_cuda_file_compiles_with_its_local_headers(tmp_path: Path) -> None:
     any (nvcc: No such file or directory), and a block-size edit read 1.5× slower at conf 0.92."""
     from test_measure_cpu import _project_with_headers
 
-    from kernelcast.analysis import analyse_text, fill_facts
-    from kernelcast.cache import ResultCache
-    from kernelcast.settings import Settings
-
     _project_with_headers(tmp_path)
     (tmp_path / "missing.cuh").write_text("")  # every header present: the file compiles
-    path = tmp_path / "edit.cu"
-    text = path.read_text()
-    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), H100)
-    assert fill_facts(analysis, ResultCache(tmp_path / "cache"), True, lambda: True)
-    (result,) = analysis.results
+    (result,) = with_facts(tmp_path / "edit.cu", tmp_path).results
     assert result.facts is not None and result.reference_facts is not None, result.facts_error

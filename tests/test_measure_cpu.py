@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from analysis_support import measure_request
 from machine import limit
 
 from kernelcast.kernels_runtime import timing
@@ -420,16 +421,8 @@ def test_a_cuda_file_is_sent_to_be_measured_with_its_local_headers(tmp_path: Pat
     """The runtime compiles each side in a folder of its own: `#include "common/helpers.cuh"` was not found
     there. Each header beside the file naming it is pasted in once (the loop back is not followed); a header
     that is not there and a system header stay as written."""
-    from kernelcast.analysis import analyse_text, measurement_sides
-    from kernelcast.kernels_runtime.hardware import SPECS
-    from kernelcast.settings import Settings
-
     _project_with_headers(tmp_path)
-    path = tmp_path / "edit.cu"
-    analysis = analyse_text(path.as_uri(), 1, path.read_text(), path, tmp_path, Settings(), SPECS["H100-SXM"])
-    (result,) = analysis.results
-    request = prepare_request(*measurement_sides(analysis, result))
-    assert isinstance(request, dict), request
+    request = measure_request(tmp_path / "edit.cu", tmp_path)
     for side, edited in (("candidate", True), ("reference", False)):
         code = request[side]["code"]
         assert code.count("float inner(") == 1 and code.count("float twice(") == 1 and ("twice(x[i]) + 1.0f" in code) == edited

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analysis_support import measure_request
 from lsp_support import EXAMPLES, initialize_in_workspace, isolated_env, stop_service
 from lsprotocol import types
 from pygls.protocol import default_converter
@@ -317,20 +318,13 @@ def test_a_reference_in_a_cupy_string_compiles_from_its_string(tmp_path: Path) -
 def test_a_kernel_in_a_cupy_string_is_sent_to_be_measured_as_its_string(tmp_path: Path) -> None:
     """The runtime compiles what `measurement_sides` gives it: it was the whole Python file. Now the string,
     which compiles, with the launch pragma that the file gives the kernel above the RawKernel call."""
-    from kernelcast.analysis import analyse_text, measurement_sides
     from kernelcast.kernels_runtime.facts import compile_facts
-    from kernelcast.kernels_runtime.measure import prepare_request
-    from kernelcast.settings import Settings
 
     (tmp_path / "transpose_naive.cu").write_text(NAIVE_TRANSPOSE)
     pragma = "# kernelcast: launch kernel=transpose" + TRANSPOSE_LAUNCH.split("launch", 1)[1]
     text = _cupy_file("").replace("transpose = cupy.RawKernel", pragma + "transpose = cupy.RawKernel")
-    path = tmp_path / "outside.py"
-    path.write_text(text)
-    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), SPECS["H100-SXM"])
-    (result,) = analysis.results
-    request = prepare_request(*measurement_sides(analysis, result))
-    assert isinstance(request, dict), request
+    (tmp_path / "outside.py").write_text(text)
+    request = measure_request(tmp_path / "outside.py", tmp_path)
     code = request["candidate"]["code"]
     assert "import cupy" not in code and request["candidate"]["spec"]["kernel"] == "transpose"
     assert compile_facts(code, "cuda", SPECS["H100-SXM"], ["transpose"]).error is None

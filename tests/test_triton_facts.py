@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from analysis_support import with_facts
 
 from kernelcast.kernels_runtime import triton_facts
 from kernelcast.kernels_runtime.facts import compile_facts
@@ -101,17 +102,9 @@ def test_a_block_and_num_warps_edit_compiles_each_side_with_its_own_launch(tmp_p
     """examples/add_triton.py (BLOCK=4096, num_warps=8) against its baseline (BLOCK=256, num_warps=2): the
     baseline was compiled with the candidate's launch, so both sides read as 8 warps a program."""
     pytest.importorskip("triton")
-    from kernelcast.analysis import analyse_text, fill_facts
-    from kernelcast.cache import ResultCache
-    from kernelcast.settings import Settings
-
     examples = Path(__file__).parents[1] / "examples"
     for name in ("add_triton.py", "add_triton_baseline.py"):
         (tmp_path / name).write_text((examples / name).read_text())
-    path = tmp_path / "add_triton.py"
-    text = path.read_text()
-    analysis = analyse_text(path.as_uri(), 1, text, path, tmp_path, Settings(), H100)
-    assert fill_facts(analysis, ResultCache(tmp_path / "cache"), True, lambda: True)
-    (result,) = analysis.results
+    (result,) = with_facts(tmp_path / "add_triton.py", tmp_path).results
     assert result.facts is not None and result.reference_facts is not None, result.facts_error
     assert (result.reference_facts.threads_per_block, result.facts.threads_per_block) == (2 * 32, 8 * 32)
