@@ -34,81 +34,100 @@ def _rank(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.Comple
 # --- the policy ---------------------------------------------------------------------------------
 
 
+def _unalike(count: int) -> list[str]:
+    """Texts with no three-token run in common: variants whose code is nothing alike."""
+    return [f"v{i} = {i} ;" for i in range(count)]
+
+
+def _run(forecasts: list[list[float]], texts: list[str] | None = None) -> policy.Run:
+    return policy.Run.of(forecasts, texts or _unalike(len(forecasts)))
+
+
+def test_code_likeness_reads_runs_of_tokens_not_spacing() -> None:
+    kernel = "__global__ void add(const float* x, float* y, int n) { int i = blockIdx.x * 256 + threadIdx.x; if (i < n) y[i] += x[i]; }"
+    respaced = kernel.replace(" ", "  ").replace(";", " ;\n")
+    edited = kernel.replace("256", "128")
+    likeness = policy.code_likeness([kernel, respaced, edited, "print('hello')", ""])
+    assert np.allclose(np.diag(likeness), 1.0) and np.allclose(likeness, likeness.T)
+    assert likeness[0, 1] == 1.0
+    assert 0.8 < likeness[0, 2] < 1.0  # one constant changed
+    assert likeness[0, 3] == 0.0 and likeness[0, 4] == 0.0
+
+
 def test_policy_measures_the_best_forecast_first_then_what_may_still_beat_the_best() -> None:
-    probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 1.5, 0.9, -1.0)])
-    assert policy.pick_next(probabilities, {}, set(), 2) == [1, 2]
+    run = _run([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 1.5, 0.9, -1.0)])
+    assert policy.pick_next(run, {}, set(), 2) == [1, 2]
     # Variant 1 measured as forecast: variant 2 (0.6 octaves below) keeps a chance, 3 (2.5 below) has none.
-    chances = policy.open_chances(probabilities, {1: 1.5}, set())
+    chances = policy.open_chances(run, {1: 1.5}, set())
     assert chances[2] > 0.05 > chances[3]
-    assert policy.pick_next(probabilities, {1: 1.5}, set(), 1) == [2]
-    assert not policy.settled(probabilities, {1: 1.5}, set())
+    assert policy.pick_next(run, {1: 1.5}, set(), 1) == [2]
+    assert not policy.settled(run, {1: 1.5}, set())
     # Variant 2 measured well under its forecast: the run's common miss pulls 0 and 3 down with it.
-    assert policy.settled(probabilities, {1: 1.5, 2: 0.2}, set())
+    assert policy.settled(run, {1: 1.5, 2: 0.2}, set())
     # Excluded (wrong) variants are never picked.
-    assert 0 not in policy.pick_next(probabilities, {1: 1.5}, {0}, 3)
+    assert 0 not in policy.pick_next(run, {1: 1.5}, {0}, 3)
 
 
 def test_policy_shifts_open_variants_by_the_common_miss() -> None:
-    probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 0.2, 0.1)])
-    means = policy.forecast_means(probabilities)
-    # Both measured variants beat their forecasts by a full octave: the third is expected to as well.
-    (shifted,), (narrowed,) = policy.posterior(probabilities, {0: means[0] + 1.0, 1: means[1] + 1.0}, [2])
-    (unmoved,), (prior_sd,) = policy.posterior(probabilities, {}, [2])
-    assert unmoved == means[2] and shifted > means[2] + 0.8 and narrowed < prior_sd
-
-
-def _same_mean_other_shape(like: list[float]) -> list[float]:
-    """A two-humped forecast with the mean of `like`, far from it in shape."""
-    low, high = np.array(normal_bin_probabilities(-0.5, 0.3)), np.array(normal_bin_probabilities(1.1, 0.3))
-    mean = lambda p: float(policy.forecast_means(policy.as_matrix([p]))[0])  # noqa: E731
-    weight = (mean(high) - mean(like)) / (mean(high) - mean(low))
-    return list(weight * low + (1 - weight) * high)
+    run = _run([normal_bin_probabilities(mean, 0.4) for mean in (0.0, 0.2, 0.1)])
+    means = policy.forecast_means(run.probabilities)
+    # Both measured variants beat their forecasts by a full octave: the third, code unlike theirs,
+    # is expected to beat its own by the run's shared part of that.
+    (shifted,), (narrowed,) = policy.posterior(run, {0: means[0] + 1.0, 1: means[1] + 1.0}, [2])
+    (unmoved,), (prior_sd,) = policy.posterior(run, {}, [2])
+    assert unmoved == means[2] and shifted > means[2] + 0.7 and narrowed < prior_sd
 
 
 def test_expected_improvement_prefers_the_wider_of_two_equal_means_below_the_best() -> None:
     gains = policy.expected_improvement(np.array([0.0, 0.0]), np.array([0.5, 0.1]), best=0.5)
     assert gains[0] > 0.04 and gains[1] < 1e-6
-    # Variant 1 was measured as forecast; 2 is its twin, 3 has the same mean but another shape.
-    # The best measured (0) is above both: the twin, already half known, is worth less.
-    twin = normal_bin_probabilities(0.3, 0.3)
-    probabilities = policy.as_matrix([normal_bin_probabilities(1.5, 0.3), twin, twin, _same_mean_other_shape(twin)])
-    means = policy.forecast_means(probabilities)
+    # Variant 1 was measured as forecast; 2 is its code's twin (one constant changed), 3 has the
+    # same forecast and other code. The best measured (0) is above both: the twin, already half
+    # known, is worth less.
+    kernel = "__global__ void scale(float* y, const float* x, int n) { int i = blockIdx.x * 256 + threadIdx.x; y[i] = 2.0f * x[i]; }"
+    texts = ["0 1 2 3", kernel, kernel.replace("256", "128"), "__global__ void other(float* out) { out[threadIdx.x] = 0; }"]
+    same = normal_bin_probabilities(0.3, 0.3)
+    run = _run([normal_bin_probabilities(1.5, 0.3), same, same, same], texts)
+    means = policy.forecast_means(run.probabilities)
     measured = {0: means[0], 1: means[1]}
-    expected, sds = policy.posterior(probabilities, measured, [2, 3])
+    expected, sds = policy.posterior(run, measured, [2, 3])
     assert expected == pytest.approx([means[2], means[3]]) and sds[0] < sds[1]
-    assert policy.pick_next(probabilities, measured, set(), 1) == [3]
+    assert policy.pick_next(run, measured, set(), 1) == [3]
     # Had variant 1 missed by 0.6 octaves, its twin would be pulled down further than the other.
-    expected, _ = policy.posterior(probabilities, {0: means[0], 1: means[1] - 0.6}, [2, 3])
-    assert expected[0] < expected[1] - 0.15
+    expected, _ = policy.posterior(run, {0: means[0], 1: means[1] - 0.6}, [2, 3])
+    assert expected[0] < expected[1] - 0.08
 
 
 def test_one_outlying_miss_neither_drags_nor_flips_the_rest() -> None:
-    probabilities = policy.as_matrix([normal_bin_probabilities(mean, 0.4) for mean in (1.5, 1.0, 0.5, 0.0)])
-    means = policy.forecast_means(probabilities)
+    run = _run([normal_bin_probabilities(mean, 0.4) for mean in (1.5, 1.0, 0.5, 0.0)])
+    means = policy.forecast_means(run.probabilities)
     # The best forecast measures six octaves under it: read as its own miss, the rest keep their
     # order and stay within a tenth of an octave of their forecasts, and the next best is measured next.
     outlier = {0: means[0] - 6.0}
-    expected, _ = policy.posterior(probabilities, outlier, [1, 2, 3])
+    expected, _ = policy.posterior(run, outlier, [1, 2, 3])
     assert list(np.argsort(-expected)) == [0, 1, 2] and np.all(np.abs(expected - means[1:]) < 0.1)
-    assert policy.pick_next(probabilities, outlier, set(), 1) == [1]
+    assert policy.pick_next(run, outlier, set(), 1) == [1]
     # A second, ordinary miss that the rest can share still moves them.
-    expected, _ = policy.posterior(probabilities, {**outlier, 1: means[1] - 0.5}, [2, 3])
+    expected, _ = policy.posterior(run, {**outlier, 1: means[1] - 0.5}, [2, 3])
     assert np.all(expected < means[2:] - 0.15)
 
 
 def test_a_round_spends_no_two_gpus_on_twins() -> None:
-    # 0 and 1 are the same forecast; 2 is a little lower and wider: the round takes 0 and 2.
-    probabilities = policy.as_matrix([normal_bin_probabilities(mean, sd) for mean, sd in ((1.0, 0.4), (1.0, 0.4), (0.95, 0.9))])
-    assert policy.forecast_means(probabilities)[2] < policy.forecast_means(probabilities)[1]
-    assert policy.pick_next(probabilities, {}, set(), 2) == [0, 2]
-    assert policy.pick_next(probabilities, {}, set(), 1) == [0]
+    # 0 and 1 are the same code and forecast; 2 is other code, forecast a little lower: the round takes 0 and 2.
+    forecasts = [normal_bin_probabilities(mean, sd) for mean, sd in ((1.0, 0.4), (1.0, 0.4), (0.95, 0.9))]
+    twins = _run(forecasts, ["y = x * 2 ;", "y  =  x*2;", "z = w + 1 ;"])
+    assert policy.forecast_means(twins.probabilities)[2] < policy.forecast_means(twins.probabilities)[1]
+    assert policy.pick_next(twins, {}, set(), 2) == [0, 2]
+    assert policy.pick_next(twins, {}, set(), 1) == [0]
+    # The same forecasts of three unalike variants: the round takes the two best forecast.
+    assert policy.pick_next(_run(forecasts), {}, set(), 2) == [0, 1]
 
 
 class _RecordedVariant:
-    """What search() reads of a variant: a forecast, and a job the recorded GPU answers from the name."""
+    """What search() reads of a variant: a forecast, its text, and a job the recorded GPU answers from the name."""
 
     def __init__(self, forecast_mean: float, speedup: float) -> None:
-        self.name = f"speedup_{speedup}"
+        self.name = self.text = f"speedup_{speedup}"
         self.forecast = SimpleNamespace(probabilities=normal_bin_probabilities(forecast_mean, 0.3))
 
     def measurement_job(self, index: int, kernel_timeout_s: float) -> dict:
@@ -347,8 +366,8 @@ def test_local_cluster_plans_rounds_over_both_workers(tmp_path: Path, two_worker
         lambda state, result: rounds.append(result["index"]),
         lambda v, m: learned.append(v.name),
     )
-    probabilities = policy.as_matrix([v.forecast.probabilities for v in found])
-    assert sorted(rounds[:2]) == sorted(policy.pick_next(probabilities, {}, set(), 2))  # the first round, as the policy picks one
+    run = policy.Run.of([v.forecast.probabilities for v in found], [v.text for v in found])
+    assert sorted(rounds[:2]) == sorted(policy.pick_next(run, {}, set(), 2))  # the first round, as the policy picks one
     assert 2 <= len(state.outcomes) <= 8 and learned == [found[i].name for i in rounds]
     assert state.stopped.startswith(("budget of 8", "settled"))
     measured = {found[i].name: float(found[i].name.split("_")[1][:-3]) for i in state.outcomes}

@@ -7,9 +7,13 @@ each the sum of
   - a miss shared by the whole run (sd SHARED_SD);
   - a miss in the forecasts' spread: a run's forecasts are often too close together or too far
     apart, so this part grows with m - the run's mean m (sd SLOPE_SD per octave);
-  - a miss shared with the variants whose forecasts look alike (sd NEIGHBOUR_SD, correlation
-    exp(-d / NEIGHBOUR_SCALE) for the total-variation distance d of two forecasts): near-twins
-    land together;
+  - a miss shared with the variants whose code is alike (sd NEIGHBOUR_SD, correlation
+    exp(-(1 - l) / NEIGHBOUR_SCALE) for the likeness l of two variants' code, the Jaccard
+    similarity of their sets of three-token runs): near-twins land together. An agent's or a
+    sweep's variants are mostly near-twins of each other, and on the real-world solution groups
+    code likeness told which misses go together better than the likeness of two forecasts did (half
+    the squared difference of two misses 0.04 for likeness above 0.8 and 0.37 for 0.4-0.6, against
+    0.19 for forecasts within a total-variation distance of 0.05);
   - the variant's own miss (sd OWN_SD).
 Every measurement moves every open variant by what it shares with the measured one (Gaussian
 conditioning). Misses are heavier-tailed than normal: on real-world code one variant of a run can
@@ -23,12 +27,11 @@ forecast mean). A round of several GPUs is picked one at a time, each pick count
 at its expected s, so a round spends no two GPUs on near-twins. The run is settled when no open
 variant has more than SETTLE_CHANCE of beating the best.
 
-The numbers come from the design half of the corpus groups (replay.HALF_SEED): NEIGHBOUR_SCALE
-from how fast the correlation of two variants' misses falls with the distance of their
-forecasts (beyond a straight-line fit per group: 0.24 for near-identical forecasts, 0.06 at d
-= 0.05-0.1), the four spreads by maximum likelihood of those groups' misses
-(`python -m workshop.training.rank_policy`; benchmarks/results/rank_replay.md), ROBUST_Z from
-the design halves of the synthetic and the real-world groups together. The held-out half
+The numbers come from the design half of the corpus groups (replay.HALF_SEED): the four spreads
+by maximum likelihood of those groups' misses (`python -m workshop.training.rank_policy`, when
+the near-twin term still read the likeness of forecasts; benchmarks/results/rank_replay.md),
+NEIGHBOUR_SCALE and ROBUST_Z from the design halves of the synthetic and the real-world groups
+together (a scale from 0.2 to 0.5 found as many on the real-world design half). The held-out half
 judges the policy (README). A forecast's own spread is not used: within a run it hardly told
 whose miss would be larger (rank correlation 0.07 on the design half), and taking it as the own
 miss's spread made the search chase wide forecasts and find the best less often than forecast
@@ -38,7 +41,9 @@ order.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,17 +53,50 @@ SETTLE_CHANCE = 0.05
 SHARED_SD = 0.51
 SLOPE_SD = 0.47
 NEIGHBOUR_SD = 0.33
-NEIGHBOUR_SCALE = 0.07
+NEIGHBOUR_SCALE = 0.3
 OWN_SD = 0.24
 ROBUST_Z = 1.0
 ROBUST_ROUNDS = 3
 _LOWS, _HIGHS = (np.array(bounds) for bounds in zip(*(_bin_bounds(index) for index in range(NUM_BINS))))
+# A token of any kernel language: a name, a number or one other character.
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+|\S")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the policy reads of one run: each variant's forecast, and how alike their code is."""
+
+    probabilities: np.ndarray  # n × 8, rows summing to one
+    likeness: np.ndarray  # n × n, code_likeness
+
+    @classmethod
+    def of(cls, forecasts: Sequence[Sequence[float]], texts: Sequence[str]) -> Run:
+        return cls(as_matrix(forecasts), code_likeness(texts))
+
+    def __len__(self) -> int:
+        return len(self.probabilities)
 
 
 def as_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray:
     """Forecast bin probabilities as an n × 8 matrix whose rows sum to one."""
     matrix = np.asarray(rows, dtype=float).reshape(len(rows), NUM_BINS)
     return matrix / matrix.sum(axis=1, keepdims=True)
+
+
+def code_likeness(texts: Sequence[str]) -> np.ndarray:
+    """The Jaccard similarity of each two texts' sets of three-token runs (1 on the diagonal): 1 for
+    the same code however it is spaced, near 1 for one constant changed."""
+    runs = []
+    for text in texts:
+        tokens = _TOKEN.findall(text)
+        runs.append(set(zip(tokens, tokens[1:], tokens[2:])))
+    likeness = np.eye(len(runs))
+    for i, first in enumerate(runs):
+        for j in range(i + 1, len(runs)):
+            shared = len(first & runs[j])
+            union = len(first) + len(runs[j]) - shared
+            likeness[i, j] = likeness[j, i] = shared / union if union else 1.0
+    return likeness
 
 
 def forecast_means(probabilities: np.ndarray) -> np.ndarray:
@@ -80,7 +118,7 @@ def best_measured(measured: Mapping[int, float]) -> tuple[int, float] | None:
 
 
 def miss_covariance(
-    probabilities: np.ndarray,
+    run: Run,
     centred: np.ndarray,
     rows: np.ndarray,
     cols: np.ndarray,
@@ -89,11 +127,11 @@ def miss_covariance(
     """Prior covariance of the misses of variants `rows` with those of variants `cols`; `spreads`
     (shared, slope, near-twin, own sds) default to the shipped ones (workshop/training/rank_policy.py fits them)."""
     shared, slope, neighbour, own = spreads or (SHARED_SD, SLOPE_SD, NEIGHBOUR_SD, OWN_SD)
-    distance = 0.5 * np.abs(probabilities[rows][:, None, :] - probabilities[cols][None, :, :]).sum(axis=2)
+    unlikeness = 1.0 - run.likeness[np.ix_(rows, cols)]
     return (
         shared**2
         + slope**2 * np.outer(centred[rows], centred[cols])
-        + neighbour**2 * np.exp(-distance / NEIGHBOUR_SCALE)
+        + neighbour**2 * np.exp(-unlikeness / NEIGHBOUR_SCALE)
         + own**2 * (rows[:, None] == cols[None, :])
     )
 
@@ -112,17 +150,17 @@ def _down_weight_outliers(among: np.ndarray, misses: np.ndarray, rounds: int = R
     return among + np.diag(extra)
 
 
-def posterior(probabilities: np.ndarray, measured: Mapping[int, float], rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def posterior(run: Run, measured: Mapping[int, float], rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sd of s for variants `rows`, given the measured s of others."""
-    means, centred = centred_means(probabilities)
+    means, centred = centred_means(run.probabilities)
     wanted = np.asarray(rows, dtype=int)
     variances = SHARED_SD**2 + SLOPE_SD**2 * centred[wanted] ** 2 + NEIGHBOUR_SD**2 + OWN_SD**2
     if not measured or not len(wanted):
         return means[wanted], np.sqrt(variances)
     done = np.array(list(measured), dtype=int)
     misses = np.array([measured[i] for i in done]) - means[done]
-    across = miss_covariance(probabilities, centred, wanted, done)
-    weights = np.linalg.solve(_down_weight_outliers(miss_covariance(probabilities, centred, done, done), misses), across.T)
+    across = miss_covariance(run, centred, wanted, done)
+    weights = np.linalg.solve(_down_weight_outliers(miss_covariance(run, centred, done, done), misses), across.T)
     variances = variances - np.einsum("ij,ji->i", across, weights)
     return means[wanted] + weights.T @ misses, np.sqrt(np.maximum(variances, 1e-9))
 
@@ -138,28 +176,28 @@ def expected_improvement(means: np.ndarray, sds: np.ndarray, best: float) -> np.
     return sds * (z * (1 - _normal_tail(z)) + np.exp(-(z**2) / 2) / math.sqrt(2 * math.pi))
 
 
-def _open_rows(probabilities: np.ndarray, measured: Mapping[int, float], excluded: set[int]) -> list[int]:
-    return [i for i in range(len(probabilities)) if i not in measured and i not in excluded]
+def _open_rows(run: Run, measured: Mapping[int, float], excluded: set[int]) -> list[int]:
+    return [i for i in range(len(run)) if i not in measured and i not in excluded]
 
 
-def open_chances(probabilities: np.ndarray, measured: Mapping[int, float], excluded: set[int]) -> dict[int, float]:
+def open_chances(run: Run, measured: Mapping[int, float], excluded: set[int]) -> dict[int, float]:
     """Each unmeasured, not excluded variant's chance of beating the best measured (1.0 before any)."""
-    rows = _open_rows(probabilities, measured, excluded)
+    rows = _open_rows(run, measured, excluded)
     found = best_measured(measured)
     if found is None or not rows:
         return dict.fromkeys(rows, 1.0)
-    means, sds = posterior(probabilities, measured, rows)
+    means, sds = posterior(run, measured, rows)
     return {i: float(c) for i, c in zip(rows, _normal_tail((found[1] - means) / sds))}
 
 
-def pick_next(probabilities: np.ndarray, measured: Mapping[int, float], excluded: set[int], count: int) -> list[int]:
+def pick_next(run: Run, measured: Mapping[int, float], excluded: set[int], count: int) -> list[int]:
     """Up to `count` variants to measure next: each the largest expected improvement over the best,
     the earlier picks counted as measured at their expected s; ties go to the higher expected s,
     then to the earlier variant. Before any measurement the first pick is the highest forecast mean."""
     assumed = dict(measured)
     picks: list[int] = []
-    while len(picks) < count and (rows := _open_rows(probabilities, assumed, excluded)):
-        means, sds = posterior(probabilities, assumed, rows)
+    while len(picks) < count and (rows := _open_rows(run, assumed, excluded)):
+        means, sds = posterior(run, assumed, rows)
         found = best_measured(assumed)
         gains = expected_improvement(means, sds, found[1]) if found else np.zeros(len(rows))
         best = min(range(len(rows)), key=lambda k: (-gains[k], -means[k], rows[k]))
@@ -168,6 +206,6 @@ def pick_next(probabilities: np.ndarray, measured: Mapping[int, float], excluded
     return picks
 
 
-def settled(probabilities: np.ndarray, measured: Mapping[int, float], excluded: set[int], chance: float = SETTLE_CHANCE) -> bool:
+def settled(run: Run, measured: Mapping[int, float], excluded: set[int], chance: float = SETTLE_CHANCE) -> bool:
     """True when some variant was measured and no unmeasured one has more than `chance` of beating it."""
-    return bool(measured) and all(c <= chance for c in open_chances(probabilities, measured, excluded).values())
+    return bool(measured) and all(c <= chance for c in open_chances(run, measured, excluded).values())

@@ -17,6 +17,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,14 @@ class Group:
     source: str
     pairs: list[LabelledPair]
     probabilities: np.ndarray = field(default_factory=lambda: np.zeros((0, 8)))
+
+    @cached_property
+    def likeness(self) -> np.ndarray:
+        return policy.code_likeness([pair.request.candidate.code for pair in self.pairs])
+
+    @property
+    def run(self) -> policy.Run:
+        return policy.Run(self.probabilities, self.likeness)
 
     @property
     def log2_speedups(self) -> np.ndarray:
@@ -134,17 +143,17 @@ def read_forecasts(path: Path, groups: Sequence[Group]) -> None:
         group.probabilities = policy.as_matrix([found[pair.id] for pair in group.pairs])
 
 
-def policy_order(probabilities: np.ndarray, log2_speedups: np.ndarray, budget: int) -> tuple[list[int], int | None]:
+def policy_order(run: policy.Run, log2_speedups: np.ndarray, budget: int) -> tuple[list[int], int | None]:
     """The policy's measuring order with recorded results, one at a time, and after how many
     measurements it would have stopped on its own (None: not within the budget)."""
     measured: dict[int, float] = {}
     settled_at = None
     while len(measured) < budget:
-        if settled_at is None and policy.settled(probabilities, measured, set()):
+        if settled_at is None and policy.settled(run, measured, set()):
             settled_at = len(measured)
-        (index,) = policy.pick_next(probabilities, measured, set(), 1)
+        (index,) = policy.pick_next(run, measured, set(), 1)
         measured[index] = float(log2_speedups[index])
-    if settled_at is None and policy.settled(probabilities, measured, set()):
+    if settled_at is None and policy.settled(run, measured, set()):
         settled_at = len(measured)
     return list(measured), settled_at
 
@@ -167,7 +176,7 @@ def replay(groups: Sequence[Group], seeds: int = RANDOM_SEEDS) -> dict[str, Any]
         speedups = np.array([pair.speedup for pair in group.pairs])
         true_best = float(speedups.max())
         size = len(speedups)
-        chosen, settled_at = policy_order(group.probabilities, group.log2_speedups, size)
+        chosen, settled_at = policy_order(group.run, group.log2_speedups, size)
         orders = {"policy": chosen, "forecast order": forecast_order(group.probabilities)}
         generator = np.random.default_rng([RANDOM_SEED, len(per_group)])
         random_orders = [list(generator.permutation(size)) for _ in range(seeds)]

@@ -71,7 +71,7 @@ def search(
 ) -> SearchState:
     """Measure in rounds of `measurer.width` until the budget is spent or the best is settled."""
     state = SearchState(variants)
-    probabilities = policy.as_matrix([v.forecast.probabilities for v in variants])  # type: ignore[union-attr]
+    run = policy.Run.of([v.forecast.probabilities for v in variants], [v.text for v in variants])  # type: ignore[union-attr]
     measured: dict[int, float] = {}
     excluded: set[int] = set()
 
@@ -101,11 +101,11 @@ def search(
             state.stopped = f"budget of {budget.measurements} measurements spent"
         elif budget.gpu_seconds is not None and state.gpu_seconds >= budget.gpu_seconds:
             state.stopped = f"budget of {budget.gpu_seconds:g} GPU-seconds spent"
-        elif policy.settled(probabilities, measured, excluded, settle_chance):
+        elif policy.settled(run, measured, excluded, settle_chance):
             state.stopped = f"settled: no unmeasured variant has more than {100 * settle_chance:g}% chance of beating the best"
         else:
             room = budget.measurements - spent if budget.measurements is not None else measurer.width
-            picks = policy.pick_next(probabilities, measured, excluded, max(1, min(measurer.width, room)))
+            picks = policy.pick_next(run, measured, excluded, max(1, min(measurer.width, room)))
             measurer.run([variants[i].measurement_job(i, kernel_timeout_s) for i in picks], take)
-    state.chances = policy.open_chances(probabilities, measured, excluded)
+    state.chances = policy.open_chances(run, measured, excluded)
     return state

@@ -15,21 +15,27 @@ DATA = Path(__file__).parents[1] / "data"
 
 
 def _simulated_groups(spreads: tuple[float, float, float, float], count: int, size: int, seed: int) -> list[rank_policy.Group]:
-    """Groups of near-twins (four forecasts random over the bins, each variant one of them mixed
-    with a little of another random one) whose misses are drawn from the policy's covariance with
-    `spreads`. Without twins the near-twin and own misses would both be only variance, and could
-    not be told apart."""
+    """Groups of near-twins (four kernels with forecasts random over the bins, each variant one of
+    them a little changed: its forecast mixed with a little of another random one, its code's
+    likeness to its kernel's other variants lowered as much) whose misses are drawn from the
+    policy's covariance with `spreads`. Without twins the near-twin and own misses would both be
+    only variance, and could not be told apart."""
     rng = np.random.default_rng(seed)
     groups = []
     for _ in range(count):
-        bases = rng.dirichlet(np.full(policy.NUM_BINS, 0.3), size=4)[rng.integers(0, 4, size)]
-        mix = rng.uniform(0.0, 0.15, size)[:, None]
-        probabilities = policy.as_matrix((1 - mix) * bases + mix * rng.dirichlet(np.full(policy.NUM_BINS, 0.3), size=size))
-        _, centred, _ = rank_policy.group_misses(probabilities, np.zeros(size))
+        kernels = rng.integers(0, 4, size)
+        bases = rng.dirichlet(np.full(policy.NUM_BINS, 0.3), size=4)[kernels]
+        mix = rng.uniform(0.0, 0.15, size)
+        others = rng.dirichlet(np.full(policy.NUM_BINS, 0.3), size=size)
+        probabilities = policy.as_matrix((1 - mix[:, None]) * bases + mix[:, None] * others)
+        likeness = np.where(kernels[:, None] == kernels[None, :], 1.0 - mix[:, None] - mix[None, :], rng.uniform(0.0, 0.2, (size, size)))
+        likeness = np.triu(likeness, 1) + np.triu(likeness, 1).T + np.eye(size)
+        run = policy.Run(probabilities, likeness)
+        _, centred, _ = rank_policy.group_misses(run, np.zeros(size))
         every = np.arange(size)
-        covariance = policy.miss_covariance(probabilities, centred, every, every, spreads)
+        covariance = policy.miss_covariance(run, centred, every, every, spreads)
         misses = rng.multivariate_normal(np.zeros(size), covariance)
-        groups.append(rank_policy.group_misses(probabilities, policy.forecast_means(probabilities) + misses))
+        groups.append(rank_policy.group_misses(run, policy.forecast_means(probabilities) + misses))
     return groups
 
 

@@ -6,7 +6,7 @@ misses in the design half of recorded groups, so its numbers can be made again:
     python -m workshop.training.rank_policy --pairs rw.jsonl --pool-sources --forecasts held_out.jsonl
 
 The misses s - m of one group are read as jointly normal with the policy's covariance (a shared
-miss, a slope in the forecasts' spread, near-twins at NEIGHBOUR_SCALE, the variant's own), and
+miss, a slope in the forecasts' spread, near-twins in code at NEIGHBOUR_SCALE, the variant's own), and
 the four sds that make them most likely are found by Nelder-Mead on their logs, every group
 weighing the same. The near-twin scale and ROBUST_Z are not fitted here (policy.py says how they were chosen).
 """
@@ -25,23 +25,23 @@ from kernelcast.rank import policy, replay
 SPREADS = ("SHARED_SD", "SLOPE_SD", "NEIGHBOUR_SD", "OWN_SD")
 
 
-Group = tuple[np.ndarray, np.ndarray, np.ndarray]
+Group = tuple[np.ndarray, np.ndarray, policy.Run]
 
 
-def group_misses(probabilities: np.ndarray, log2_speedups: np.ndarray) -> Group:
-    """A group's misses, its forecast means less their mean, and its forecasts: what the policy's
+def group_misses(run: policy.Run, log2_speedups: np.ndarray) -> Group:
+    """A group's misses, its forecast means less their mean, and its run: what the policy's
     covariance (policy.miss_covariance) reads."""
-    means, centred = policy.centred_means(probabilities)
-    return log2_speedups - means, centred, probabilities
+    means, centred = policy.centred_means(run.probabilities)
+    return log2_speedups - means, centred, run
 
 
 def negative_log_likelihood(spreads: Sequence[float], groups: Sequence[Group]) -> float:
     """Mean over groups of -log N(misses; 0, the policy's covariance with `spreads`), less the constant."""
     shared, slope, neighbour, own = (float(value) for value in spreads)
     total = 0.0
-    for misses, centred, probabilities in groups:
+    for misses, centred, run in groups:
         every = np.arange(len(misses))
-        covariance = policy.miss_covariance(probabilities, centred, every, every, (shared, slope, neighbour, own))
+        covariance = policy.miss_covariance(run, centred, every, every, (shared, slope, neighbour, own))
         _, log_determinant = np.linalg.slogdet(covariance)
         total += 0.5 * (log_determinant + misses @ np.linalg.solve(covariance, misses))
     return total / len(groups)
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not chosen:
         print(f"no group of {replay.MIN_GROUP} or more in the {args.half} half of {args.pairs}", file=sys.stderr)
         return 2
-    fitted = fit_spreads([group_misses(group.probabilities, group.log2_speedups) for group in chosen])
+    fitted = fit_spreads([group_misses(group.run, group.log2_speedups) for group in chosen])
     print(f"{len(chosen)} groups ({args.half}): " + ", ".join(f"{name} = {value}" for name, value in fitted.items()))
     return 0
 
