@@ -132,7 +132,15 @@ def _prior_words(details: dict[str, Any]) -> str | None:
 
 
 # Guesses the forecast mixes with the reading without them (models/embedded/backend.py) or was learnt without.
-_SPREAD_COVERS = (ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_SIZES, ASSUMED_CANDIDATE_LOOPS, ASSUMED_REFERENCE_LOOPS)
+_SPREAD_COVERS = (
+    ASSUMED_CANDIDATE_LAUNCH,
+    ASSUMED_REFERENCE_LAUNCH,
+    ASSUMED_CANDIDATE_CONFIG,
+    ASSUMED_REFERENCE_CONFIG,
+    ASSUMED_SIZES,
+    ASSUMED_CANDIDATE_LOOPS,
+    ASSUMED_REFERENCE_LOOPS,
+)
 
 
 def _assumed_words(assumed: list[str]) -> str:
@@ -144,7 +152,10 @@ def _assumed_words(assumed: list[str]) -> str:
             f"A grid computed from run-time sizes is taken for the problem's elements ({DEFAULT_ELEMENTS:,} where none is stated)."
         )
     if any(item in (ASSUMED_CANDIDATE_CONFIG, ASSUMED_REFERENCE_CONFIG) for item in assumed):
-        words.append("A launch config chosen at run time (autotune) is taken as its first.")
+        words.append(
+            "A launch config chosen at run time is taken as the autotuner's first, and a Triton block size the host code computes"
+            " (`triton.next_power_of_2(n)`) as 1024 (64 for a BLOCK_M/N/K)."
+        )
     if any(item in (ASSUMED_CANDIDATE_LOOPS, ASSUMED_REFERENCE_LOOPS) for item in assumed):
         words.append(
             "A host loop whose bound is known only at run time is taken to go round as often as the median of the file's size"

@@ -35,8 +35,10 @@ from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
 from kernelcast.wire import (
+    ASSUMED_CANDIDATE_CONFIG,
     ASSUMED_CANDIDATE_LAUNCH,
     ASSUMED_CANDIDATE_LOOPS,
+    ASSUMED_REFERENCE_CONFIG,
     ASSUMED_REFERENCE_LAUNCH,
     ASSUMED_REFERENCE_LOOPS,
     ForecastRequest,
@@ -342,7 +344,11 @@ def _out_of_sight(request: ForecastRequest) -> list[str]:
     return [f"{role}: {call}" for role, side in sides for call in kernels_out_of_sight(side.code, side.language)]
 
 
-ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH}
+# A side's launch is guessed when another's stands in for it, or when its host code leaves its
+# config (block, Triton constexprs and options) to run time or to an autotuner: the forecast then
+# also reads the pair without launches. A guessed grid alone is not: the block it is launched with
+# is read, and the spread of not knowing the sizes is the weights' own.
+ASSUMED_LAUNCHES = {ASSUMED_CANDIDATE_LAUNCH, ASSUMED_REFERENCE_LAUNCH, ASSUMED_CANDIDATE_CONFIG, ASSUMED_REFERENCE_CONFIG}
 ASSUMED_LOOPS = {ASSUMED_CANDIDATE_LOOPS, ASSUMED_REFERENCE_LOOPS}
 
 
