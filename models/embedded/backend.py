@@ -32,6 +32,7 @@ from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, kernels_out_of_sight, pair_features, without_launches
 from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
+from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
 from kernelcast.models.prediction import BackendStatus, RawPrediction
 from kernelcast.wire import (
@@ -325,6 +326,7 @@ class EmbeddedBackend:
             }
             if applied:
                 details["kernelbench_prior"] = applied
+                details["launches_read"] = applied not in SOLUTION_KINDS
                 details["source_spread_log2"] = round(spread, 4)
                 details["few_sources_of_kind"] = few
             if calls:
