@@ -240,12 +240,22 @@ def test_a_cuda_template_reads_each_parameters_declared_type() -> None:
         "scale": "x:f32[n], y:f32[n]:out, a:f32=1.0, n:i32=1<<20",
         "hist": "in:u8[n], bins:i32[n]:out, n:i32=1<<20, nbins:i32=1024",
         "halves": "x:f16[count], y:f16[count]:out, s:f64=1.0, count:i64=1<<20",
-        "generic": "x:f32[n], y:f32[n]:out, alpha:i32=1024, n:i32=1<<20",  # T: its name's guess
+        "generic": "x:f32[n], y:f32[n]:out, alpha:f32=1.0, n:i32=1<<20",  # T: its name's guess
     }
     for name, args in expected.items():
         text = template_for(code, name, "cuda")
         assert f"args=({args})" in text, text
         assert parse_launch_pragma(text, "cuda").kernel == name
+
+
+def test_a_triton_template_takes_strides_and_row_lengths_for_scalars() -> None:
+    """The tutorial softmax's `in_stride`, `out_stride` and `n_cols` were arrays, `out_stride` an output:
+    measuring that pragma hands the kernel tensors where it multiplies a row index by a stride."""
+    code = "@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, eps, BLOCK_SIZE: tl.constexpr):\n    pass\n"
+    text = template_for(code, "softmax_kernel", "triton")
+    assert "args=(out_ptr:f32[N]:out, in_ptr:f32[N], in_stride:i32=1024, out_stride:i32=1024, n_cols:i32=1024, eps:f32=1.0)" in text
+    spec = parse_launch_pragma(text, "triton")
+    assert [arg.name for arg in spec.args if arg.shape] == ["out_ptr", "in_ptr"]
 
 
 def test_a_commented_out_kernel_between_a_pragma_and_its_kernel_takes_nothing() -> None:

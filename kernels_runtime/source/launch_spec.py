@@ -826,6 +826,12 @@ def _declared_argument(name: str, declaration: str, size: str, inputs_marked_con
     return f"{name}:{dtype}={'1<<20' if name == size else '1024'}"
 
 
+# Names that are scalars whatever their first letters say (`in_stride`, `n_cols` are not arrays): strides,
+# counts and sizes of a tensor's dims, and a kernel's float knobs.
+_INT_SCALAR_NAME = re.compile(r"stride|^(n|num)_|_(size|numel|len|count|rows|cols|dim)$|^(rows|cols|dim|numel)$", re.IGNORECASE)
+_FLOAT_SCALAR_NAME = re.compile(r"^(eps|epsilon|alpha|beta|gamma|scale|momentum|temperature|lr|weight_decay)$", re.IGNORECASE)
+
+
 def launch_spec_template(kernel_name: str, language: str, param_names: list[str], declarations: Mapping[str, str] | None = None) -> str:
     """A pragma line to insert above a kernel, for the user to edit: a guess from the parameters'
     declarations where known (CUDA), else from their names."""
@@ -842,6 +848,10 @@ def launch_spec_template(kernel_name: str, language: str, param_names: list[str]
             args.append(argument)
         elif name == size:
             args.append(f"{name}:i32=1<<20")
+        elif _FLOAT_SCALAR_NAME.match(name):
+            args.append(f"{name}:f32=1.0")
+        elif _INT_SCALAR_NAME.search(name):
+            args.append(f"{name}:i32=1024")
         elif re.search(r"ptr|_p$", name, re.IGNORECASE) or re.match(r"(in|out|src|dst|[a-z])(_|$)", name):
             flag = ":out" if re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE) else ""
             args.append(f"{name}:f32[{size}]{flag}")
