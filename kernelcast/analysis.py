@@ -24,8 +24,10 @@ from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.cuda_text import without_extension_code
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
-from kernelcast.kernels_runtime.source.host_launch import GUESSED_CONFIG, GUESSED_GRID, host_launch
+from kernelcast.kernels_runtime.source.host_launch import host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
+    GUESSED_CONFIG,
+    GUESSED_GRID,
     TRITON_LAUNCH_OPTIONS,
     LaunchSpec,
     LaunchSpecError,

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelcast.kernels_runtime.source.host_launch import host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpec,
     LaunchSpecError,
@@ -339,7 +340,8 @@ def _resolve_spec(side: dict[str, Any], label: str) -> LaunchSpec | MeasureFailu
 
 
 def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
-    template = template_for(side["code"], side["name"], side["language"])
+    host = host_launch(side["code"], side["name"], side["language"], python_file=side["language"] == "triton")
+    template = template_for(side["code"], side["name"], side["language"], host)
     return MeasureFailure(
         "no-launch-spec",
         f"{side['name']} has no launch spec, so it cannot be run; add this line above it and set the sizes:\n{template}",

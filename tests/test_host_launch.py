@@ -460,3 +460,21 @@ def test_a_pragma_and_a_host_launch_of_one_kernel_are_read_on_one_problem(tmp_pa
     assert reference["grid"] == stated["grid"] == [1024]
     assert reference["bytes"] == stated["bytes"] == 8 << 20
     assert reference["num_warps"] == 4 and stated["num_warps"] == 16
+
+
+def test_the_proposed_pragma_keeps_the_config_the_host_code_launches_with() -> None:
+    """Measure's message proposed num_warps=4 for the tutorial softmax its host code launches with 16
+    warps: the pragma, measured as proposed, would time another config than the file runs."""
+    from kernelcast.kernels_runtime.source.launch_spec import template_for
+
+    softmax = SOFTMAX.replace("num_warps=4", "num_warps=16")
+    text = template_for(softmax, "softmax_kernel", "triton", host_launch(softmax, "softmax_kernel", "triton", python_file=True))
+    assert text.endswith("BLOCK_SIZE=1024 num_warps=16")  # BLOCK_SIZE is computed at run time: left at the guess
+    add = TRITON.replace("BLOCK = 1024", "BLOCK = 512")
+    assert template_for(add, "add_kernel", "triton", host_launch(add, "add_kernel", "triton", python_file=True)).endswith(
+        "BLOCK_SIZE=512 num_warps=8"
+    )
+    narrow = _cuda("    scale<<<(n + 127) / 128, 128>>>(x, y, n);")
+    cuda = template_for(narrow, "scale", "cuda", host_launch(narrow, "scale", "cuda", python_file=False))
+    assert "grid=(cdiv(n, 128)) block=(128)" in cuda
+    assert "block=(256)" in template_for(narrow, "scale", "cuda")  # no host launch read: the default

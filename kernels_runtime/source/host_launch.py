@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 from kernelcast.kernels_runtime.source import cuda_text, expressions, host_values
 from kernelcast.kernels_runtime.source.launch_spec import (
+    GUESSED_CONFIG,
+    GUESSED_GRID,
     MAX_BLOCK,
     MAX_DYNAMIC_SMEM,
     MAX_GRID,
@@ -49,8 +51,6 @@ from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dott
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
 DEFAULT_ELEMENTS = 1 << 20
 TRITON_DEFAULT_WARPS = 4  # what Triton launches with when num_warps is not given
-GUESSED_GRID = "grid"
-GUESSED_CONFIG = "config"
 
 Dims = tuple[ast.expr, ...]
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")

@@ -302,6 +302,12 @@ class ArgSpec:
         return math.prod(self.shape or ()) * DTYPE_BYTES[self.dtype] if self.is_array else 0
 
 
+# The parts of a launch read from host code (host_launch.py) that it guessed: the grid (from sizes known
+# only at run time) and the config (block, shared memory, Triton options).
+GUESSED_GRID = "grid"
+GUESSED_CONFIG = "config"
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """How to run one kernel: `kind` is "kernel" (a pragma) or "kernelbench" (the file says)."""
@@ -780,11 +786,12 @@ def _factory_shape(made: ast.expr | None, bound: Mapping[str, ast.expr], values:
 # --- the code action's text ----------------------------------------------------------------
 
 
-def template_for(file_text: str, kernel_name: str, language: str) -> str:
-    """`launch_spec_template` for a kernel of a file: its parameters, and for CUDA their declared types."""
+def template_for(file_text: str, kernel_name: str, language: str, host: LaunchSpec | None = None) -> str:
+    """`launch_spec_template` for a kernel of a file: its parameters, for CUDA their declared types,
+    and what the launch its host code makes (`host`, host_launch.py) states of its config."""
     kernel = cuda_text.function_named(file_text, kernel_name) if language == "cuda" else None
     declarations = dict(kernel.parameter_declarations(file_text)) if kernel else {}
-    return launch_spec_template(kernel_name, language, kernel_parameters(file_text, kernel_name, language), declarations)
+    return launch_spec_template(kernel_name, language, kernel_parameters(file_text, kernel_name, language), declarations, host)
 
 
 # C types a template reads a parameter's dtype from, longest spelling first ("unsigned char" before "char").
@@ -832,9 +839,13 @@ _INT_SCALAR_NAME = re.compile(r"stride|^(n|num)_|_(size|numel|len|count|rows|col
 _FLOAT_SCALAR_NAME = re.compile(r"^(eps|epsilon|alpha|beta|gamma|scale|momentum|temperature|lr|weight_decay)$", re.IGNORECASE)
 
 
-def launch_spec_template(kernel_name: str, language: str, param_names: list[str], declarations: Mapping[str, str] | None = None) -> str:
+def launch_spec_template(
+    kernel_name: str, language: str, param_names: list[str], declarations: Mapping[str, str] | None = None, host: LaunchSpec | None = None
+) -> str:
     """A pragma line to insert above a kernel, for the user to edit: a guess from the parameters'
-    declarations where known (CUDA), else from their names."""
+    declarations where known (CUDA), else from their names; its config (a 1-D CUDA block, Triton's
+    constexprs, num_warps and num_stages) as the host code launches the kernel, where it does, so
+    that measuring the pragma as proposed times the kernel as the file runs it."""
     size_like = re.compile(r"^(n|m|k|size|numel|n_elements|len|length|count)$", re.IGNORECASE)
     size = next((name for name in param_names if size_like.match(name)), "N")
     constexprs = [name for name in param_names if language == "triton" and name.isupper() and len(name) > 1]
@@ -857,15 +868,19 @@ def launch_spec_template(kernel_name: str, language: str, param_names: list[str]
             args.append(f"{name}:f32[{size}]{flag}")
         else:
             args.append(f"{name}:i32=1024")
-    keys = "".join(f" {name}=1024" for name in constexprs)
+    options = dict(host.options) if host is not None else {}
+    keys = "".join(f" {name}={options.get(name, 1024)}" for name in constexprs)
     if size not in param_names:
         keys = f" {size}=1<<20" + keys
     block = constexprs[0] if constexprs else ("256" if language == "cuda" else "1024")
     comment = "//" if language == "cuda" else "#"
     head = f"{comment} kernelcast: launch kernel={kernel_name}"
     if language == "cuda":
+        if host is not None and host.block is not None and GUESSED_CONFIG not in host.guessed and sum(d > 1 for d in host.block) <= 1:
+            block = str(math.prod(host.block))
         return f"{head} grid=(cdiv({size}, {block})) block=({block}) args=({', '.join(args)}){keys}"
-    return f"{head} grid=(cdiv({size}, {block}),) args=({', '.join(args)}){keys} num_warps=4"
+    stages = f" num_stages={options['num_stages']}" if "num_stages" in options else ""
+    return f"{head} grid=(cdiv({size}, {block}),) args=({', '.join(args)}){keys} num_warps={options.get('num_warps', 4)}{stages}"
 
 
 # --- The sizes a KernelBench file states ---------------------------------------------------------
