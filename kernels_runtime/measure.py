@@ -35,6 +35,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpecError,
     find_launch_spec,
     kernel_names,
+    launched_as,
     template_for,
 )
 from kernelcast.kernels_runtime.timing import SEEDS, TOLERANCES, Tolerance, resolve_tolerance
@@ -339,9 +340,26 @@ def _resolve_spec(side: dict[str, Any], label: str) -> LaunchSpec | MeasureFailu
         return MeasureFailure("no-launch-spec", f"launch spec of {side['name']} ({line}column {error.column + 1}): {error.message}")
 
 
+def _host_launch(side: dict[str, Any]) -> LaunchSpec | None:
+    """The launch a side's host code makes of its kernel (host_launch.py), where it makes one."""
+    return host_launch(side["code"], side["name"], side["language"], python_file=side["language"] == "triton")
+
+
+def _as_its_host_code_launches(spec: LaunchSpec, side: dict[str, Any]) -> LaunchSpec:
+    """The other side's pragma for a side without one, at the config the side's own host code
+    launches its kernel with: a num_warps or block-size edit given a pragma on one side only was
+    otherwise timed at the edited config on both, 1.00x."""
+    host = _host_launch(side)
+    if host is None:
+        return spec
+    try:
+        return launched_as(spec, host)
+    except LaunchSpecError:  # the host code's values break the pragma (a block over the limit): run it as given
+        return spec
+
+
 def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
-    host = host_launch(side["code"], side["name"], side["language"], python_file=side["language"] == "triton")
-    template = template_for(side["code"], side["name"], side["language"], host)
+    template = template_for(side["code"], side["name"], side["language"], _host_launch(side))
     return MeasureFailure(
         "no-launch-spec",
         f"{side['name']} has no launch spec, so it cannot be run; add this line above it and set the sizes:\n{template}",
@@ -392,7 +410,7 @@ def prepare_request(
         if specs["reference"] is None:
             if sides["reference"]["language"] != sides["candidate"]["language"]:
                 return MeasureFailure("no-launch-spec", f"the reference ({sides['reference']['language']}) needs its own launch spec")
-            specs["reference"] = specs["candidate"]
+            specs["reference"] = _as_its_host_code_launches(specs["candidate"], sides["reference"])
         for label in ("candidate", "reference"):
             specs[label] = replace(specs[label], kernel=sides[label]["name"])
         if specs["candidate"].signature() != specs["reference"].signature():

@@ -478,3 +478,32 @@ def test_the_proposed_pragma_keeps_the_config_the_host_code_launches_with() -> N
     cuda = template_for(narrow, "scale", "cuda", host_launch(narrow, "scale", "cuda", python_file=False))
     assert "grid=(cdiv(n, 128)) block=(128)" in cuda
     assert "block=(256)" in template_for(narrow, "scale", "cuda")  # no host launch read: the default
+
+
+def test_a_side_without_a_pragma_is_measured_at_the_config_its_own_host_code_launches() -> None:
+    """Measuring a num_warps or block-size edit whose pragma only the candidate carries timed the
+    reference at the candidate's config too: the same launch on both sides, 1.00x."""
+    from kernelcast.kernels_runtime.measure import prepare_request
+    from kernelcast.kernels_runtime.source.launch_spec import LaunchSpec
+
+    def specs(candidate: str, reference: str, language: str, name: str) -> tuple[LaunchSpec, LaunchSpec]:
+        request = prepare_request(
+            {"code": candidate, "language": language, "name": name}, {"code": reference, "language": language, "name": name}
+        )
+        assert isinstance(request, dict), request
+        return LaunchSpec.from_json(request["candidate"]["spec"]), LaunchSpec.from_json(request["reference"]["spec"])
+
+    pragma = (
+        "# kernelcast: launch kernel=softmax_kernel grid=(cdiv(N, BLOCK_SIZE),) args=(out_ptr:f32[N]:out, in_ptr:f32[N],"
+        " in_stride:i32=1024, out_stride:i32=1024, n_cols:i32=1024) N=1<<20 BLOCK_SIZE=1024 num_warps=16\n"
+    )
+    wide = pragma + SOFTMAX.replace("num_warps=4", "num_warps=16")
+    candidate, reference = specs(wide, SOFTMAX, "triton", "softmax_kernel")
+    assert (candidate.options["num_warps"], reference.options["num_warps"]) == (16, 4)
+    assert candidate.grid == reference.grid == (1024,) and candidate.signature() == reference.signature()
+
+    committed = _cuda("    scale<<<(n + 255) / 256, 256>>>(x, y, n);")
+    narrow = "// kernelcast: launch kernel=scale grid=(cdiv(N, 128)) block=(128) args=(x:f32[N], y:f32[N]:out, n:i32=N) N=1<<20\n"
+    candidate, reference = specs(narrow + committed.replace("255) / 256, 256", "127) / 128, 128"), committed, "cuda", "scale")
+    assert (candidate.block, candidate.grid) == ((128,), (8192,))
+    assert (reference.block, reference.grid) == ((256,), (4096,))

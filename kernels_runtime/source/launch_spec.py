@@ -421,6 +421,22 @@ def parse_launch_pragma(text: str, language: str = "cuda") -> LaunchSpec:
     """Parse one pragma line (comment prefix optional); raises LaunchSpecError with a column."""
     if len(text) > MAX_PRAGMA_CHARS:
         raise LaunchSpecError(f"the pragma is {len(text)} characters long; at most {MAX_PRAGMA_CHARS}", MAX_PRAGMA_CHARS)
+    items = _items(text)
+    if "grid" not in items:
+        raise LaunchSpecError("a launch needs grid=(...), e.g. grid=(cdiv(N, 256),)", len(text))
+    if "args" not in items:
+        raise LaunchSpecError("a launch needs args=(...) in the kernel's parameter order", len(text))
+    if language == "cuda":
+        if "block" not in items:
+            raise LaunchSpecError("a CUDA launch needs block=(...), e.g. block=(256)", len(text))
+    elif "block" in items or "smem" in items:
+        key = (items["block"] if "block" in items else items["smem"])[0]
+        raise LaunchSpecError(f"{key.text}= is for CUDA kernels; Triton takes num_warps= and constexpr keys", key.column)
+    return _bind(items, language, text)
+
+
+def _items(text: str) -> dict[str, tuple[_Token, Any]]:
+    """A pragma's keys, each with its token and its parsed value."""
     start = text.find(PRAGMA_MARKER)
     body_start = start + len(PRAGMA_MARKER) if start >= 0 else 0
     tokens = _tokenize(text[body_start:], body_start)
@@ -444,18 +460,33 @@ def parse_launch_pragma(text: str, language: str = "cuda") -> LaunchSpec:
             items[key.text] = (key, _parse_dims(parser, key.text))
         else:
             items[key.text] = (key, parser.expression())
+    return items
 
-    if "grid" not in items:
-        raise LaunchSpecError("a launch needs grid=(...), e.g. grid=(cdiv(N, 256),)", len(text))
-    if "args" not in items:
-        raise LaunchSpecError("a launch needs args=(...) in the kernel's parameter order", len(text))
-    if language == "cuda":
-        if "block" not in items:
-            raise LaunchSpecError("a CUDA launch needs block=(...), e.g. block=(256)", len(text))
-    elif "block" in items or "smem" in items:
-        key = (items["block"] if "block" in items else items["smem"])[0]
-        raise LaunchSpecError(f"{key.text}= is for CUDA kernels; Triton takes num_warps= and constexpr keys", key.column)
-    return _bind(items, language, text)
+
+def launched_as(spec: LaunchSpec, host: LaunchSpec) -> LaunchSpec:
+    """A pragma's launch (`spec`: its problem, arrays and sizes) with the config another launch of the
+    same kernel makes (`host`, read from host code): a Triton kernel's num_warps, num_stages and the
+    constexprs the pragma names, where the host code passes them, the grid evaluated again with them;
+    a CUDA kernel's 1-D block where the host code states it, over as many threads as before. A side
+    measured with the other side's pragma so runs as its own file launches it, not at the other's
+    config. The result is a pragma too (its text is what travels to the measuring worker)."""
+    items = _items(spec.pragma)
+    if spec.language == "triton":
+        keys = {name: str(value) for name, value in host.options.items() if name in TRITON_LAUNCH_OPTIONS or name in items}
+    else:
+        stated = host.block is not None and GUESSED_CONFIG not in host.guessed and sum(d > 1 for d in host.block) <= 1
+        if not stated or len(spec.grid) != 1 or spec.block is None or sum(d > 1 for d in spec.block) > 1:
+            return spec
+        block = math.prod(host.block or ())
+        keys = {"grid": f"({-(-spec.grid[0] * math.prod(spec.block) // block)})", "block": f"({block})"}
+    text = spec.pragma
+    starts = sorted(token.column for token, _ in items.values())
+    for name in sorted((name for name in keys if name in items), key=lambda name: -items[name][0].column):
+        start = items[name][0].column
+        end = next((column for column in starts if column > start), len(text))
+        text = f"{text[:start]}{name}={keys[name]} {text[end:]}"
+    text = text.rstrip() + "".join(f" {name}={value}" for name, value in keys.items() if name not in items)
+    return _with_kernel(parse_launch_pragma(text, spec.language), spec.kernel)
 
 
 def _check_balanced(tokens: list[_Token]) -> None:
