@@ -474,10 +474,9 @@ def launched_as(spec: LaunchSpec, host: LaunchSpec) -> LaunchSpec:
     if spec.language == "triton":
         keys = {name: str(value) for name, value in host.options.items() if name in TRITON_LAUNCH_OPTIONS or name in items}
     else:
-        stated = host.block is not None and GUESSED_CONFIG not in host.guessed and sum(d > 1 for d in host.block) <= 1
-        if not stated or len(spec.grid) != 1 or spec.block is None or sum(d > 1 for d in spec.block) > 1:
+        block = _stated_block(host)
+        if block is None or len(spec.grid) != 1 or spec.block is None or sum(d > 1 for d in spec.block) > 1:
             return spec
-        block = math.prod(host.block or ())
         keys = {"grid": f"({-(-spec.grid[0] * math.prod(spec.block) // block)})", "block": f"({block})"}
     text = spec.pragma
     starts = sorted(token.column for token, _ in items.values())
@@ -487,6 +486,13 @@ def launched_as(spec: LaunchSpec, host: LaunchSpec) -> LaunchSpec:
         text = f"{text[:start]}{name}={keys[name]} {text[end:]}"
     text = text.rstrip() + "".join(f" {name}={value}" for name, value in keys.items() if name not in items)
     return _with_kernel(parse_launch_pragma(text, spec.language), spec.kernel)
+
+
+def _stated_block(host: LaunchSpec | None) -> int | None:
+    """The threads of the 1-D block a launch read from host code states (read, not guessed), or None."""
+    if host is None or host.block is None or GUESSED_CONFIG in host.guessed or sum(d > 1 for d in host.block) > 1:
+        return None
+    return math.prod(host.block)
 
 
 def _check_balanced(tokens: list[_Token]) -> None:
@@ -907,8 +913,7 @@ def launch_spec_template(
     comment = "//" if language == "cuda" else "#"
     head = f"{comment} kernelcast: launch kernel={kernel_name}"
     if language == "cuda":
-        if host is not None and host.block is not None and GUESSED_CONFIG not in host.guessed and sum(d > 1 for d in host.block) <= 1:
-            block = str(math.prod(host.block))
+        block = str(_stated_block(host) or block)
         return f"{head} grid=(cdiv({size}, {block})) block=({block}) args=({', '.join(args)}){keys}"
     stages = f" num_stages={options['num_stages']}" if "num_stages" in options else ""
     return f"{head} grid=(cdiv({size}, {block}),) args=({', '.join(args)}){keys} num_warps={options.get('num_warps', 4)}{stages}"
