@@ -405,12 +405,13 @@ def prepare_request(
                 specs[label] = found
             elif sides[label]["name"] is None:
                 sides[label]["name"] = specs[label].kernel
-        if specs["candidate"] is None:
+        for missing, stated in (("reference", "candidate"), ("candidate", "reference")):
+            if specs[missing] is None and specs[stated] is not None:
+                if sides[missing]["language"] != sides[stated]["language"]:
+                    return MeasureFailure("no-launch-spec", f"the {missing} ({sides[missing]['language']}) needs its own launch spec")
+                specs[missing] = _as_its_host_code_launches(specs[stated], sides[missing])
+        if specs["candidate"] is None or specs["reference"] is None:
             return _missing_spec(sides["candidate"])
-        if specs["reference"] is None:
-            if sides["reference"]["language"] != sides["candidate"]["language"]:
-                return MeasureFailure("no-launch-spec", f"the reference ({sides['reference']['language']}) needs its own launch spec")
-            specs["reference"] = _as_its_host_code_launches(specs["candidate"], sides["reference"])
         for label in ("candidate", "reference"):
             specs[label] = replace(specs[label], kernel=sides[label]["name"])
         if specs["candidate"].signature() != specs["reference"].signature():

@@ -507,3 +507,7 @@ def test_a_side_without_a_pragma_is_measured_at_the_config_its_own_host_code_lau
     candidate, reference = specs(narrow + committed.replace("255) / 256, 256", "127) / 128, 128"), committed, "cuda", "scale")
     assert (candidate.block, candidate.grid) == ((128,), (8192,))
     assert (reference.block, reference.grid) == ((256,), (4096,))
+    # The pragma on the reference alone: the candidate runs on it at its own block.
+    stated = "// kernelcast: launch kernel=scale grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, n:i32=N) N=1<<20\n"
+    candidate, reference = specs(committed.replace("255) / 256, 256", "127) / 128, 128"), stated + committed, "cuda", "scale")
+    assert (candidate.block, candidate.grid, reference.block) == ((128,), (8192,), (256,))
