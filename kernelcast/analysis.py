@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -337,16 +338,27 @@ def _same_kernel_parameters(first: _LaunchedSide, second: _LaunchedSide) -> bool
 
 def _on_the_problem_of(launch: LaunchSpec, other: LaunchSpec) -> LaunchSpec:
     """`launch` run on the problem `other` states (a pragma), where `launch` was read from host code
-    that left it to run time: each argument it left unknown (host code names a tensor, not its size)
-    is `other`'s array of that name, and a grid it guessed is `other`'s. Otherwise the tutorial softmax
-    under the pragma Measure proposes (1024 rows) read 3.6x faster than its reference, whose host code
-    launches a program per row of an input it does not size, read as over a million rows of no bytes."""
+    that left it to run time: each argument it left unknown (host code names a tensor, not its size;
+    a size only known at run time) is `other`'s argument of that name, and a grid it guessed covers
+    what `other`'s does: as many Triton programs, or, for 1-D CUDA blocks, as many threads in its own
+    blocks. Otherwise the tutorial softmax under the pragma Measure proposes (1024 rows) read 3.6x
+    faster than its reference, whose host code launches a program per row of an input it does not
+    size, read as over a million rows of no bytes."""
     if launch.kind != "kernel" or other.kind != "kernel" or GUESSED_GRID in other.guessed:
         return launch
-    arrays = {arg.name: arg for arg in other.args if arg.is_array}
-    args = tuple(arrays.get(arg.name, arg) if not arg.is_array and arg.value is None else arg for arg in launch.args)
-    grid = other.grid if GUESSED_GRID in launch.guessed else launch.grid
+    stated = {arg.name: arg for arg in other.args if arg.is_array or arg.value is not None}
+    args = tuple(stated.get(arg.name, arg) if not arg.is_array and arg.value is None else arg for arg in launch.args)
+    grid = launch.grid
+    if GUESSED_GRID in launch.guessed and launch.language == "triton":
+        grid = other.grid
+    elif GUESSED_GRID in launch.guessed and len(other.grid) == 1 and _threads(launch) and _threads(other):
+        grid = (-(-other.grid[0] * _threads(other) // _threads(launch)),)
     return launch if (args, grid) == (launch.args, launch.grid) else replace(launch, args=args, grid=grid)
+
+
+def _threads(launch: LaunchSpec) -> int:
+    """The threads of a launch's 1-D CUDA block, 0 where its block is not 1-D or not known."""
+    return math.prod(launch.block) if launch.block is not None and sum(d > 1 for d in launch.block) <= 1 else 0
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")

@@ -460,6 +460,21 @@ def test_a_pragma_and_a_host_launch_of_one_kernel_are_read_on_one_problem(tmp_pa
     assert reference["grid"] == stated["grid"] == [1024]
     assert reference["bytes"] == stated["bytes"] == 8 << 20
     assert reference["num_warps"] == 4 and stated["num_warps"] == 16
+    # CUDA: the reference's guessed grid covers the stated threads in its own blocks, its `n` the stated one.
+    (tmp_path / "reference.cu").write_text(_cuda("    scale<<<(n + 255) / 256, 256>>>(x, y, n);"))
+    narrow = tmp_path / "narrow.cu"
+    narrow.write_text(
+        "// kernelcast: launch kernel=scale grid=(cdiv(N, 32)) block=(32) args=(x:f32[N], y:f32[N]:out, n:i32=N) N=1<<24\n"
+        + _cuda("    scale<<<(n + 31) / 32, 32>>>(x, y, n);")
+    )
+    analysis = analyse_text(
+        narrow.as_uri(), 1, narrow.read_text(), narrow, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "reference.cu")
+    )
+    (result,) = analysis.results
+    request = build_request(analysis, result, problem_sizes(result, narrow, tmp_path), 0.8)
+    (reference,), (stated,) = request.reference.facts["launches"], request.candidate.facts["launches"]
+    assert (reference["grid"], reference["block"], stated["grid"]) == ([1 << 16], [256], [1 << 19])
+    assert reference["args"][2] == stated["args"][2] == {"ctype": "i32", "value": 1 << 24}
 
 
 def test_the_proposed_pragma_keeps_the_config_the_host_code_launches_with() -> None:
