@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -351,14 +350,9 @@ def _on_the_problem_of(launch: LaunchSpec, other: LaunchSpec) -> LaunchSpec:
     grid = launch.grid
     if GUESSED_GRID in launch.guessed and launch.language == "triton":
         grid = other.grid
-    elif GUESSED_GRID in launch.guessed and len(other.grid) == 1 and _threads(launch) and _threads(other):
-        grid = (-(-other.grid[0] * _threads(other) // _threads(launch)),)
+    elif GUESSED_GRID in launch.guessed and len(other.grid) == 1 and launch.block_threads and other.block_threads:
+        grid = other.grid_for_block(launch.block_threads)
     return launch if (args, grid) == (launch.args, launch.grid) else replace(launch, args=args, grid=grid)
-
-
-def _threads(launch: LaunchSpec) -> int:
-    """The threads of a launch's 1-D CUDA block, 0 where its block is not 1-D or not known."""
-    return math.prod(launch.block) if launch.block is not None and sum(d > 1 for d in launch.block) <= 1 else 0
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")

@@ -327,6 +327,17 @@ class LaunchSpec:
     # A KernelBench file's `get_inputs()` shapes, where literal.
     inputs: tuple[tuple[int, ...], ...] = ()
 
+    @property
+    def block_threads(self) -> int | None:
+        """The threads of a 1-D block (dims of 1 aside); None for a Triton launch or a 2-D or 3-D block."""
+        if self.block is None or sum(d > 1 for d in self.block) > 1:
+            return None
+        return math.prod(self.block)
+
+    def grid_for_block(self, threads: int) -> tuple[int, ...]:
+        """This launch's 1-D grid recast for blocks of `threads`, covering as many threads."""
+        return (-(-self.grid[0] * (self.block_threads or 1) // threads),)
+
     def problem_sizes(self) -> dict[str, Any]:
         """Named ints (N, M, K, batch_size…) for roofline and forecast inputs, and the inputs' shapes
         and element counts where the file states them (a list: the roofline's sizes stay the named ints)."""
@@ -475,9 +486,9 @@ def launched_as(spec: LaunchSpec, host: LaunchSpec) -> LaunchSpec:
         keys = {name: str(value) for name, value in host.options.items() if name in TRITON_LAUNCH_OPTIONS or name in items}
     else:
         block = _stated_block(host)
-        if block is None or len(spec.grid) != 1 or spec.block is None or sum(d > 1 for d in spec.block) > 1:
+        if block is None or len(spec.grid) != 1 or spec.block_threads is None:
             return spec
-        keys = {"grid": f"({-(-spec.grid[0] * math.prod(spec.block) // block)})", "block": f"({block})"}
+        keys = {"grid": f"({spec.grid_for_block(block)[0]})", "block": f"({block})"}
     text = spec.pragma
     starts = sorted(token.column for token, _ in items.values())
     for name in sorted((name for name in keys if name in items), key=lambda name: -items[name][0].column):
@@ -490,9 +501,7 @@ def launched_as(spec: LaunchSpec, host: LaunchSpec) -> LaunchSpec:
 
 def _stated_block(host: LaunchSpec | None) -> int | None:
     """The threads of the 1-D block a launch read from host code states (read, not guessed), or None."""
-    if host is None or host.block is None or GUESSED_CONFIG in host.guessed or sum(d > 1 for d in host.block) > 1:
-        return None
-    return math.prod(host.block)
+    return host.block_threads if host is not None and GUESSED_CONFIG not in host.guessed else None
 
 
 def _check_balanced(tokens: list[_Token]) -> None:
