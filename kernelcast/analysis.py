@@ -508,12 +508,25 @@ def _kernel_facts(
     torch host code. A string that does not compile so (a kernel of torch types) is tried as the
     kernel alone."""
     if kernel.unit is None:  # not embedded in Python
-        source = _compilable(file_text, kernel.language, path)
-        return _facts_for(source, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+        return _file_facts(file_text, kernel.language, kernel.name, path, launch, hardware, cache, compile_missing)
     found = _facts_for(without_extension_code(kernel.unit), kernel.language, kernel.name, launch, hardware, cache, compile_missing)
     if found is None or _named(found, kernel.name) is not None or not found.error:
         return found
     return _facts_for(kernel.code, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+
+
+def _file_facts(
+    file_text: str,
+    language: str,
+    name: str,
+    path: Path | None,
+    launch: LaunchSpec | None,
+    hardware: GpuSpec,
+    cache: ResultCache,
+    compile_missing: bool,
+) -> FactsResult | None:
+    """The facts of a kernel compiled with its whole file (a `.cu` file with its local headers, Triton)."""
+    return _facts_for(_compilable(file_text, language, path), language, name, launch, hardware, cache, compile_missing)
 
 
 def _facts_for(
@@ -581,10 +594,11 @@ def fill_facts(analysis: FileAnalysis, cache: ResultCache, compile_missing: bool
             found = (
                 _kernel_facts(embedded, reference_file, reference_path, reference_launch, analysis.hardware, cache, compile_missing)
                 if embedded is not None
-                else _facts_for(
-                    _compilable(reference_file, reference.language, reference_path),
+                else _file_facts(
+                    reference_file,
                     reference.language,
                     reference.name,
+                    reference_path,
                     reference_launch,
                     analysis.hardware,
                     cache,
@@ -656,8 +670,15 @@ def _embedded_reference(reference: Reference, file_text: str) -> DiscoveredKerne
     there: it compiles from its string, as a candidate does, where the Python file as a whole does not."""
     if reference.language != "cuda" or not reference.path or Path(reference.path).suffix != ".py":
         return None
-    found = discover(file_text, reference.path).kernels
+    found = _discovered(file_text, reference.path)
     return next((kernel for kernel in found if kernel.name == reference.name and kernel.unit is not None), None)
+
+
+@functools.lru_cache(maxsize=8)
+def _discovered(file_text: str, path: str) -> tuple[DiscoveredKernel, ...]:
+    """A reference file's kernels, discovered once per text: every kernel of the edited file that
+    names it asks again on every edit."""
+    return tuple(discover(file_text, path).kernels)
 
 
 @functools.lru_cache(maxsize=8)
