@@ -113,19 +113,20 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
         if analysis.disabled_reason:
             raise ValueError(f"candidate: {analysis.disabled_reason}")
         notes = list(analysis.problems)
-        if candidate.language == "pytorch" and not analysis.results:
+        if not analysis.results and _plain_python(candidate_path, candidate.code):
             # Plain PyTorch (no KernelBench ModelNew): the editor has no reading of it; it is read as given.
             result = _whole_text(analysis, candidate, root, override)
-            notes.append("candidate read as given: it holds no kernel and no KernelBench ModelNew")
+            notes.append(f"candidate read as given{_as_pytorch(candidate)}: it holds no kernel and no KernelBench ModelNew")
         else:
-            result = _candidate_result(analysis, candidate.name)
+            result, read_through = _candidate_result(analysis, candidate.name)
+            notes += [f"candidate: {read_through}"] if read_through else []
         if result.reference is None:
-            if reference.language != "pytorch" or _has_kernels(reference_path):
+            if _has_kernels(reference_path) or not _plain_python(reference_path, reference.code):
                 # The reason names the temporary file as a --reference; the line's reference is meant.
                 raise ValueError(f"reference: {(result.no_reference or '').replace(f'{OVERRIDE_ORIGIN}: {override}: ', '')}")
             # Plain PyTorch (no KernelBench Model): the editor has no reading of it; it is read as given.
             result.reference = Reference(reference.code, "pytorch", reference.name, "batch", "as given", None, None)
-            notes.append("reference read as given: it holds no kernel and no KernelBench Model")
+            notes.append(f"reference read as given{_as_pytorch(reference)}: it holds no kernel and no KernelBench Model")
         if result.unchanged:
             notes.append("same code as the reference")
         analysis.results = [result]
@@ -142,21 +143,24 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
     return request, notes
 
 
-def _candidate_result(analysis: Any, name: str | None) -> Any:
-    """The candidate's kernel the line means: the named one, else the file's only one."""
+def _candidate_result(analysis: Any, name: str | None) -> tuple[Any, str | None]:
+    """The candidate's kernel the line means: the named one (or the one the named host function
+    launches, with a note saying so), else the file's only one."""
+    from kernelcast.kernels_runtime.source.entry_points import kernel_meant, no_kernel_meant
+
     shown = [result for result in analysis.results if result.part_of is None]
     names = ", ".join(result.kernel.name for result in shown)
     if name is not None:
-        chosen = [result for result in shown if result.kernel.name == name]
-        if not chosen:
-            raise ValueError(f"candidate: no kernel named {name!r} (kernels: {names or 'none'})")
-        return chosen[0]
+        meant, read_through = kernel_meant(analysis.text, str(analysis.path), name, [result.kernel.name for result in shown])
+        if meant is None:
+            raise ValueError(f"candidate: {no_kernel_meant(name, [result.kernel.name for result in shown])}")
+        return next(result for result in shown if result.kernel.name == meant), read_through
     if not shown:
         found = "; ".join(analysis.problems)
         raise ValueError(f"candidate: no kernel found ({EDITOR_KERNELS})" + (f": {found}" if found else ""))
     if len(shown) > 1:
         raise ValueError(f"candidate: {len(shown)} kernels ({names}); name one in candidate.name")
-    return shown[0]
+    return shown[0], None
 
 
 def _whole_text(analysis: Any, side: KernelSide, root: Path, override: str) -> Any:
@@ -169,6 +173,18 @@ def _whole_text(analysis: Any, side: KernelSide, root: Path, override: str) -> A
     result = KernelResult(DiscoveredKernel(side.name or "candidate", "pytorch", whole, whole, side.code, None))
     attach_reference(result, analysis.discovery, analysis.path, root, load_project_config(analysis.path, root), False, override)
     return result
+
+
+def _plain_python(path: Path, code: str) -> bool:
+    """Whether a side is Python that parses: a side without kernels is then PyTorch (an agent's
+    candidate labelled Triton that fell back to torch calls), not a half-written kernel file."""
+    from kernelcast.kernels_runtime.source.host_values import parse_module
+
+    return path.suffix == ".py" and parse_module(code) is not None
+
+
+def _as_pytorch(side: KernelSide) -> str:
+    return "" if side.language == "pytorch" else f" as PyTorch (its language says {side.language})"
 
 
 def _has_kernels(path: Path) -> bool:

@@ -148,6 +148,7 @@ def _analyse_file(args: argparse.Namespace) -> Any:
     from kernelcast.analysis import analyse_text
     from kernelcast.kernels_runtime.hardware import resolve_target
     from kernelcast.kernels_runtime.source.discovery import source_text
+    from kernelcast.kernels_runtime.source.entry_points import kernel_meant, no_kernel_meant
     from kernelcast.project_config import target_gpu_for
     from kernelcast.references import workspace_root
     from kernelcast.settings import Settings
@@ -175,11 +176,14 @@ def _analyse_file(args: argparse.Namespace) -> Any:
         return 1
     kernel = getattr(args, "kernel", None)
     if kernel:
-        analysis.results = [r for r in analysis.results if r.kernel.name == kernel]
+        meant, read_through = kernel_meant(text, str(path), kernel, [r.kernel.name for r in analysis.results])
+        analysis.results = [r for r in analysis.results if r.kernel.name == meant]
         if not analysis.results:
-            names = ", ".join(k.name for k in analysis.discovery.kernels) or "none"
-            print(f"kernelcast {args.command}: no kernel named {kernel!r} in {path.name} (kernels: {names})", file=sys.stderr)
+            names = [k.name for k in analysis.discovery.kernels]
+            print(f"kernelcast {args.command}: {path.name}: {no_kernel_meant(kernel, names)}", file=sys.stderr)
             return 2
+        if read_through:
+            print(f"{path.name}: {read_through}", file=sys.stderr)
     return analysis
 
 

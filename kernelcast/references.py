@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover_bytes, source_text
+from kernelcast.kernels_runtime.source.entry_points import kernel_meant
 from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.project_config import ProjectConfig
 
@@ -129,7 +130,7 @@ def _from_spec(
     found = discovery if target == file_path else _read_discovery(target)
     if isinstance(found, str):
         return NoReference(f"no reference: {where}: {found}")
-    choice = _choose(found, wanted or None, kernel, same_file=target == file_path)
+    choice = _choose(found, wanted or None, kernel, target, same_file=target == file_path)
     if isinstance(choice, str):
         return NoReference(f"no reference: {where}: {choice}")
     if choice is found.reference_model:  # a KernelBench Model: the sizes its file states, under the rule's
@@ -137,14 +138,15 @@ def _from_spec(
     return Reference(choice.code, choice.language, choice.name, origin, where, str(target), problem)
 
 
-def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, same_file: bool) -> DiscoveredKernel | str:
-    """The reference kernel in `found`: by name, else the same name, else the only one."""
+def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, path: Path, same_file: bool) -> DiscoveredKernel | str:
+    """The reference kernel in `found` (the file at `path`): by name (or the one the host function of
+    that name launches), else the same name, else the only one."""
     candidates = list(found.kernels) + ([found.reference_model] if found.reference_model else [])
     if same_file:
         candidates = [k for k in candidates if k.name != kernel.name]
     names = _listed(candidates)
     if wanted is not None:
-        match = next((k for k in candidates if k.name == wanted), None)
+        match = next((k for k in candidates if k.name == wanted), None) or _launched_by_host_code(path, wanted, candidates)
         if match is None and same_file and wanted == kernel.name:
             return f"`{wanted}` is this kernel itself (the reference of the file's other kernels)"
         return match or f"no kernel `{wanted}` there; it has {names}"
@@ -156,6 +158,16 @@ def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, same
     if len(candidates) == 1:
         return candidates[0]
     return f"name the kernel with `::name`; it has {names}" if candidates else "it has no kernels"
+
+
+def _launched_by_host_code(path: Path, wanted: str, candidates: list[DiscoveredKernel]) -> DiscoveredKernel | None:
+    """The candidate the host function or class `wanted` of the file on disk launches first."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    meant, _ = kernel_meant(text, str(path), wanted, [k.name for k in candidates])
+    return next((k for k in candidates if k.name == meant), None)
 
 
 def _listed(kernels: tuple[DiscoveredKernel, ...] | list[DiscoveredKernel], shown: int = 10) -> str:

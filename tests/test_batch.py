@@ -324,3 +324,55 @@ def test_a_kernelbench_pair_is_forecast_as_the_cli_forecasts_its_file(tmp_path: 
     assert kernel["kernel"] == "ModelNew" and kernel["reference"] == "Model in this file"
     assert row["probabilities"] == kernel["forecast"]["probabilities"]
     assert "notes" not in row
+
+
+def test_a_side_named_by_the_function_that_launches_it_is_read_as_its_kernel(tmp_path: Path) -> None:
+    """TritonBench's files and agents' candidates name the wrapper people call, not the kernel."""
+    wrapper = (
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "@triton.jit\ndef _double(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)\n\n\n"
+        "def double(x):\n    _double[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n    return x\n"
+    )
+    torch_fallback = "import torch\n\n\ndef double(x):\n    return x * 2\n"
+    lines = [
+        {
+            "id": "both",
+            "reference": {"code": wrapper, "language": "triton", "name": "double"},
+            "candidate": {"code": wrapper.replace("1024", "256"), "language": "triton", "name": "double"},
+        },
+        {
+            "id": "torch",
+            "reference": {"code": torch_fallback, "language": "pytorch", "name": "double"},
+            "candidate": {"code": wrapper, "language": "triton", "name": "double"},
+        },
+        {
+            "id": "no-triton",
+            "reference": {"code": wrapper, "language": "triton", "name": "double"},
+            "candidate": {"code": torch_fallback, "language": "triton", "name": "double"},
+        },
+        {
+            "id": "half-typed",
+            "reference": {"code": wrapper, "language": "triton", "name": "double"},
+            "candidate": {"code": torch_fallback + "def (", "language": "triton", "name": "double"},
+        },
+        {
+            "id": "unknown",
+            "reference": {"code": wrapper, "language": "triton"},
+            "candidate": {"code": wrapper, "language": "triton", "name": "triple"},
+        },
+    ]
+    completed, rows = _batch(tmp_path, tmp_path / "home", lines, "--no-facts")
+    by_id = {row["id"]: row for row in rows}
+    assert completed.returncode == 1 and "2 line(s) could not be forecast" in completed.stderr
+    assert by_id["both"]["notes"] == ["candidate: `double` read as the kernel it launches, `_double`"]
+    assert by_id["both"]["speedup"] != 1.0, "the two launches differ, so the forecast reads them"
+    assert by_id["torch"]["notes"][0] == "candidate: `double` read as the kernel it launches, `_double`"
+    # A candidate labelled Triton that fell back to torch calls is forecast as the PyTorch it is.
+    assert by_id["no-triton"]["notes"] == [
+        "candidate read as given as PyTorch (its language says triton): it holds no kernel and no KernelBench ModelNew"
+    ]
+    assert "speedup" in by_id["no-triton"]
+    assert by_id["half-typed"]["error"].startswith("line 4: candidate: no kernel named 'double', and no function of that name launches one")
+    assert "no kernel named 'triple'" in by_id["unknown"]["error"] and "(kernels: _double)" in by_id["unknown"]["error"]

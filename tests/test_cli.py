@@ -42,6 +42,23 @@ def test_forecast_errors_are_readable(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "binary" in (refused.stdout + refused.stderr)
 
 
+def test_forecast_kernel_may_be_named_by_the_function_that_launches_it(tmp_path: Path) -> None:
+    workspace = tmp_path / "w"
+    shutil.copytree(EXAMPLES, workspace)
+    source = (workspace / "vector_add.cu").read_text()
+    kernel = source.split("__global__ void ", 1)[1].split("(", 1)[0]
+    path = workspace / "k.cu"
+    launcher = f"void launch_it(float* a) {{ {kernel}<<<1, 256>>>(a, a, a, 256); }}"
+    path.write_text(f"// kernelcast: reference=vector_add.cu::{kernel}\n{source}\n{launcher}\n")
+    by_wrapper = _run(tmp_path, "forecast", str(path), "--kernel", "launch_it", "--no-facts", "--json")
+    assert by_wrapper.returncode == 0, by_wrapper.stderr
+    assert [row["kernel"] for row in json.loads(by_wrapper.stdout)["kernels"]] == [kernel]
+    assert f"`launch_it` read as the kernel it launches, `{kernel}`" in by_wrapper.stderr
+    unknown = _run(tmp_path, "forecast", str(path), "--kernel", "nothing", "--no-facts")
+    assert unknown.returncode == 2
+    assert f"k.cu: no kernel named 'nothing', and no function of that name launches one (kernels: {kernel})" in unknown.stderr
+
+
 def test_batch_forecast(tmp_path: Path) -> None:
     naive = (EXAMPLES / "matmul_naive.cu").read_text()
     tiled = (EXAMPLES / "matmul_tiled.cu").read_text()

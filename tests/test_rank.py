@@ -524,3 +524,27 @@ def test_rank_on_the_gpu_finds_a_best_and_reports_the_hostile_variant(tmp_path: 
     assert rows["hostile.cu"]["status"] == "runtime" and "illegal" in rows["hostile.cu"]["why"].lower()
     assert sum(row["status"] == "measured" for row in rows.values()) == 4
     assert (report_dir / "forecast_vs_measured.png").stat().st_size > 0 and (report_dir / "best_vs_measurements.png").stat().st_size > 0
+
+
+def test_rank_kernel_may_name_the_function_each_variant_calls(tmp_path: Path) -> None:
+    """`--kernel` as TritonBench's and agents' files name a kernel: by the wrapper people call."""
+    wrapper = (
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.jit\ndef {kernel}(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)\n\n\n"
+        "def double(x):\n    {kernel}[(triton.cdiv(x.numel(), {block}),)](x, x.numel(), BLOCK={block})\n"
+    )
+    reference = tmp_path / "reference.py"
+    reference.write_text(wrapper.format(kernel="_double", block=1024))
+    folder = tmp_path / "variants"
+    folder.mkdir()
+    (folder / "b256.py").write_text(wrapper.format(kernel="_double_256", block=256))
+    (folder / "b128.py").write_text(wrapper.format(kernel="_double_128", block=128))
+    (folder / "other.py").write_text(wrapper.format(kernel="_double", block=64).replace("def double", "def twice"))
+    found = variants.read_variants(str(folder))
+    variants.analyse(found, variants.reference_option(f"{reference}::double"), lookup("H100-SXM"), "double", allow_outside_workspace=True)
+    by_name = {variant.path.name: variant for variant in found}
+    assert {name: v.result.kernel.name for name, v in by_name.items() if v.result} == {"b256.py": "_double_256", "b128.py": "_double_128"}
+    assert all(v.result.reference.name == "_double" for v in by_name.values() if v.result)
+    assert by_name["other.py"].skipped == "no kernel named 'double', and no function of that name launches one (kernels: _double)"

@@ -56,6 +56,13 @@ def test_pragma_with_kernel_name(tmp_path: Path) -> None:
     assert (reference.description, reference.path) == ("pragma: ../lib/base.cu::mul", str(tmp_path / "lib" / "base.cu"))
 
 
+def test_pragma_may_name_the_host_function_that_launches_the_reference(tmp_path: Path) -> None:
+    write(tmp_path / "base.cu", BASE + "void run_mul(float* x) { mul<<<1, 32>>>(x); }\n")
+    reference = resolve(write(tmp_path / "k.cu", "// kernelcast: reference=base.cu::run_mul\n" + CANDIDATE), tmp_path)
+    assert isinstance(reference, Reference) and reference.name == "mul"
+    assert reference.description == "pragma: base.cu::run_mul"
+
+
 def test_pragma_without_kernel_name_picks_same_name_then_only_kernel(tmp_path: Path) -> None:
     write(tmp_path / "base.cu", BASE)
     write(tmp_path / "single.cu", "__global__ void other(float* x) {}\n")

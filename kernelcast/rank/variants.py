@@ -14,6 +14,7 @@ from typing import Any
 
 from kernelcast.analysis import FileAnalysis, KernelResult, analyse_text, build_request, fill_facts, measurement_sides, problem_sizes
 from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.kernels_runtime.source.entry_points import kernel_meant, no_kernel_meant
 from kernelcast.kernels_runtime.source.launch_spec import LaunchSpecError, find_launch_spec
 from kernelcast.settings import Settings
 from kernelcast.wire import Forecast, ForecastRequest, jsonl_records
@@ -144,10 +145,12 @@ def analyse(
         if analysis.disabled_reason:
             variant.skipped = analysis.disabled_reason
             continue
-        results = [r for r in analysis.results if r.part_of is None and (kernel is None or r.kernel.name == kernel)]
+        results = [r for r in analysis.results if r.part_of is None]
+        if kernel is not None:
+            meant, _ = kernel_meant(variant.text, str(variant.path), kernel, [r.kernel.name for r in results])
+            results = [r for r in results if r.kernel.name == meant]
         if not results:
-            names = ", ".join(k.name for k in analysis.discovery.kernels) or "none"
-            variant.skipped = f"no kernel named {kernel!r} (kernels: {names})" if kernel else "no kernel found"
+            variant.skipped = no_kernel_meant(kernel, [k.name for k in analysis.discovery.kernels]) if kernel else "no kernel found"
             continue
         with_reference = [r for r in results if r.reference is not None]
         if not with_reference:

@@ -81,7 +81,7 @@ def host_launch(
     the problem's `get_inputs()` makes, for a KernelBench file without its own."""
     if language == "cuda":
         site = next(iter(_cupy_sites(file_text, inputs).get(kernel_name, ())), None) if python_file else None
-        site = site or next(iter(_cuda_sites(_cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)
+        site = site or next(iter(_cuda_sites(cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)
     elif language == "triton":
         site = next(iter(_triton_sites(file_text, inputs).get(kernel_name, ())), None)
     else:
@@ -182,7 +182,7 @@ def _parameters(file_text: str, kernel_name: str, language: str, python_file: bo
     if language == "triton":
         kernel = next((kernel for kernel in triton_kernels(file_text) if kernel.name == kernel_name), None)
         return [argument.arg for argument in kernel.args.args] if kernel else []
-    code = _cuda_text_of(file_text) if python_file else file_text
+    code = cuda_text_of(file_text) if python_file else file_text
     function = cuda_text.function_named(code, kernel_name)
     return function.parameter_names(code) if function else []
 
@@ -211,7 +211,7 @@ _STATIC_CAST = re.compile(r"\b(?:static_cast|reinterpret_cast)\s*<[^<>]*>")
 
 
 @functools.lru_cache(maxsize=16)
-def _cuda_text_of(python_text: str) -> str:
+def cuda_text_of(python_text: str) -> str:
     """The CUDA a Python file holds in its strings (load_inline's sources, CuPy's code): every string
     constant that reads as CUDA or C++, joined, so their macros and helpers meet their launches."""
     tree = host_values.parse_module(python_text)
@@ -451,7 +451,7 @@ def _cupy_sites(text: str, inputs: Inputs) -> dict[str, tuple[_Site, ...]]:
         return {}
     kernels: dict[str, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and (name := _cupy_kernel_name(node.value)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and (name := cupy_kernel_name(node.value)):
             kernels.update((dotted(target), name) for target in node.targets if dotted(target))
     sites: dict[str, list[_Site]] = {}
     for node in _calls_in_order(tree):
@@ -467,7 +467,8 @@ def _cupy_sites(text: str, inputs: Inputs) -> dict[str, tuple[_Site, ...]]:
     return {name: tuple(found) for name, found in sites.items()}
 
 
-def _cupy_kernel_name(call: ast.Call) -> str | None:
+def cupy_kernel_name(call: ast.Call) -> str | None:
+    """The kernel a `cupy.RawKernel(code, "name")` or `module.get_function("name")` call makes, else None."""
     callee = host_values.callee_name(call)
     arguments = {keyword.arg: keyword.value for keyword in call.keywords}
     if callee == "RawKernel":
