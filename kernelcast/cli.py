@@ -411,6 +411,8 @@ ALLOW_OUTSIDE_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kernelcast.kernels_runtime.hardware import SPECS
+
     parser = argparse.ArgumentParser(prog="kernelcast", description="Performance forecasts for GPU kernels.")
     parser.add_argument("--version", action="version", version=f"kernelcast {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -441,8 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--reference", help="reference as path[::kernel], the path from the current folder (overrides pragma and config)")
     forecast.add_argument(
         "--gpu",
-        help="target GPU: H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200 "
-        "(default: the project's target_gpu, else the local GPU, else H100-SXM)",
+        help=f"target GPU: {', '.join(SPECS)} (default: the project's target_gpu, else the local GPU, else H100-SXM)",
     )
     forecast.add_argument("--backend", default="embedded", help="forecaster backend (default: embedded)")
     forecast.add_argument("--threshold", type=float, default=0.8, help="confidence below which to defer (default 0.8)")

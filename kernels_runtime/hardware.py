@@ -77,6 +77,11 @@ SPECS: dict[str, GpuSpec] = {
         GpuSpec("L40S", "NVIDIA L40S", (8, 9), 142, 864, 91.6, 183, 362, 733, 96, 1536, 24, 100, 99),
         GpuSpec("RTX4090", "NVIDIA GeForce RTX 4090", (8, 9), 128, 1008, 82.6, 82.6, 165, 330, 72, 1536, 24, 100, 99),
         GpuSpec("B200", "NVIDIA B200", (10, 0), 148, 8000, 75, 1125, 2250, 4500, 126, 2048, 32, 228, 227),
+        GpuSpec("L4", "NVIDIA L4", (8, 9), 58, 300, 30.3, 60, 121, 242, 48, 1536, 24, 100, 99),
+        # Turing and Volta have no TF32 or BF16 tensor cores: a 32-bit matmul runs at the FP32 rate,
+        # and the 16-bit rate is FP16's.
+        GpuSpec("T4", "NVIDIA T4", (7, 5), 40, 320, 8.1, 8.1, 65, None, 4, 1024, 16, 64, 64),
+        GpuSpec("V100", "NVIDIA V100 SXM2", (7, 0), 80, 900, 15.7, 15.7, 125, None, 6, 2048, 32, 96, 96),
     )
 }
 DEFAULT_TARGET = "H100-SXM"
@@ -96,7 +101,13 @@ _ALIASES = {
     "geforcertx4090": "RTX4090",
     "4090": "RTX4090",
     "b200": "B200",
+    "teslat4": "T4",
+    "teslav100": "V100",
+    "v100sxm2": "V100",
 }
+# An alias this long or longer also names what starts with it ("A100-SXM4-40GB"); a shorter one only
+# itself, or L40 would read as L4.
+_PREFIX_ALIAS = 4
 
 
 def _normalise_name(name: str) -> str:
@@ -114,7 +125,7 @@ def lookup(name: str) -> GpuSpec:
     if normalised in _ALIASES:
         return SPECS[_ALIASES[normalised]]
     for alias, key in sorted(_ALIASES.items(), key=lambda item: -len(item[0])):
-        if normalised.startswith(alias):
+        if len(alias) >= _PREFIX_ALIAS and normalised.startswith(alias):
             return SPECS[key]
     known = ", ".join(SPECS)
     raise KeyError(f"unknown GPU {name!r}; known targets: {known}")

@@ -73,7 +73,7 @@ def test_bad_toml_and_bad_values_become_problems(tmp_path: Path) -> None:
     assert config.target_gpu is None and config.problem == {}
     assert config.problems == (
         f"{where}:2: unknown setting 'colour'; known: problem, references, target_gpu",
-        f"{where}:1: unknown GPU 'TPU9000'; known targets: H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200",
+        f"{where}:1: unknown GPU 'TPU9000'; known targets: H100-SXM, H100-PCIe, H200, A100, L40S, RTX4090, B200, L4, T4, V100",
         f"{where}:3: problem size 'N' must be a positive integer, got -1",
         f"{where}:3: problem size 'M' must be a positive integer, got 'big'",
         f"{where}:4: reference rule 1: `reference` must be a non-empty string `path[::kernel]`",

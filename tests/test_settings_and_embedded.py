@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,6 +11,7 @@ from lsp_support import EXAMPLES
 
 from kernelcast.analysis import analyse_text, build_request, forecast_key, measurement_sides, problem_sizes
 from kernelcast.kernels_runtime.hardware import SPECS, lookup
+from kernelcast.kernels_runtime.occupancy import occupancy
 from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.settings import Settings, parse_settings
@@ -44,6 +46,24 @@ def test_gpu_names() -> None:
     assert lookup("h100-pcie").key == "H100-PCIe"
     with pytest.raises(KeyError, match="known targets"):
         lookup("Voodoo2")
+    # The leaderboards' GPUs, as NVML and cloud consoles spell them.
+    spelled = ("Tesla T4", "NVIDIA L4", "Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-40GB")
+    assert [lookup(name).key for name in spelled] == ["T4", "L4", "V100", "A100"]
+    with pytest.raises(KeyError, match="unknown GPU 'NVIDIA L40'"):
+        lookup("NVIDIA L40")  # not the L4 it starts with
+
+
+def test_the_extension_offers_every_gpu_of_the_table() -> None:
+    package = json.loads((Path(__file__).parents[1] / "vscode-extension" / "package.json").read_text())
+    setting = package["contributes"]["configuration"]["properties"]["kernelcast.targetGpu"]
+    assert setting["enum"] == ["", *SPECS] and len(setting["enumDescriptions"]) == len(setting["enum"])
+
+
+def test_a_turing_sm_holds_a_thousand_threads() -> None:
+    full = occupancy(SPECS["T4"], 1024, 32, 0)
+    assert (full.active_blocks_per_sm, full.fraction) == (1, 1.0)
+    one_warp = occupancy(SPECS["T4"], 32, 32, 0)
+    assert (one_warp.limited_by, one_warp.fraction) == ("blocks", 0.5), "16 blocks of one warp fill half of its 32 warps"
 
 
 NAIVE = """__global__ void t(const float* in, float* out, int n) {

@@ -92,7 +92,7 @@ test('package.json contributes exactly the settings the code knows, with the sam
     const expectedType = Array.isArray(fallback) ? 'array' : Number.isInteger(fallback) && key !== 'confidenceThreshold' ? 'integer' : typeof fallback;
     assert.deepEqual(property.type, key === 'measure.tolerance' ? ['string', 'number'] : expectedType, key);
   }
-  assert.deepEqual(contributed['kernelcast.targetGpu'].enum, ['', 'H100-SXM', 'H100-PCIe', 'H200', 'A100', 'L40S', 'RTX4090', 'B200']);
+  assert.deepEqual(contributed['kernelcast.targetGpu'].enum, ['', 'H100-SXM', 'H100-PCIe', 'H200', 'A100', 'L40S', 'RTX4090', 'B200', 'L4', 'T4', 'V100']);
   assert.deepEqual(contributed['kernelcast.trace.server'].enum, ['off', 'messages', 'verbose']);
   assert.equal(contributed['kernelcast.confidenceThreshold'].minimum, 0.5);
   assert.equal(contributed['kernelcast.confidenceThreshold'].maximum, 1);
