@@ -226,13 +226,15 @@ class KernelSide:
     def from_json(cls, data: dict[str, Any]) -> KernelSide:
         if not isinstance(data, dict) or not isinstance(data.get("code"), str):
             raise ValueError("a kernel side needs a 'code' string")
-        language = data.get("language", "cuda")
+        given = data.get("language", "cuda")
+        language = LANGUAGE_ALIASES.get(given.lower(), given.lower()) if isinstance(given, str) else given
         if language not in LANGUAGES:
-            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, got {language!r}")
+            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, got {given!r}")
         return cls(code=data["code"], language=language, name=data.get("name"), facts=data.get("facts"))
 
 
 LANGUAGES = ("cuda", "triton", "pytorch")
+LANGUAGE_ALIASES = {"python": "pytorch", "torch": "pytorch"}  # as people write them, in any case
 
 
 @dataclass

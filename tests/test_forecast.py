@@ -96,7 +96,11 @@ def test_measurement_message() -> None:
 def test_request_parsing_explains_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="needs 'candidate'"):
         ForecastRequest.from_json({"reference": {"code": "x"}})
-    with pytest.raises(ValueError, match="language"):
-        ForecastRequest.from_json({"reference": {"code": "x"}, "candidate": {"code": "y", "language": "rust"}})
+    with pytest.raises(ValueError, match="language must be one of cuda, triton, pytorch, got 'Rust'"):
+        ForecastRequest.from_json({"reference": {"code": "x"}, "candidate": {"code": "y", "language": "Rust"}})
+    with pytest.raises(ValueError, match="got 3"):
+        ForecastRequest.from_json({"reference": {"code": "x"}, "candidate": {"code": "y", "language": 3}})
+    spelled = ForecastRequest.from_json({"reference": {"code": "x", "language": "Python"}, "candidate": {"code": "y", "language": "CUDA"}})
+    assert (spelled.reference.language, spelled.candidate.language) == ("pytorch", "cuda"), "as people write them"
     with pytest.raises(ValueError, match="threshold"):
         ForecastRequest.from_json({"reference": {"code": "x"}, "candidate": {"code": "y"}, "threshold": 2})
