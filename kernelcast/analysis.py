@@ -22,7 +22,7 @@ from kernelcast.kernels_runtime.cuda_facts import first_error_line
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
-from kernelcast.kernels_runtime.source.cuda_text import without_extension_code
+from kernelcast.kernels_runtime.source.cuda_text import template_instances, without_extension_code
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.host_launch import host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
@@ -505,13 +505,17 @@ def _kernel_facts(
 ) -> FactsResult | None:
     """A discovered kernel's facts, compiled with the macros and helpers it uses: its whole file
     (a `.cu` file with its local headers, Triton), or its embedded CUDA string less the extension's
-    torch host code. A string that does not compile so (a kernel of torch types) is tried as the
-    kernel alone."""
+    torch host code, with the template kernels that host code launched instantiated as it launched
+    them. A string that does not compile so is tried without those instantiations, then (a kernel
+    of torch types) as the kernel alone."""
     if kernel.unit is None:  # not embedded in Python
         return _file_facts(file_text, kernel.language, kernel.name, path, launch, hardware, cache, compile_missing)
-    found = _facts_for(without_extension_code(kernel.unit), kernel.language, kernel.name, launch, hardware, cache, compile_missing)
-    if found is None or _named(found, kernel.name) is not None or not found.error:
-        return found
+    device_code = without_extension_code(kernel.unit)
+    instances = template_instances(kernel.unit)
+    for code in [f"{device_code}\n{instances}\n"] * bool(instances) + [device_code]:
+        found = _facts_for(code, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
+        if found is None or _named(found, kernel.name) is not None or not found.error:
+            return found
     return _facts_for(kernel.code, kernel.language, kernel.name, launch, hardware, cache, compile_missing)
 
 

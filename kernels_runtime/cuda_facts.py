@@ -9,7 +9,8 @@ Embedded load_inline sources are supported by stripping what only a torch build 
 compile: `#include`s of torch/ATen/c10/pybind11 and top-level host functions or
 declarations that mention torch (the Python binding wrappers). `at::Half`/`c10::Half`
 in device code are mapped to `__half` (and BFloat16 to `__nv_bfloat16`). Template kernels
-that only the stripped wrappers instantiated (AT_DISPATCH) get no facts: a note says so.
+that only the stripped wrappers instantiated (AT_DISPATCH) are instantiated as those wrappers
+launched them (`cuda_text.template_instances`), where their arguments can be spelled without them.
 """
 
 from __future__ import annotations
@@ -212,8 +213,9 @@ namespace at { using c10::Half; using c10::BFloat16; }
 """
 
 
-def device_source(code: str) -> tuple[str, list[str]]:
-    """The source with torch-only host parts removed, and notes saying what was removed."""
+def device_source(code: str, instantiate: bool = True) -> tuple[str, list[str]]:
+    """The source with torch-only host parts removed, and notes saying what was removed; with
+    `instantiate`, the template kernels those parts launched are instantiated as they launched them."""
     without_includes, include_count = _TORCH_INCLUDE.subn("", code)
     kept: list[str] = []
     dropped: list[str] = []
@@ -230,7 +232,14 @@ def device_source(code: str) -> tuple[str, list[str]]:
     if re.search(r"\b(at|c10)::(Half|BFloat16)\b", source):
         source = TORCH_TYPES_PRELUDE + source
         notes.append("mapped at::Half/at::BFloat16 to __half/__nv_bfloat16")
+    instances = cuda_text.template_instances(code) if instantiate else ""
+    if instances:
+        source += f"\n{instances}\n"
+        notes.append(INSTANTIATED_NOTE)
     return source, notes
+
+
+INSTANTIATED_NOTE = "template kernels instantiated as the torch host code launched them (scalar_t read as float)"
 
 
 def _chunk_label(head: str) -> str:
@@ -343,8 +352,16 @@ def target_arch(arch: str, code: str) -> str:
 
 
 def compile_cuda(code: str, arch: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileReport:
-    """Compile to a cubin for `arch` (e.g. "sm_90"): NVRTC first when available, nvcc as fallback."""
+    """Compile to a cubin for `arch` (e.g. "sm_90"): NVRTC first when available, nvcc as fallback. Where
+    the instantiations of template kernels break the compile, the source is compiled without them."""
     source, notes = device_source(code)
+    report = _compiled(source, notes, arch, timeout_s)
+    if report.error and INSTANTIATED_NOTE in notes:
+        report = _compiled(*device_source(code, instantiate=False), arch, timeout_s)
+    return report
+
+
+def _compiled(source: str, notes: list[str], arch: str, timeout_s: float) -> CompileReport:
     arch = target_arch(arch, source)
     attempts: list[CompileReport] = []
     with tempfile.TemporaryDirectory(prefix="kernelcast-cuda-") as workdir:

@@ -376,3 +376,47 @@ def test_a_cuda_file_compiles_with_its_local_headers(tmp_path: Path) -> None:
     (tmp_path / "missing.cuh").write_text("")  # every header present: the file compiles
     (result,) = with_facts(tmp_path / "edit.cu", tmp_path).results
     assert result.facts is not None and result.reference_facts is not None, result.facts_error
+
+
+DISPATCHED = """#include <torch/extension.h>
+#define BLOCK 256
+
+template <typename scalar_t, int THREADS>
+__global__ void relu_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ in, const int64_t n) {
+    const int64_t i = blockIdx.x * THREADS + threadIdx.x;
+    if (i < n) out[i] = in[i] > 0 ? in[i] : 0;
+}
+
+torch::Tensor forward(torch::Tensor input) {
+    auto output = torch::empty_like(input);
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "relu", ([&] {
+        relu_kernel<scalar_t, BLOCK><<<(input.numel() + BLOCK - 1) / BLOCK, BLOCK>>>(
+            output.data_ptr<scalar_t>(), input.data_ptr<scalar_t>(), input.numel());
+    }));
+    return output;
+}
+"""
+
+
+@needs_nvcc
+def test_a_template_kernel_only_torch_host_code_instantiates_gets_facts(tmp_path: Path) -> None:
+    """AT_DISPATCH is how LLM-written extensions launch their kernels: with the torch host code left
+    out nothing instantiated the template, and the kernel had no facts."""
+    path = tmp_path / "relu.cu"
+    path.write_text(DISPATCHED)
+    (result,) = with_facts(path, tmp_path).results
+    assert result.facts is not None and result.facts.registers, result.facts_error
+    assert "template kernels instantiated as the torch host code launched them (scalar_t read as float)" in result.facts.notes
+    embedded = tmp_path / "embedded.py"
+    load = 'module = load_inline(name="relu", cpp_sources="", cuda_sources=cuda_source, functions=["forward"])'
+    embedded.write_text(f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n{DISPATCHED}"""\n{load}\n')
+    (inline,) = with_facts(embedded, tmp_path).results
+    assert inline.facts is not None and inline.facts.registers == result.facts.registers, inline.facts_error
+
+
+@needs_nvcc
+def test_an_instantiation_that_does_not_compile_costs_only_itself(tmp_path: Path) -> None:
+    broken = DISPATCHED.replace("const int64_t i =", 'static_assert(sizeof(scalar_t) == 8, "doubles only");\n    const int64_t i =')
+    broken += "__global__ void other(float* x) { x[threadIdx.x] = 1.0f; }\n"
+    result = compile_facts(broken, "cuda", H100)
+    assert result.error is None and "other" in result.kernels and "relu_kernel" not in result.kernels

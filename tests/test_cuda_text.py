@@ -244,3 +244,26 @@ def test_a_load_inline_string_keeps_its_device_code_and_loses_its_torch_host_cod
     for dropped in ("torch/extension.h", "torch::Tensor", "data_ptr", "PYBIND11_MODULE"):
         assert dropped not in unit
     assert [k.name for k in cuda_text.kernels(unit)] == ["selu_kernel"]
+
+
+def test_template_kernels_launched_with_arguments_the_text_fixes_are_instantiated() -> None:
+    text = """#define BLOCK 256
+constexpr int TILE = 16;
+template <typename T, int B> __global__ void k(T* x, const T* __restrict__ y, int n) {}
+template <typename T> __global__ void never(T* x) {}
+template <int N> __global__ void local(float* x) {}
+template <typename... Ts> __global__ void pack(Ts... xs) {}
+void host(float* x) {
+    const int threads = 128;
+    k<scalar_t, BLOCK><<<1, BLOCK>>>(x, x, 3);
+    k<double, TILE><<<1, 1>>>(0, 0, 0);
+    k<float, BLOCK><<<2, BLOCK>>>(x, x, 3);
+    local<threads><<<1, 1>>>(x);
+    pack<float, int><<<1, 1>>>(1.0f, 2);
+}
+"""
+    assert cuda_text.template_instances(text).splitlines() == [
+        "template __global__ void k<float, BLOCK>(float*, const float* __restrict__, int);",
+        "template __global__ void k<double, TILE>(double*, const double* __restrict__, int);",
+    ], "scalar_t read as float, once; a local constant and a pack left alone"
+    assert cuda_text.template_instances("template <typename T> __global__ void k(T* x) {}") == ""

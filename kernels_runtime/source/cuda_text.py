@@ -406,6 +406,82 @@ def without_extension_code(text: str) -> str:
     return blank(text, spans)
 
 
+# What a template kernel's launch in host code may pass that the compiler of facts can spell alone:
+# AT_DISPATCH's `scalar_t` is read as float (KernelBench's inputs are float32), built-in types and
+# integer literals stand as written, and a name only where a `#define` or top-level constant fixes it.
+_DISPATCHED_TYPES = {"scalar_t": "float"}
+_BUILT_IN_TYPES = frozenset(
+    {"float", "double", "int", "unsigned", "long", "short", "char", "bool", "half", "__half", "__nv_bfloat16"}
+    | {"int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t", "true", "false"}
+)
+_TEMPLATE_ARGUMENT = re.compile(r"(?:[A-Za-z_]\w*|\d+[uUlL]*)(?:\s+(?:[A-Za-z_]\w*))*\s*\**")
+
+
+def template_instances(text: str) -> str:
+    """Explicit instantiations of the template kernels that host code launches with arguments the text
+    fixes, e.g. `template __global__ void relu<float>(float*, const float*, int);` for a
+    `relu<scalar_t><<<...>>>` inside AT_DISPATCH: the compiler of facts leaves out torch host code,
+    and with it the only instantiation. One line per kernel and argument list; "" where none."""
+    code = masked(text)
+    constants = _fixed_names(text, code)
+    lines: list[str] = []
+    for kernel in kernels(text):
+        if not kernel.template or kernel.parameters is None:
+            continue
+        names = [_declared_name(part) for part in split_top_level(kernel.template[1:-1], ",")]
+        declarations = [declaration for _, declaration in kernel.parameter_declarations(text)]
+        for match in re.finditer(rf"\b{re.escape(kernel.name)}\s*<(?!<)", code):
+            close = match_close(code, match.end() - 1, len(code))
+            if close is None or not code.startswith("<<<", _skip_spaces(code, close)):
+                continue
+            arguments = [_fixed_argument(part.strip(), constants) for part in split_top_level(text[match.end() : close - 1], ",")]
+            if len(arguments) != len(names) or None in arguments or None in names:
+                continue
+            fixed = [argument for argument in arguments if argument is not None]
+            bound = {name: argument for name, argument in zip(names, fixed) if name is not None}
+            spelled = [re.sub(r"\b[A-Za-z_]\w*\b", lambda word: bound.get(word.group(), word.group()), d) for d in declarations]
+            line = f"template __global__ void {kernel.name}<{', '.join(fixed)}>({', '.join(spelled)});"
+            if line not in lines:
+                lines.append(line)
+    return "\n".join(lines)
+
+
+def _skip_spaces(code: str, position: int) -> int:
+    while position < len(code) and code[position].isspace():
+        position += 1
+    return position
+
+
+def _declared_name(parameter: str) -> str | None:
+    """The name a template parameter declares (`typename T`, `int BLOCK = 256`), None for a pack."""
+    if "..." in parameter:
+        return None
+    words = re.findall(r"[A-Za-z_]\w*", parameter.split("=")[0])
+    return words[-1] if len(words) >= 2 else None
+
+
+def _fixed_argument(argument: str, constants: frozenset[str]) -> str | None:
+    """A template argument as the compiler of facts can spell it without the host code, else None."""
+    if argument in _DISPATCHED_TYPES:
+        return _DISPATCHED_TYPES[argument]
+    if not _TEMPLATE_ARGUMENT.fullmatch(argument):
+        return None
+    words = re.findall(r"[A-Za-z_]\w*", argument)
+    return argument if all(word in _BUILT_IN_TYPES or word in constants for word in words) else None
+
+
+def _fixed_names(text: str, code: str) -> frozenset[str]:
+    """Names a `#define` or a constant at file scope (outside every brace) fixes."""
+    names = {match.group(1) for match in re.finditer(r"(?m)^\s*#\s*define\s+([A-Za-z_]\w*)\b(?!\()", text)}
+    depth = 0
+    for match in re.finditer(r"[{}]|\b(?:constexpr|const)\b[^;{}=]*?\b([A-Za-z_]\w*)\s*=", code):
+        if match.group() in "{}":
+            depth += 1 if match.group() == "{" else -1
+        elif depth == 0:
+            names.add(match.group(1))
+    return frozenset(names)
+
+
 def kernels(text: str) -> tuple[Function, ...]:
     """The `__global__` functions of a text."""
     return functions(text, KERNEL)
