@@ -18,7 +18,7 @@ from stat import S_ISREG
 from typing import Any
 
 from kernelcast.cache import ResultCache, content_key
-from kernelcast.kernels_runtime.cuda_facts import first_error_line
+from kernelcast.kernels_runtime.cuda_facts import first_error_line, torch_included, with_torch_types
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
@@ -511,6 +511,8 @@ def _kernel_facts(
     if kernel.unit is None:  # not embedded in Python
         return _file_facts(file_text, kernel.language, kernel.name, path, launch, hardware, cache, compile_missing)
     device_code = without_extension_code(kernel.unit)
+    if torch_included(kernel.unit):
+        device_code, _ = with_torch_types(device_code)
     instances = template_instances(kernel.unit)
     for code in [f"{device_code}\n{instances}\n"] * bool(instances) + [device_code]:
         found = _facts_for(code, kernel.language, kernel.name, launch, hardware, cache, compile_missing)

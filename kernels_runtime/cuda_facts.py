@@ -206,11 +206,19 @@ def _without_signature(demangled: str) -> str:
 _TORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"](torch|ATen|c10|pybind11|Python)[/.][^>\"]*[>\"].*$", re.MULTILINE)
 _TORCH_MARKERS = re.compile(r"\b(torch|at|c10|py|pybind11)::|\bTORCH_\w+|\bAT_\w+|\bPYBIND11_\w+|\bC10_\w+")
 _DEVICE_MARKERS = re.compile(r"\b(__global__|__device__|__constant__|__shared__)\b")
+# What torch's headers give a kernel: the 16-bit types (`half`, `__hadd`, ...) and torch's names for
+# them. `#line 1` keeps the kernel's own line numbers in compile errors.
 TORCH_TYPES_PRELUDE = """#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 namespace c10 { using Half = __half; using BFloat16 = __nv_bfloat16; }
 namespace at { using c10::Half; using c10::BFloat16; }
+#line 1
 """
+_TORCH_TYPES = re.compile(r"\b(at|c10)::(Half|BFloat16)\b")
+_SIXTEEN_BIT = re.compile(
+    r"\b(?:half2?|__half2?|(?:__)?nv_bfloat162?|__h(?:add|sub|mul|div|fma|max|min)2?|__float2half\w*|__half2float|__float2bfloat16\w*|__bfloat162float)\b"
+)
+_SIXTEEN_BIT_HEADER = re.compile(r"#\s*include\s*[<\"]cuda_(?:fp16|bf16)\.h")
 
 
 def device_source(code: str, instantiate: bool = True) -> tuple[str, list[str]]:
@@ -227,16 +235,28 @@ def device_source(code: str, instantiate: bool = True) -> tuple[str, list[str]]:
         kept.append(chunk)
     if not include_count and not dropped:
         return code, []
-    source = "".join(kept)
-    notes = [f"compiled device code only: left out torch host code ({', '.join(dropped) or 'includes'})"]
-    if re.search(r"\b(at|c10)::(Half|BFloat16)\b", source):
-        source = TORCH_TYPES_PRELUDE + source
-        notes.append("mapped at::Half/at::BFloat16 to __half/__nv_bfloat16")
+    source, typed = with_torch_types("".join(kept))
+    notes = [f"compiled device code only: left out torch host code ({', '.join(dropped) or 'includes'})", *typed]
     instances = cuda_text.template_instances(code) if instantiate else ""
     if instances:
         source += f"\n{instances}\n"
         notes.append(INSTANTIATED_NOTE)
     return source, notes
+
+
+def torch_included(code: str) -> bool:
+    """Whether the code includes torch's, ATen's, c10's or pybind11's headers."""
+    return _TORCH_INCLUDE.search(code) is not None
+
+
+def with_torch_types(source: str) -> tuple[str, list[str]]:
+    """Device code that torch's headers were left out of, with what they gave it where it uses that:
+    torch's names for the 16-bit types, or those types without their CUDA headers; and a note."""
+    if _TORCH_TYPES.search(source):
+        return TORCH_TYPES_PRELUDE + source, ["mapped at::Half/at::BFloat16 to __half/__nv_bfloat16"]
+    if _SIXTEEN_BIT.search(source) and not _SIXTEEN_BIT_HEADER.search(source):
+        return TORCH_TYPES_PRELUDE + source, ["included cuda_fp16.h and cuda_bf16.h, as torch's headers do"]
+    return source, []
 
 
 INSTANTIATED_NOTE = "template kernels instantiated as the torch host code launched them (scalar_t read as float)"

@@ -420,3 +420,34 @@ def test_an_instantiation_that_does_not_compile_costs_only_itself(tmp_path: Path
     broken += "__global__ void other(float* x) { x[threadIdx.x] = 1.0f; }\n"
     result = compile_facts(broken, "cuda", H100)
     assert result.error is None and "other" in result.kernels and "relu_kernel" not in result.kernels
+
+
+HALF_EXTENSION = """#include <torch/extension.h>
+__global__ void add_halves(const half* a, const half* b, half* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = __hadd(a[i], b[i]);
+}
+torch::Tensor add(torch::Tensor a, torch::Tensor b) {
+    auto c = torch::empty_like(a);
+    add_halves<<<(a.numel() + 255) / 256, 256>>>((const half*)a.data_ptr(), (const half*)b.data_ptr(), (half*)c.data_ptr(), a.numel());
+    return c;
+}
+"""
+
+
+@needs_nvcc
+def test_a_kernel_of_half_types_gets_the_headers_torch_gave_it(tmp_path: Path) -> None:
+    """torch/extension.h brings cuda_fp16.h: left out, `half` was undefined and the kernel had no facts."""
+    path = tmp_path / "add.cu"
+    path.write_text(HALF_EXTENSION)
+    (result,) = with_facts(path, tmp_path).results
+    assert result.facts is not None and result.facts.registers, result.facts_error
+    assert "included cuda_fp16.h and cuda_bf16.h, as torch's headers do" in result.facts.notes
+    embedded = tmp_path / "embedded.py"
+    load = 'module = load_inline(name="add", cpp_sources="", cuda_sources=cuda_source, functions=["add"])'
+    embedded.write_text(f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n{HALF_EXTENSION}"""\n{load}\n')
+    (inline,) = with_facts(embedded, tmp_path).results
+    assert inline.facts is not None and inline.facts.registers == result.facts.registers, inline.facts_error
+    # The kernel's own line numbers stand in a compile error.
+    broken = compile_facts(HALF_EXTENSION.replace("__hadd(a[i], b[i])", "undefined_thing"), "cuda", H100)
+    assert broken.error is not None and "kernel.cu(4): error" in broken.error, broken.error
