@@ -3,6 +3,7 @@ kernels an autotuner runs at their best config."""
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
@@ -20,6 +21,7 @@ from kernelcast.kernels_runtime.source.timed_path import (
     line_repeats,
     tuned_share,
     unreached_spans,
+    with_sizes_known_at,
 )
 from kernelcast.models.embedded.features import (
     AUTOTUNE_CONFIG_US,
@@ -445,3 +447,57 @@ def test_sums_and_method_chains_deeper_than_the_stack_are_read_and_a_bound_that_
     # A loop bound that deep is not one the text fixes: guessed, as the evaluator of bounds reads it.
     text = with_line("for j in range(steps" + " + 0" * 1500 + "):\n        out = out * 2")
     assert parse_module(text) is not None and guessed_trips(text)
+
+
+TUTORIAL_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+    DEVICE = torch.device("cuda")
+
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n_elements
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+    def add(x, y):
+        output = torch.empty_like(x)
+        n_elements = output.numel()
+        add_kernel[(triton.cdiv(n_elements, 1024),)](x, y, output, n_elements, BLOCK_SIZE=1024)
+        return output
+
+
+    def rows(m):
+        return max(m.shape[0], 1)
+
+
+    torch.manual_seed(0)
+    size = 98432
+    x = torch.rand(size, device=DEVICE)
+    y = torch.rand(size, device=DEVICE)
+    output_triton = add(x, y)
+
+    if __name__ == "__main__":
+        M, N = 1823, 781
+        m = torch.randn((M, N), device=DEVICE).half()
+        print(rows(m))
+    """
+)
+
+
+def _known_at(text: str, marker: str, expression: str) -> str:
+    line = next(number for number, content in enumerate(text.splitlines(), 1) if marker in content)
+    return ast.unparse(with_sizes_known_at(text, line, ast.parse(expression, mode="eval").body))
+
+
+def test_a_scripts_own_tensors_size_what_its_calls_launch() -> None:
+    """A tutorial makes its tensors and calls its wrapper below the kernel: the launch reads those sizes."""
+    assert _known_at(TUTORIAL_SCRIPT, "add_kernel[(", "n_elements") == "98432"
+    assert _known_at(TUTORIAL_SCRIPT, "return max(m.shape[0], 1)", "m.shape[1]") == "781", "through .half() and the main block"
+    kernelbench = TUTORIAL_SCRIPT + "\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return add(x, x)\n"
+    assert _known_at(kernelbench, "add_kernel[(", "n_elements") == "n_elements", "a KernelBench model is given its tensors"

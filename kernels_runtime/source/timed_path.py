@@ -1,6 +1,9 @@
 """What one timed call of a Python side runs, and how many times.
 
 A KernelBench file's timed call is its model's `forward` (`ModelNew`'s where the file has one).
+A script without a model (a Triton tutorial, a benchmark) runs its own module-level code and
+`__main__` block, whose tensors torch's constructors make: that run fixes the sizes its launches
+read (`with_sizes_known_at`), nothing else.
 Three things make the text a poor count of what it runs:
 
 - Files copied from a library carry functions the call never reaches: a library's naive module
@@ -42,6 +45,7 @@ import math
 import re
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.launch_spec import kernelbench_input_shapes
@@ -125,9 +129,32 @@ def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inpu
     of a tensor whose shape `get_inputs()` fixes. `inputs`: the problem's input shapes, for a file
     that has no `get_inputs()` of its own (a `ModelNew` beside its problem's file: KernelBench passes
     both models the same inputs). Unchanged where the call does not reach the line."""
-    walk = _walked(text, inputs)
+    walk = _walked(text, inputs) or _script_walked(text)
     known = walk.known_at.get(line) if walk is not None else None
     return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
+
+
+@functools.lru_cache(maxsize=16)
+def _script_walked(text: str) -> _Walk | None:
+    """A script's own run, for a file without a KernelBench model: its module-level statements and
+    its `if __name__ == "__main__":` block, in order, with the tensors they make through torch's
+    constructors known by shape, as a tutorial makes them (`x = torch.rand(98432, device=DEVICE)`,
+    then `add(x, y)`). Only the sizes a launch reads come from it, not how often lines run: the
+    calls a script makes to check and to benchmark are not one timed call. Shared: read only."""
+    tree = host_values.parse_module(text) if "torch" in text else None
+    if tree is None or _MODEL_CLASS.search(text):
+        return None
+    script: list[ast.stmt] = []
+    for node in tree.body:
+        if _main_guard(node):
+            script.extend(node.body)
+        elif not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            script.append(node)
+    if not script:
+        return None
+    walk = _Walk(tree, None, reads_constructors=True)
+    walk.statements(script, 1.0, ("<script>",), {})
+    return walk
 
 
 def kernels_built_each_call(text: str) -> list[int]:
@@ -208,10 +235,12 @@ def _timed_configs(kernel: ast.FunctionDef, names: dict[str, ast.expr]) -> int:
 class _Walk:
     """Follows the timed call through its statements, loops and calls, noting how often each line runs."""
 
-    def __init__(self, tree: ast.Module, timed: ast.ClassDef) -> None:
+    def __init__(self, tree: ast.Module, timed: ast.ClassDef | None, reads_constructors: bool = False) -> None:
         self.tree = tree
         self.functions = {node.name: node for node in tree.body if isinstance(node, _FUNCTIONS)}
-        self.methods = {node.name: node for node in timed.body if isinstance(node, _FUNCTIONS)}
+        self.methods = {node.name: node for node in timed.body if isinstance(node, _FUNCTIONS)} if timed else {}
+        # A script makes its own tensors (`torch.rand(n)`, `torch.empty_like(x)`); a KernelBench model is given them.
+        self.reads_constructors = reads_constructors
         self.guess = _guessed_trips(tree)
         self.repeats: dict[int, float] = {}
         # The most runs a function was walked with: walking it again with as few adds nothing, and
@@ -229,7 +258,7 @@ class _Walk:
             for expression in _own_expressions(statement):
                 self.calls(expression, factor, stack, known)
             if isinstance(statement, ast.Assign):
-                _note_assignment(statement, known)
+                self.assigned(statement, known)
             inner = min(MAX_REPEATS, factor * self.trips(statement, known)) if isinstance(statement, ast.For) else factor
             for block in _BLOCKS:
                 for child in getattr(statement, block, None) or []:
@@ -260,6 +289,43 @@ class _Walk:
             self.note(callee.body, factor)
             self.statements(callee.body, factor, (*stack, callee.name), _passed(callee, skipped, node, known))
 
+    def assigned(self, statement: ast.Assign, known: _Known) -> None:
+        target = statement.targets[-1]
+        made = self.constructed(statement.value, statement.lineno, known) if self.reads_constructors else None
+        if made is not None and isinstance(target, ast.Name):
+            known[target.id] = made
+        else:
+            _note_assignment(statement, known)
+
+    def constructed(self, value: ast.expr, line: int, known: _Known) -> tuple[int, ...] | None:
+        """The shape of a tensor torch makes: `torch.rand(m, n)`, `torch.zeros((m, n))`, `torch.randint(0, 9,
+        (n,))`, `torch.full((n,), 1.0)`, `torch.empty_like(x)`, with casts and moves after (`.cuda()`, `.half()`)."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_SHAPE:
+            value = value.func.value
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and dotted(value.func.value) == "torch"):
+            return None
+        made, arguments = value.func.attr, value.args
+        keywords = {keyword.arg: keyword.value for keyword in value.keywords if keyword.arg}
+        if made in _LIKE_CONSTRUCTORS:
+            return _shape_of(arguments[0], known) if arguments else None
+        if made not in _CONSTRUCTORS:
+            return None
+        shape_at = {"randint": 2 if len(arguments) > 2 else 1, "full": 0}.get(made)
+        if "size" in keywords:
+            dims = _python_items(keywords["size"])
+        elif shape_at is not None:
+            dims = _python_items(arguments[shape_at]) if len(arguments) > shape_at else []
+        else:
+            dims = _python_items(arguments[0]) if len(arguments) == 1 else list(arguments)
+        sizes = [self.value_at(dim, line, known) for dim in dims]
+        return tuple(sizes) if sizes and all(isinstance(size, int) and size > 0 for size in sizes) else None  # type: ignore[arg-type]
+
+    def value_at(self, expression: ast.expr, line: int, known: _Known) -> Any:
+        """The expression's value on `line`: the names assigned above it and the sizes known there put in."""
+        sizes = {name: ast.Constant(size) for name, size in known.items() if isinstance(size, int)}
+        names = host_values.Values({**host_values.scope_at(self.tree, line), **sizes}, host_values.PYTHON)
+        return host_values.value(_SizesRead(known).visit(copy.deepcopy(expression)), names)
+
     def note(self, statements: list[ast.stmt], factor: float) -> None:
         if factor <= 1.0 or not statements:
             return
@@ -273,10 +339,8 @@ class _Walk:
             return 1.0
         if call.keywords or not 1 <= len(call.args) <= 3:
             return 1.0
-        sizes = {name: ast.Constant(size) for name, size in known.items() if isinstance(size, int)}
-        names = host_values.Values({**host_values.scope_at(self.tree, loop.lineno), **sizes}, host_values.PYTHON)
         try:
-            bounds = [host_values.value(_SizesRead(known).visit(copy.deepcopy(argument)), names) for argument in call.args]
+            bounds = [self.value_at(argument, loop.lineno, known) for argument in call.args]
         except RecursionError:  # a bound nested deeper than the stack: not fixed by the text, as the evaluator reads it
             bounds = [None]
         if not all(isinstance(bound, int) for bound in bounds):
@@ -297,6 +361,16 @@ _SAME_SHAPE = frozenset(
     "float half bfloat16 double to contiguous clone detach cuda cpu type_as abs neg exp log sqrt rsqrt sigmoid tanh relu "
     "sin cos square reciprocal".split()
 )
+
+
+# torch's constructors of new tensors, by shape and by another tensor's shape.
+_CONSTRUCTORS = frozenset({"rand", "randn", "empty", "zeros", "ones", "full", "randint"})
+_LIKE_CONSTRUCTORS = frozenset({"rand_like", "randn_like", "empty_like", "zeros_like", "ones_like", "full_like"})
+
+
+def _python_items(node: ast.expr) -> list[ast.expr]:
+    """A tuple's or list's items; the expression alone otherwise."""
+    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else [node]
 
 
 def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
