@@ -24,6 +24,7 @@ from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.cuda_text import template_instances, without_extension_code
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
+from kernelcast.kernels_runtime.source.entry_points import kernel_meant, no_kernel_meant
 from kernelcast.kernels_runtime.source.host_launch import host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
     GUESSED_CONFIG,
@@ -701,7 +702,9 @@ def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache, inp
     with why none could be compiled. `inputs`: the problem's (problem_inputs)."""
     if side.facts or side.language not in FACT_LANGUAGES:
         return side, None
-    name = side.name or _only_kernel(side.code, side.language)
+    name, kernels = _kernel_named(side)
+    if name is None and side.name is not None:
+        return side, f"no facts: {no_kernel_meant(side.name, kernels)}"
     if name is None:
         return side, "no facts: name the side's kernel (it holds none or several)"
     if name == KERNELBENCH_CLASS:  # Python, as in the editor: its kernels have facts of their own, the class none
@@ -721,12 +724,16 @@ def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache, inp
     return _side(side.code, side.language, name, facts, side.code, launch), problem
 
 
-def _only_kernel(code: str, language: str) -> str | None:
-    """The name of the one kernel of `language` in a side's code."""
-    found = [
-        kernel.name for kernel in discover(code, "side.cu" if language == "cuda" else "side.py").kernels if kernel.language == language
-    ]
-    return found[0] if len(found) == 1 else None
+def _kernel_named(side: KernelSide) -> tuple[str | None, list[str]]:
+    """The kernel of a side's language its name means (itself, the one a host function of that name
+    launches, or KernelBench's class), else the side's one kernel of that language; and its kernels."""
+    where = "side.cu" if side.language == "cuda" else "side.py"
+    kernels = [kernel.name for kernel in discover(side.code, where).kernels if kernel.language == side.language]
+    if side.name == KERNELBENCH_CLASS:
+        return side.name, kernels
+    if side.name is None:
+        return (kernels[0] if len(kernels) == 1 else None), kernels
+    return kernel_meant(side.code, where, side.name, kernels)[0], kernels
 
 
 def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:

@@ -451,3 +451,20 @@ def test_a_kernel_of_half_types_gets_the_headers_torch_gave_it(tmp_path: Path) -
     # The kernel's own line numbers stand in a compile error.
     broken = compile_facts(HALF_EXTENSION.replace("__hadd(a[i], b[i])", "undefined_thing"), "cuda", H100)
     assert broken.error is not None and "kernel.cu(4): error" in broken.error, broken.error
+
+
+@needs_nvcc
+def test_a_pair_side_named_by_its_launcher_gets_its_kernels_facts(tmp_path: Path) -> None:
+    """`kernelcast eval` adds facts to sides named as TritonBench names them: by the host function."""
+    from kernelcast.analysis import side_with_facts
+    from kernelcast.cache import ResultCache
+    from kernelcast.wire import KernelSide
+
+    code = (
+        source("vector_add.cu")
+        + "\nvoid launch_add(const float* a, float* c, int n) { vector_add<<<(n + 255) / 256, 256>>>(a, a, c, n); }\n"
+    )
+    side, problem = side_with_facts(KernelSide(code, "cuda", "launch_add"), H100, ResultCache(tmp_path / "cache"))
+    assert problem is None and side.facts is not None and side.facts["registers"] > 0
+    _, missing = side_with_facts(KernelSide(code, "cuda", "no_such_function"), H100, ResultCache(tmp_path / "cache"))
+    assert missing == "no facts: no kernel named 'no_such_function', and no function of that name launches one (kernels: vector_add)"
