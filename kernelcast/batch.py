@@ -149,12 +149,13 @@ def _candidate_result(analysis: Any, name: str | None) -> tuple[Any, str | None]
     from kernelcast.kernels_runtime.source.entry_points import kernel_meant, no_kernel_meant
 
     shown = [result for result in analysis.results if result.part_of is None]
-    names = ", ".join(result.kernel.name for result in shown)
+    kernels = [result.kernel.name for result in shown]
+    names = ", ".join(kernels)
     if name is not None:
-        meant, read_through = kernel_meant(analysis.text, str(analysis.path), name, [result.kernel.name for result in shown])
+        meant, read_through = kernel_meant(analysis.text, str(analysis.path), name, kernels)
         if meant is None:
-            raise ValueError(f"candidate: {no_kernel_meant(name, [result.kernel.name for result in shown])}")
-        return next(result for result in shown if result.kernel.name == meant), read_through
+            raise ValueError(f"candidate: {no_kernel_meant(name, kernels)}")
+        return shown[kernels.index(meant)], read_through
     if not shown:
         found = "; ".join(analysis.problems)
         raise ValueError(f"candidate: no kernel found ({EDITOR_KERNELS})" + (f": {found}" if found else ""))

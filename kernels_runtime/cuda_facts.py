@@ -211,7 +211,7 @@ _DEVICE_MARKERS = re.compile(r"\b(__global__|__device__|__constant__|__shared__)
 TORCH_TYPES_PRELUDE = """#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 namespace c10 { using Half = __half; using BFloat16 = __nv_bfloat16; }
-namespace at { using c10::Half; using c10::BFloat16; }
+namespace at { using Half = __half; using BFloat16 = __nv_bfloat16; }
 #line 1
 """
 _TORCH_TYPES = re.compile(r"\b(at|c10)::(Half|BFloat16)\b")
@@ -252,6 +252,8 @@ def torch_included(code: str) -> bool:
 def with_torch_types(source: str) -> tuple[str, list[str]]:
     """Device code that torch's headers were left out of, with what they gave it where it uses that:
     torch's names for the 16-bit types, or those types without their CUDA headers; and a note."""
+    if source.startswith(TORCH_TYPES_PRELUDE):
+        return source, []
     if _TORCH_TYPES.search(source):
         return TORCH_TYPES_PRELUDE + source, ["mapped at::Half/at::BFloat16 to __half/__nv_bfloat16"]
     if _SIXTEEN_BIT.search(source) and not _SIXTEEN_BIT_HEADER.search(source):

@@ -468,3 +468,17 @@ def test_a_pair_side_named_by_its_launcher_gets_its_kernels_facts(tmp_path: Path
     assert problem is None and side.facts is not None and side.facts["registers"] > 0
     _, missing = side_with_facts(KernelSide(code, "cuda", "no_such_function"), H100, ResultCache(tmp_path / "cache"))
     assert missing == "no facts: no kernel named 'no_such_function', and no function of that name launches one (kernels: vector_add)"
+
+
+@needs_nvcc
+def test_torch_half_types_in_a_load_inline_string_compile_once_mapped(tmp_path: Path) -> None:
+    """The stand-in for torch's headers is not itself taken for torch host code and left out."""
+    path = tmp_path / "scale.py"
+    kernel = "__global__ void scale_half(at::Half* x, int n) { x[threadIdx.x] = __float2half(2.0f * __half2float(x[threadIdx.x])); }"
+    load = 'module = load_inline(name="scale", cpp_sources="", cuda_sources=cuda_source, functions=["scale"])'
+    path.write_text(
+        f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n#include <torch/extension.h>\n{kernel}\n"""\n{load}\n'
+    )
+    (result,) = with_facts(path, tmp_path).results
+    assert result.facts is not None and result.facts.registers, result.facts_error
+    assert not any("left out torch host code" in note for note in result.facts.notes), result.facts.notes
