@@ -8,6 +8,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from analysis_support import with_facts
@@ -378,6 +379,19 @@ def test_a_cuda_file_compiles_with_its_local_headers(tmp_path: Path) -> None:
     assert result.facts is not None and result.reference_facts is not None, result.facts_error
 
 
+def _extension_facts(tmp_path: Path, source: str, function: str) -> tuple[Any, Any]:
+    """The one kernel of a torch extension's CUDA, with its facts: read as a `.cu` file, and as the
+    load_inline string of a Python file."""
+    as_file = tmp_path / "extension.cu"
+    as_file.write_text(source)
+    (from_file,) = with_facts(as_file, tmp_path).results
+    in_python = tmp_path / "extension.py"
+    load = f'module = load_inline(name="{function}", cpp_sources="", cuda_sources=cuda_source, functions=["{function}"])'
+    in_python.write_text(f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n{source}"""\n{load}\n')
+    (inline,) = with_facts(in_python, tmp_path).results
+    return from_file, inline
+
+
 DISPATCHED = """#include <torch/extension.h>
 #define BLOCK 256
 
@@ -402,15 +416,9 @@ torch::Tensor forward(torch::Tensor input) {
 def test_a_template_kernel_only_torch_host_code_instantiates_gets_facts(tmp_path: Path) -> None:
     """AT_DISPATCH is how LLM-written extensions launch their kernels: with the torch host code left
     out nothing instantiated the template, and the kernel had no facts."""
-    path = tmp_path / "relu.cu"
-    path.write_text(DISPATCHED)
-    (result,) = with_facts(path, tmp_path).results
+    result, inline = _extension_facts(tmp_path, DISPATCHED, "forward")
     assert result.facts is not None and result.facts.registers, result.facts_error
     assert "template kernels instantiated as the torch host code launched them (scalar_t read as float)" in result.facts.notes
-    embedded = tmp_path / "embedded.py"
-    load = 'module = load_inline(name="relu", cpp_sources="", cuda_sources=cuda_source, functions=["forward"])'
-    embedded.write_text(f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n{DISPATCHED}"""\n{load}\n')
-    (inline,) = with_facts(embedded, tmp_path).results
     assert inline.facts is not None and inline.facts.registers == result.facts.registers, inline.facts_error
 
 
@@ -438,15 +446,9 @@ torch::Tensor add(torch::Tensor a, torch::Tensor b) {
 @needs_nvcc
 def test_a_kernel_of_half_types_gets_the_headers_torch_gave_it(tmp_path: Path) -> None:
     """torch/extension.h brings cuda_fp16.h: left out, `half` was undefined and the kernel had no facts."""
-    path = tmp_path / "add.cu"
-    path.write_text(HALF_EXTENSION)
-    (result,) = with_facts(path, tmp_path).results
+    result, inline = _extension_facts(tmp_path, HALF_EXTENSION, "add")
     assert result.facts is not None and result.facts.registers, result.facts_error
     assert "included cuda_fp16.h and cuda_bf16.h, as torch's headers do" in result.facts.notes
-    embedded = tmp_path / "embedded.py"
-    load = 'module = load_inline(name="add", cpp_sources="", cuda_sources=cuda_source, functions=["add"])'
-    embedded.write_text(f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n{HALF_EXTENSION}"""\n{load}\n')
-    (inline,) = with_facts(embedded, tmp_path).results
     assert inline.facts is not None and inline.facts.registers == result.facts.registers, inline.facts_error
     # The kernel's own line numbers stand in a compile error.
     broken = compile_facts(HALF_EXTENSION.replace("__hadd(a[i], b[i])", "undefined_thing"), "cuda", H100)
@@ -473,12 +475,7 @@ def test_a_pair_side_named_by_its_launcher_gets_its_kernels_facts(tmp_path: Path
 @needs_nvcc
 def test_torch_half_types_in_a_load_inline_string_compile_once_mapped(tmp_path: Path) -> None:
     """The stand-in for torch's headers is not itself taken for torch host code and left out."""
-    path = tmp_path / "scale.py"
     kernel = "__global__ void scale_half(at::Half* x, int n) { x[threadIdx.x] = __float2half(2.0f * __half2float(x[threadIdx.x])); }"
-    load = 'module = load_inline(name="scale", cpp_sources="", cuda_sources=cuda_source, functions=["scale"])'
-    path.write_text(
-        f'from torch.utils.cpp_extension import load_inline\n\ncuda_source = r"""\n#include <torch/extension.h>\n{kernel}\n"""\n{load}\n'
-    )
-    (result,) = with_facts(path, tmp_path).results
-    assert result.facts is not None and result.facts.registers, result.facts_error
-    assert not any("left out torch host code" in note for note in result.facts.notes), result.facts.notes
+    _, inline = _extension_facts(tmp_path, f"#include <torch/extension.h>\n{kernel}\n", "scale")
+    assert inline.facts is not None and inline.facts.registers, inline.facts_error
+    assert not any("left out torch host code" in note for note in inline.facts.notes), inline.facts.notes
