@@ -33,6 +33,7 @@ import numpy as np
 
 from kernelcast import paths
 from kernelcast.kernels_runtime import timing
+from kernelcast.kernels_runtime.source.cuda_text import device_part
 from kernelcast.kernels_runtime.source.launch_spec import FLOAT_DTYPES, TRITON_LAUNCH_OPTIONS, LaunchSpec, LaunchSpecError
 
 # Seed for the re-check after timing: fresh inputs the correctness seeds did not see.
@@ -395,7 +396,8 @@ def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
     # extern "C" kernels keep their names; C++ ones are found through NVRTC's lowered names.
     unmangled = re.search(r'extern\s+"C"[^;{]*\b' + re.escape(spec.kernel) + r"\s*\(", code)
     try:
-        module = cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=None if unmangled else [spec.kernel])
+        # A whole program's host part (main, stdio.h) is not NVRTC's to compile: the kernels are.
+        module = cupy.RawModule(code=device_part(code), options=("-std=c++17",), name_expressions=None if unmangled else [spec.kernel])
         kernel = module.get_function(spec.kernel)
     except CompileException as error:
         raise Failure("compile", f"{label} does not compile (NVRTC):\n{_first_lines(str(error), 12)}") from None

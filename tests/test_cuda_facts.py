@@ -479,3 +479,14 @@ def test_torch_half_types_in_a_load_inline_string_compile_once_mapped(tmp_path: 
     _, inline = _extension_facts(tmp_path, f"#include <torch/extension.h>\n{kernel}\n", "scale")
     assert inline.facts is not None and inline.facts.registers, inline.facts_error
     assert not any("left out torch host code" in note for note in inline.facts.notes), inline.facts.notes
+
+
+@needs_nvcc
+def test_the_device_part_of_a_program_compiles_alone() -> None:
+    """What the GPU runtime hands NVRTC of a whole program (cuda_text.device_part) is CUDA that compiles."""
+    from test_cuda_text import PROGRAM
+
+    from kernelcast.kernels_runtime.source.cuda_text import device_part
+
+    result = compile_facts(device_part(PROGRAM), "cuda", H100)
+    assert result.error is None and "scale" in result.kernels, result.error

@@ -267,3 +267,38 @@ void host(float* x) {
         "template __global__ void k<double, TILE>(double*, const double* __restrict__, int);",
     ], "scalar_t read as float, once; a local constant and a pack left alone"
     assert cuda_text.template_instances("template <typename T> __global__ void k(T* x) {}") == ""
+
+
+PROGRAM = """#include <stdio.h>
+#include <cuda_runtime.h>
+#include <vector>
+#define N (1 << 20)
+struct Pair { float a, b; };
+__host__ __device__ inline float twice(float x) { return 2.0f * x; }
+__global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = twice(x[i]); }
+template <typename T> void launch(T* x, int n) { scale<<<(n + 255) / 256, 256>>>(x, n); }
+static void check(cudaError_t error) {
+    if (error != cudaSuccess) { printf("%s\\n", cudaGetErrorString(error)); }
+}
+int main() {
+    std::vector<float> host(N);
+    float* x;
+    check(cudaMalloc(&x, N * sizeof(float)));
+    launch(x, N);
+    return 0;
+}
+"""
+
+
+def test_the_device_part_of_a_program_keeps_kernels_types_and_macros_and_blanks_host_code() -> None:
+    part = cuda_text.device_part(PROGRAM)
+    assert len(part) == len(PROGRAM) and part.count("\n") == PROGRAM.count("\n"), "offsets and lines kept"
+    kept = [line for line in part.splitlines() if line.strip()]
+    assert kept == [
+        "#include <cuda_runtime.h>",
+        "#define N (1 << 20)",
+        "struct Pair { float a, b; };",
+        "__host__ __device__ inline float twice(float x) { return 2.0f * x; }",
+        "__global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = twice(x[i]); }",
+    ]
+    assert cuda_text.device_part(part) == part, "a device-only text stands as it is"

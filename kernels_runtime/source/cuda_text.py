@@ -18,7 +18,7 @@ import bisect
 import functools
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -387,7 +387,34 @@ def without_extension_code(text: str) -> str:
     macros (the host wrappers, the module definition) unless it is a kernel or device function.
     The kernels keep their macros, constants and device helpers; offsets and lines are kept.
     Kept for the few strings being read now: each of a string's kernels asks, on every edit."""
-    spans = [(start, end) for kind, start, end in trivia(text) if kind == "directive" and _EXTENSION_HEADER.match(text, start)]
+    return _blanked(text, _EXTENSION_HEADER, lambda code, start, _, end: _EXTENSION_NAMES.search(code, start, end) is not None)
+
+
+# Headers NVRTC cannot open (the C and C++ libraries, the driver API, host libraries), as the GPU
+# runtime compiles a `.cu` file; the CUDA runtime's and the device headers it can.
+_HOST_HEADER = re.compile(
+    r"[ \t]*#\s*include\s*<(?:(?:std(?:io|lib|def|arg|bool)|string|math|assert|time|float|limits|errno|signal|unistd)\.h"
+    r"|c(?:stdio|stdlib|stddef|string|math|assert|time|float|limits|errno|signal)|iostream|iomanip|fstream|sstream|string"
+    r"|vector|array|map|set|unordered_map|algorithm|numeric|functional|memory|chrono|random|thread|mutex|tuple"
+    r"|cuda\.h|cublas\w*\.h|cudnn\w*\.h|curand\.h|cufft\w*\.h|cusparse\w*\.h|nvtx\w*\.h|helper_\w+\.h|thrust/[\w/.]+)>"
+)
+# A host function's definition: a parameter list, then its body (after `const`, `noexcept`, `-> T`).
+_FUNCTION_DEFINITION = re.compile(r"\)\s*(?:(?:const|noexcept|override)\b\s*)*(?:->\s*[^{};()]*)?\{$")
+
+
+@functools.lru_cache(maxsize=16)
+def device_part(text: str) -> str:
+    """A `.cu` program as NVRTC compiles it for the GPU runtime: the includes it cannot open (stdio.h,
+    iostream, cuda.h, ...) and every host function (`main`, its helpers) blanked, kernels, device
+    functions, macros, types and constants kept; offsets and lines are kept."""
+    return _blanked(text, _HOST_HEADER, lambda code, start, body, _: _FUNCTION_DEFINITION.search(code[start : body + 1]) is not None)
+
+
+def _blanked(text: str, header: re.Pattern[str], host_only: Callable[[str, int, int, int], bool]) -> str:
+    """The text with the includes `header` matches and each top-level statement or definition that
+    `host_only(masked code, start, where it ends or its body opens, end)` names, and that holds no
+    kernel or device function, blanked."""
+    spans = [(start, end) for kind, start, end in trivia(text) if kind == "directive" and header.match(text, start)]
     code = masked(text)
     device = sorted((function.start, function.end) for qualifier in (KERNEL, DEVICE) for function in functions(text, qualifier))
     device_starts = [first for first, _ in device]
@@ -400,7 +427,7 @@ def without_extension_code(text: str) -> str:
         end = (match_close(code, position, len(code)) or len(code)) if found.group() == "{" else position + 1
         before = bisect.bisect_left(device_starts, end) - 1  # the last kernel or helper starting inside or before
         holds_device_code = before >= 0 and device[before][1] > start
-        if not holds_device_code and _EXTENSION_NAMES.search(code, start, end):
+        if not holds_device_code and host_only(code, start, position, end):
             spans.append((start, end))
         start = end
     return blank(text, spans)
