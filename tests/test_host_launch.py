@@ -495,6 +495,25 @@ def test_the_proposed_pragma_keeps_the_config_the_host_code_launches_with() -> N
     assert "block=(256)" in template_for(narrow, "scale", "cuda")  # no host launch read: the default
 
 
+def test_the_proposed_pragma_of_a_2d_launch_keeps_its_grid_block_and_stated_scalars() -> None:
+    """A transpose launched as dim3(nx / 32, ny / 32) blocks of (32, 8): the proposal was a 1-D launch of
+    256 threads, which leaves threadIdx.y at 0, and width and height at 1024 where the program states 8192."""
+    from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma, template_for
+
+    program = (
+        "#define TILE 32\n#define ROWS 8\n"
+        "__global__ void transpose(float* out, const float* in, int width, int height) {}\n"
+        "int main() {\n    const int nx = 8192, ny = 8192;\n    float *d_in, *d_out;\n"
+        "    dim3 grid(nx / TILE, ny / TILE), block(TILE, ROWS);\n    transpose<<<grid, block>>>(d_out, d_in, nx, ny);\n}\n"
+    )
+    text = template_for(program, "transpose", "cuda", host_launch(program, "transpose", "cuda", python_file=False))
+    spec = parse_launch_pragma(text, "cuda")
+    assert (spec.grid, spec.block) == ((256, 256, 1), (32, 8, 1))
+    assert [(arg.name, arg.value) for arg in spec.args if not arg.is_array] == [("width", 8192), ("height", 8192)]
+    vector = _cuda("    scale<<<((1 << 24) + 255) / 256, 256>>>(x, y, 1 << 24);")
+    assert "n:i32=16777216" in template_for(vector, "scale", "cuda", host_launch(vector, "scale", "cuda", python_file=False))
+
+
 def test_a_side_without_a_pragma_is_measured_at_the_config_its_own_host_code_launches() -> None:
     """Measuring a num_warps or block-size edit whose pragma only the candidate carries timed the
     reference at the candidate's config too: the same launch on both sides, 1.00x."""

@@ -504,6 +504,20 @@ def _stated_block(host: LaunchSpec | None) -> int | None:
     return host.block_threads if host is not None and GUESSED_CONFIG not in host.guessed else None
 
 
+def _stated_dims(host: LaunchSpec | None) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The grid and block of a 2-D or 3-D launch whose host code states both (nothing guessed), else None."""
+    if host is None or host.guessed or host.block is None or host.block_threads is not None:
+        return None
+    return host.grid, host.block
+
+
+def _with_stated_value(argument: str, value: int | float | None) -> str:
+    """A scalar argument of a template with the value the host code passes, where it passes one it states."""
+    if value is None or isinstance(value, bool) or "=" not in argument or "[" in argument:
+        return argument
+    return f"{argument.split('=', 1)[0]}={value}"
+
+
 def _check_balanced(tokens: list[_Token]) -> None:
     """Name the bracket that does not close before the parser gets lost in it."""
     closing = {")": "(", "]": "["}
@@ -897,14 +911,15 @@ def launch_spec_template(
     constexprs = [name for name in param_names if language == "triton" and name.isupper() and len(name) > 1]
     declared = declarations or {}
     inputs_marked_const = any("const" in each and "*" in each for each in declared.values())
+    stated = {arg.name: arg.value for arg in host.args if arg.value is not None} if host is not None else {}
     args = []
     for name in param_names:
         if name in constexprs:
             continue
         if name in declared and (argument := _declared_argument(name, declared[name], size, inputs_marked_const)):
-            args.append(argument)
+            args.append(_with_stated_value(argument, stated.get(name)))
         elif name == size:
-            args.append(f"{name}:i32=1<<20")
+            args.append(_with_stated_value(f"{name}:i32=1<<20", stated.get(name)))
         elif _FLOAT_SCALAR_NAME.match(name):
             args.append(f"{name}:f32=1.0")
         elif _INT_SCALAR_NAME.search(name):
@@ -922,6 +937,8 @@ def launch_spec_template(
     comment = "//" if language == "cuda" else "#"
     head = f"{comment} kernelcast: launch kernel={kernel_name}"
     if language == "cuda":
+        if (dims := _stated_dims(host)) is not None:  # a 2-D or 3-D launch, as the host code states it
+            return f"{head} grid=({', '.join(map(str, dims[0]))}) block=({', '.join(map(str, dims[1]))}) args=({', '.join(args)}){keys}"
         block = str(_stated_block(host) or block)
         return f"{head} grid=(cdiv({size}, {block})) block=({block}) args=({', '.join(args)}){keys}"
     stages = f" num_stages={options['num_stages']}" if "num_stages" in options else ""
