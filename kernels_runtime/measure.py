@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelcast.kernels_runtime.source.host_launch import host_launch
+from kernelcast.kernels_runtime.source.host_launch import host_launch, runnable_host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpec,
     LaunchSpecError,
@@ -358,6 +358,11 @@ def _as_its_host_code_launches(spec: LaunchSpec, side: dict[str, Any]) -> Launch
         return spec
 
 
+def _as_written(side: dict[str, Any]) -> LaunchSpec | None:
+    """A `.cu` program's launch as its host code makes it, where the code fixes all of it (host_launch.py)."""
+    return runnable_host_launch(side["code"], side["name"]) if side["language"] == "cuda" and side["name"] else None
+
+
 def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
     template = template_for(side["code"], side["name"], side["language"], _host_launch(side))
     return MeasureFailure(
@@ -405,6 +410,8 @@ def prepare_request(
                 specs[label] = found
             elif sides[label]["name"] is None:
                 sides[label]["name"] = specs[label].kernel
+        if specs["candidate"] is None and specs["reference"] is None:  # no pragma: a whole program may run as written
+            specs = {label: _as_written(side) for label, side in sides.items()}
         for missing, stated in (("reference", "candidate"), ("candidate", "reference")):
             if specs[missing] is None and specs[stated] is not None:
                 if sides[missing]["language"] != sides[stated]["language"]:

@@ -545,3 +545,21 @@ def test_a_side_without_a_pragma_is_measured_at_the_config_its_own_host_code_lau
     stated = "// kernelcast: launch kernel=scale grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], y:f32[N]:out, n:i32=N) N=1<<20\n"
     candidate, reference = specs(committed.replace("255) / 256, 256", "127) / 128, 128"), stated + committed, "cuda", "scale")
     assert (candidate.block, candidate.grid, reference.block) == ((128,), (8192,), (256,))
+
+
+def test_a_program_whose_host_code_fixes_its_launch_runs_as_written() -> None:
+    """A hand-written CUDA program allocates its buffers and launches its kernel with sizes it states:
+    read from there, the launch equals what its pragma states, so Measure needs none."""
+    from kernelcast.kernels_runtime.source.host_launch import runnable_host_launch
+    from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
+
+    program = (Path(__file__).parent / "data" / "measure" / "program_vec_add.cu").read_text()
+    as_written, stated = runnable_host_launch(program, "vecAdd"), find_launch_spec(program, "vecAdd", "cuda")
+    assert as_written is not None and stated is not None
+    assert (as_written.grid, as_written.block, as_written.signature()) == (stated.grid, stated.block, stated.signature())
+    assert [arg.value for arg in as_written.args] == [arg.value for arg in stated.args]
+    checked = program.replace("cudaMalloc(&d_a, bytes);", "CUDA_CHECK(cudaMalloc((void**)&d_a, bytes));")
+    assert runnable_host_launch(checked, "vecAdd") == as_written, "a cast and an error-checking macro around the allocation"
+    # A buffer the text does not size, or a scalar left to run time, leaves the launch to a pragma.
+    assert runnable_host_launch(program.replace("cudaMalloc(&d_b, bytes);", "d_b = d_a;"), "vecAdd") is None
+    assert runnable_host_launch(program.replace("(d_a, d_b, d_c, N)", "(d_a, d_b, d_c, atoi(argv[1]))"), "vecAdd") is None

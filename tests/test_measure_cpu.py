@@ -428,3 +428,24 @@ def test_a_cuda_file_is_sent_to_be_measured_with_its_local_headers(tmp_path: Pat
         assert code.count("float inner(") == 1 and code.count("float twice(") == 1 and ("twice(x[i]) + 1.0f" in code) == edited
         assert "#pragma once" not in code
         assert '"common/helpers.cuh"' not in code and '#include "missing.cuh"' in code and "#include <cuda_fp16.h>" in code
+
+
+def test_two_programs_without_pragmas_are_measured_as_their_host_code_launches() -> None:
+    """Hand-written CUDA programs state their launches in `main`: 'has no launch spec' asked for a pragma
+    each. Read from the host code, each side runs at its own block on the arrays it allocates."""
+    from kernelcast.kernels_runtime.source.launch_spec import LaunchSpec
+
+    program = (FIXTURES / "program_vec_add.cu").read_text().split("\n", 1)[1]  # without its pragma
+    narrow = program.replace("int blockSize = 256;", "int blockSize = 32;")
+
+    def vec_add(code: str) -> dict[str, str]:
+        return {"code": code, "language": "cuda", "name": "vecAdd"}
+
+    request = prepare_request(vec_add(narrow), vec_add(program))
+    assert isinstance(request, dict), request
+    candidate, reference = (LaunchSpec.from_json(request[label]["spec"]) for label in ("candidate", "reference"))
+    assert (candidate.grid, candidate.block, reference.grid, reference.block) == ((1 << 19,), (32,), (1 << 16,), (256,))
+    assert [arg.shape for arg in candidate.args if arg.is_array] == [(1 << 24,)] * 3 and candidate.signature() == reference.signature()
+    unsized = program.replace("cudaMalloc(&d_c, bytes);", "")
+    refused = prepare_request(vec_add(unsized), vec_add(unsized))
+    assert isinstance(refused, MeasureFailure) and "has no launch spec" in refused.message

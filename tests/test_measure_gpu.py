@@ -102,3 +102,11 @@ def test_a_whole_program_with_host_code_is_measured_by_its_kernels() -> None:
     blocks_of_32 = {**program, "code": program["code"].replace("cdiv(n, 256)) block=(256)", "cdiv(n, 32)) block=(32)")}
     blocks_of_32["code"] = blocks_of_32["code"].replace("int blockSize = 256;", "int blockSize = 32;")
     assert measured(blocks_of_32, program).ci95[1] < 0.7
+
+
+def test_a_whole_program_without_pragmas_is_measured_as_its_main_launches() -> None:
+    """No pragma on either side: each runs at the block its `main` launches with, on the buffers it allocates."""
+    program = {**side("program_vec_add.cu"), "name": "vecAdd"}
+    program["code"] = program["code"].split("\n", 1)[1]
+    blocks_of_32 = {**program, "code": program["code"].replace("int blockSize = 256;", "int blockSize = 32;")}
+    assert measured(blocks_of_32, program).ci95[1] < 0.7

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from kernelcast.kernels_runtime.source import cuda_text, expressions, host_values
 from kernelcast.kernels_runtime.source.launch_spec import (
+    DTYPE_BYTES,
     GUESSED_CONFIG,
     GUESSED_GRID,
     MAX_BLOCK,
@@ -44,6 +45,9 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     TRITON_LAUNCH_OPTIONS,
     ArgSpec,
     LaunchSpec,
+    declared_dtype,
+    declared_output,
+    parse_launch_pragma,
 )
 from kernelcast.kernels_runtime.source.timed_path import Inputs, with_sizes_known_at
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, triton_kernels
@@ -89,6 +93,43 @@ def host_launch(
     if site is None:
         return None
     return _bind(site, language, file_text, python_file, elements or DEFAULT_ELEMENTS)
+
+
+def runnable_host_launch(file_text: str, kernel_name: str) -> LaunchSpec | None:
+    """A CUDA program's own launch of the kernel, whole enough to run with no pragma: its grid, block
+    and every scalar fixed by the text, and each pointer it passes a buffer `cudaMalloc`ed with a
+    size the text fixes (an array of the parameter's type, written where the kernel does not mark
+    it const); None where anything is left to run time."""
+    site = next(iter(_cuda_sites(file_text).get(kernel_name, ())), None)
+    function = cuda_text.function_named(file_text, kernel_name)
+    declarations = function.parameter_declarations(file_text) if function else []
+    if site is None or site.block is None or len(declarations) != len(site.args):
+        return None
+    spec = _bind(site, "cuda", file_text, False, DEFAULT_ELEMENTS)
+    if spec.guessed:
+        return None
+    exact = host_values.Values(site.names, site.dialect)
+    inputs_marked_const = any("const" in declaration and "*" in declaration for _, declaration in declarations)
+    args = []
+    for (name, declaration), passed, read in zip(declarations, site.args, spec.args):
+        dtype = declared_dtype(declaration)
+        if dtype is None:
+            return None
+        if "*" not in declaration:
+            if read.value is None:
+                return None
+            args.append(f"{name}:{dtype}={read.value}")
+            continue
+        allocated = site.names.get(_ALLOCATED + passed.id) if isinstance(passed, ast.Name) else None
+        size = _int(host_values.value(allocated, exact)) if allocated is not None else None
+        if not size or size % DTYPE_BYTES[dtype]:
+            return None
+        written = declared_output(name, declaration, inputs_marked_const)
+        args.append(f"{name}:{dtype}[{size // DTYPE_BYTES[dtype]}]{':out' if written else ''}")
+    dims = [", ".join(map(str, spec.grid)), ", ".join(map(str, spec.block or ()))]
+    # As a pragma's text, which is what travels to the measuring worker: the program runs as one stating it would.
+    pragma = f"// kernelcast: launch kernel={kernel_name} grid=({dims[0]}) block=({dims[1]}) smem={spec.smem} args=({', '.join(args)})"
+    return parse_launch_pragma(pragma, "cuda")
 
 
 # --- binding a site ----------------------------------------------------------------------------------
@@ -255,6 +296,7 @@ def _cuda_sites(text: str) -> dict[str, tuple[_Site, ...]]:
         if token in ("{", "}", ";"):
             if token == ";":
                 _declare(statement, scopes, macros)
+                _allocate(statement, scopes, macros)
             elif token == "{":
                 scopes.append({})
             elif len(scopes) > 1:
@@ -345,6 +387,29 @@ def _declare(statement: list[str], scopes: list[dict[str, ast.expr | Dims]], mac
             _assign(scopes, name, _dim3(left[cut:] or right or [], macros), declaration)
         elif right is not None:
             _assign(scopes, name, _c_expression(right, macros) or host_values.UNKNOWN, declaration)
+
+
+# `cudaMalloc(&buffer, bytes)` (any cast, any error-checking macro around it): the buffer's bytes are
+# kept under _ALLOCATED + its name, beside the names a launch reads.
+_ALLOCATORS = frozenset({"cudaMalloc", "cudaMallocManaged", "cudaMallocAsync"})
+_ALLOCATED = "&"
+
+
+def _allocate(statement: list[str], scopes: list[dict[str, ast.expr | Dims]], macros: cuda_text.MacroTable) -> None:
+    for at, token in enumerate(statement[:-1]):
+        if token not in _ALLOCATORS or statement[at + 1] != "(":
+            continue
+        depth, close = 0, None
+        for index in range(at + 1, len(statement)):
+            depth += 1 if statement[index] == "(" else -1 if statement[index] == ")" else 0
+            if depth == 0:
+                close = index
+                break
+        arguments = _split(statement[at + 2 : close], ",") if close is not None else []
+        names = [word for word in arguments[0] if _IDENTIFIER.match(word) and word != "void"] if arguments else []
+        size = _c_expression(arguments[1], macros) if len(arguments) > 1 else None
+        if names and "&" in arguments[0] and size is not None:
+            scopes[-1][_ALLOCATED + names[-1]] = size
 
 
 def _first_top_level(tokens: Sequence[str], wanted: str) -> int | None:

@@ -878,14 +878,23 @@ _C_DTYPES = (
 )
 
 
+def declared_dtype(declaration: str) -> str | None:
+    """The dtype a C parameter declaration (`const float *`, `int64_t`) holds or points to, else None (a template's T)."""
+    return next((dtype for word, dtype in _C_DTYPES if re.search(rf"\b{word}\b", declaration)), None)
+
+
+def declared_output(name: str, declaration: str, inputs_marked_const: bool) -> bool:
+    """Whether a pointer parameter is written: not const where the kernel marks its inputs const, else by its name."""
+    return "const" not in declaration if inputs_marked_const else bool(re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE))
+
+
 def _declared_argument(name: str, declaration: str, size: str, inputs_marked_const: bool) -> str | None:
     """One argument of a CUDA template read from its declaration: a pointer is an array of its element
     type (f32 where that is a template's), an output when not const where the kernel marks its inputs
     const; a float a scalar of 1.0. None for a scalar of a type it does not know (a template's T)."""
-    dtype = next((dtype for word, dtype in _C_DTYPES if re.search(rf"\b{word}\b", declaration)), None)
+    dtype = declared_dtype(declaration)
     if "*" in declaration:
-        output = "const" not in declaration if inputs_marked_const else bool(re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE))
-        return f"{name}:{dtype or 'f32'}[{size}]{':out' if output else ''}"
+        return f"{name}:{dtype or 'f32'}[{size}]{':out' if declared_output(name, declaration, inputs_marked_const) else ''}"
     if dtype is None:
         return None
     if dtype in ("f32", "f64", "f16", "bf16"):
