@@ -396,6 +396,7 @@ _ALLOCATED = "&"
 
 
 def _allocate(statement: list[str], scopes: list[dict[str, ast.expr | Dims]], macros: cuda_text.MacroTable) -> None:
+    """Record the bytes each `cudaMalloc` of the statement gives its buffer, in the innermost block."""
     for at, token in enumerate(statement[:-1]):
         if token not in _ALLOCATORS or statement[at + 1] != "(":
             continue
