@@ -815,15 +815,17 @@ def kernelbench_input_shapes(file_text: str) -> list[tuple[int, ...] | None]:
         return []
     bound = {**host_values.bindings(tree.body), **host_values.bindings(function.body)}
     values = host_values.Values(bound, host_values.PYTHON)
-    return [_factory_shape(item, bound, values, _WRAPPING_DEPTH) for item in returned.elts]
+    return [factory_shape(item, bound, values, _WRAPPING_DEPTH) for item in returned.elts]
 
 
-def _factory_shape(made: ast.expr | None, bound: Mapping[str, ast.expr], values: host_values.Values, depth: int) -> tuple[int, ...] | None:
+def factory_shape(
+    made: ast.expr | None, bound: Mapping[str, ast.expr], values: host_values.Values, depth: int = _WRAPPING_DEPTH
+) -> tuple[int, ...] | None:
     """The shape of the tensor factory call `made` is, or is made from within `depth` names, calls and operators."""
     if depth and isinstance(made, ast.Name):
-        return _factory_shape(bound.get(made.id), bound, values, depth - 1)
+        return factory_shape(bound.get(made.id), bound, values, depth - 1)
     if depth and isinstance(made, ast.BinOp):
-        return _factory_shape(made.left, bound, values, depth - 1) or _factory_shape(made.right, bound, values, depth - 1)
+        return factory_shape(made.left, bound, values, depth - 1) or factory_shape(made.right, bound, values, depth - 1)
     if not isinstance(made, ast.Call):
         return None
     name = host_values.callee_name(made)
@@ -832,7 +834,7 @@ def _factory_shape(made: ast.expr | None, bound: Mapping[str, ast.expr], values:
             wrapped: ast.expr | None = made.func.value
         else:
             wrapped = made.args[0] if made.args else None
-        return _factory_shape(wrapped, bound, values, depth - 1) if depth else None
+        return factory_shape(wrapped, bound, values, depth - 1) if depth else None
     at = _SHAPED_FACTORIES[name]
     keywords = {keyword.arg: keyword.value for keyword in made.keywords}
     shape: ast.expr | list[ast.expr] | None = keywords.get("size") or (made.args[at] if at is not None and len(made.args) > at else None)

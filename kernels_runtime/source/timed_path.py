@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kernelcast.kernels_runtime.source import host_values
-from kernelcast.kernels_runtime.source.launch_spec import kernelbench_input_shapes
+from kernelcast.kernels_runtime.source.launch_spec import factory_shape, kernelbench_input_shapes
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, kernels_of
 
@@ -298,33 +298,22 @@ class _Walk:
             _note_assignment(statement, known)
 
     def constructed(self, value: ast.expr, line: int, known: _Known) -> tuple[int, ...] | None:
-        """The shape of a tensor torch makes: `torch.rand(m, n)`, `torch.zeros((m, n))`, `torch.randint(0, 9,
-        (n,))`, `torch.full((n,), 1.0)`, `torch.empty_like(x)`, with casts and moves after (`.cuda()`, `.half()`)."""
-        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _SAME_SHAPE:
-            value = value.func.value
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and dotted(value.func.value) == "torch"):
-            return None
-        made, arguments = value.func.attr, value.args
-        keywords = {keyword.arg: keyword.value for keyword in value.keywords if keyword.arg}
-        if made in _LIKE_CONSTRUCTORS:
-            return _shape_of(arguments[0], known) if arguments else None
-        if made not in _CONSTRUCTORS:
-            return None
-        shape_at = {"randint": 2 if len(arguments) > 2 else 1, "full": 0}.get(made)
-        if "size" in keywords:
-            dims = _python_items(keywords["size"])
-        elif shape_at is not None:
-            dims = _python_items(arguments[shape_at]) if len(arguments) > shape_at else []
-        else:
-            dims = _python_items(arguments[0]) if len(arguments) == 1 else list(arguments)
-        sizes = [self.value_at(dim, line, known) for dim in dims]
-        return tuple(sizes) if sizes and all(isinstance(size, int) and size > 0 for size in sizes) else None  # type: ignore[arg-type]
+        """The shape of a tensor torch makes: `torch.rand(m, n)`, `torch.zeros((m, n))`, `torch.empty(x.shape[0])`,
+        `torch.empty_like(x)`, with casts and moves after (`.cuda()`, `.half()`); the factories as get_inputs() reads them."""
+        made = value
+        while isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute) and made.func.attr in _SAME_SHAPE:
+            made = made.func.value
+        if isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute) and made.func.attr in _LIKE_CONSTRUCTORS:
+            return _shape_of(made.args[0], known) if made.args else None
+        return factory_shape(_SizesRead(known).visit(copy.deepcopy(value)), {}, self.names_at(line, known))
 
     def value_at(self, expression: ast.expr, line: int, known: _Known) -> Any:
         """The expression's value on `line`: the names assigned above it and the sizes known there put in."""
+        return host_values.value(_SizesRead(known).visit(copy.deepcopy(expression)), self.names_at(line, known))
+
+    def names_at(self, line: int, known: _Known) -> host_values.Values:
         sizes = {name: ast.Constant(size) for name, size in known.items() if isinstance(size, int)}
-        names = host_values.Values({**host_values.scope_at(self.tree, line), **sizes}, host_values.PYTHON)
-        return host_values.value(_SizesRead(known).visit(copy.deepcopy(expression)), names)
+        return host_values.Values({**host_values.scope_at(self.tree, line), **sizes}, host_values.PYTHON)
 
     def note(self, statements: list[ast.stmt], factor: float) -> None:
         if factor <= 1.0 or not statements:
@@ -363,14 +352,8 @@ _SAME_SHAPE = frozenset(
 )
 
 
-# torch's constructors of new tensors, by shape and by another tensor's shape.
-_CONSTRUCTORS = frozenset({"rand", "randn", "empty", "zeros", "ones", "full", "randint"})
+# torch's constructors of a tensor shaped as another.
 _LIKE_CONSTRUCTORS = frozenset({"rand_like", "randn_like", "empty_like", "zeros_like", "ones_like", "full_like"})
-
-
-def _python_items(node: ast.expr) -> list[ast.expr]:
-    """A tuple's or list's items; the expression alone otherwise."""
-    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else [node]
 
 
 def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
