@@ -13,6 +13,7 @@ resolving on every keystroke costs stats, not subprocesses.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover_bytes, source_text
-from kernelcast.kernels_runtime.source.entry_points import kernel_meant
+from kernelcast.kernels_runtime.source.discovery import PYTHON_SUFFIXES, DiscoveredKernel, Discovery, discover_bytes, source_text
+from kernelcast.kernels_runtime.source.entry_points import launched_by
 from kernelcast.kernels_runtime.source.launch_spec import kernelbench_problem
 from kernelcast.project_config import ProjectConfig
 
@@ -163,11 +164,23 @@ def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, path
 def _launched_by_host_code(path: Path, wanted: str, candidates: list[DiscoveredKernel]) -> DiscoveredKernel | None:
     """The candidate the host function or class `wanted` of the file on disk launches first."""
     try:
+        status = path.stat()
+    except OSError:
+        return None
+    by_name = {k.name: k for k in candidates}
+    launched = _host_launches(path, (status.st_mtime_ns, status.st_size), wanted)
+    return next((by_name[name] for name in launched if name in by_name), None)
+
+
+@functools.lru_cache(maxsize=64)
+def _host_launches(path: Path, stamp: tuple[int, int], wanted: str) -> tuple[str, ...]:
+    """What `wanted` launches in the file as it was at `stamp` (mtime, size): read once, not once per
+    kernel on every edit of a file whose kernels all name it."""
+    try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return None
-    meant, _ = kernel_meant(text, str(path), wanted, [k.name for k in candidates])
-    return next((k for k in candidates if k.name == meant), None)
+        return ()
+    return launched_by(text, path.suffix.lower() in PYTHON_SUFFIXES, wanted)
 
 
 def _listed(kernels: tuple[DiscoveredKernel, ...] | list[DiscoveredKernel], shown: int = 10) -> str:
