@@ -248,7 +248,7 @@ def _tolerance_argument(text: str) -> str | float:
 
 def _measure(args: argparse.Namespace) -> int:
     from kernelcast.analysis import measurement_sides
-    from kernelcast.kernels_runtime.measure import correctness_text, measure_pair
+    from kernelcast.kernels_runtime.measure import measure_pair, measurement_notes
     from kernelcast.wire import Measurement
 
     analysis = _analyse_file(args)
@@ -269,7 +269,7 @@ def _measure(args: argparse.Namespace) -> int:
             tolerance=args.tolerance,
         )
         if isinstance(outcome, Measurement):
-            message = f"{outcome.message()}; {correctness_text(outcome.details)}"
+            message = f"{outcome.message()}; {measurement_notes(outcome.details)}"
             line = {"kernel": result.kernel.name, "message": message, "measurement": outcome.to_json()}
         else:
             exit_code = 1

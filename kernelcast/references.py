@@ -158,6 +158,8 @@ def _choose(found: Discovery, wanted: str | None, kernel: DiscoveredKernel, path
         return found.reference_model
     if len(candidates) == 1:
         return candidates[0]
+    if not candidates and same_file:
+        return f"that is this file, and `{kernel.name}` its only kernel; name another file (a copy, to measure it against itself)"
     return f"name the kernel with `::name`; it has {names}" if candidates else "it has no kernels"
 
 

@@ -201,6 +201,24 @@ def _without_signature(demangled: str) -> str:
     return re.sub(r"^(void|auto)\s+", "", demangled)
 
 
+def kernel_keys(mangled_names: list[str]) -> dict[str, str]:
+    """Plain kernel names where unique; demangled names (`scale<float, 2>`) for instantiations and overloads."""
+    bases = [base_name(m) for m in mangled_names]
+    clashing = [m for m, b in zip(mangled_names, bases) if bases.count(b) > 1]
+    readable = demangle(clashing) if clashing else {}
+    return {m: readable.get(m, b) for m, b in zip(mangled_names, bases)}
+
+
+def symbols_named(name: str, mangled_names: list[str]) -> dict[str, str]:
+    """The compiled symbols a launch's kernel name means, each with its readable key: the one of that
+    plain name, or the instantiation it spells (`scale<float,2>` in any spacing); several when a plain
+    name has several instantiations."""
+    keys = kernel_keys(mangled_names)
+    wanted = name.replace(" ", "")
+    exact = {m: key for m, key in keys.items() if key.replace(" ", "") == wanted}
+    return exact or {m: key for m, key in keys.items() if base_name(m) == wanted}
+
+
 # --- preparing embedded (load_inline) sources -------------------------------------------
 
 _TORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"](torch|ATen|c10|pybind11|Python)[/.][^>\"]*[>\"].*$", re.MULTILINE)
@@ -373,22 +391,32 @@ def target_arch(arch: str, code: str) -> str:
     return arch
 
 
-def compile_cuda(code: str, arch: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileReport:
-    """Compile to a cubin for `arch` (e.g. "sm_90"): NVRTC first when available, nvcc as fallback. Where
-    the instantiations of template kernels break the compile, the source is compiled without them."""
+def compile_cuda(code: str, arch: str, timeout_s: float = DEFAULT_TIMEOUT_S, nvrtc: bool = True) -> CompileReport:
+    """Compile to a cubin for `arch` (e.g. "sm_90"): NVRTC first when available (unless `nvrtc` is
+    False), nvcc as fallback. Where the instantiations of template kernels break the compile, the
+    source is compiled without them."""
     source, notes = device_source(code)
-    report = _compiled(source, notes, arch, timeout_s)
+    report = _compiled(source, notes, arch, timeout_s, nvrtc)
     if report.error and INSTANTIATED_NOTE in notes:
-        report = _compiled(*device_source(code, instantiate=False), arch, timeout_s)
+        report = _compiled(*device_source(code, instantiate=False), arch, timeout_s, nvrtc)
     return report
 
 
-def _compiled(source: str, notes: list[str], arch: str, timeout_s: float) -> CompileReport:
+def built_for_launch(code: str, kernel: str, arch: str, timeout_s: float) -> tuple[CompileReport, dict[str, str]]:
+    """The file built by nvcc, as its author builds it, to launch `kernel`, and the compiled symbols
+    that name means (symbols_named). A template kernel named with its arguments (`scale<float, 2>`)
+    is instantiated there: taking its address in host code makes nvcc do so, as a launch would."""
+    instance = f"\n[[maybe_unused]] static auto kernelcast_instance = &{kernel};\n" if "<" in kernel else ""
+    report = compile_cuda(code + instance, arch, timeout_s, nvrtc=False)
+    return report, ({} if report.error else symbols_named(kernel, list(report.functions)))
+
+
+def _compiled(source: str, notes: list[str], arch: str, timeout_s: float, nvrtc: bool) -> CompileReport:
     arch = target_arch(arch, source)
     attempts: list[CompileReport] = []
     with tempfile.TemporaryDirectory(prefix="kernelcast-cuda-") as workdir:
         (Path(workdir) / "kernel.cu").write_text(source)
-        if cuda_core_available():
+        if nvrtc and cuda_core_available():
             attempts.append(_compile_in_worker(workdir, arch, timeout_s))
         if (not attempts or attempts[-1].error) and nvcc_path():
             attempts.append(_compile_with_nvcc(workdir, arch, timeout_s))

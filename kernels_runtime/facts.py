@@ -24,8 +24,8 @@ from kernelcast.kernels_runtime.cuda_facts import (
     base_name,
     compile_cuda,
     cuda_core_available,
-    demangle,
     global_kernels,
+    kernel_keys,
     nvcc_path,
 )
 from kernelcast.kernels_runtime.hardware import GpuSpec
@@ -256,7 +256,7 @@ def _facts_of(
     for cubin in report.cubins:
         mixes, sass_note = disassemble(cubin)
         sass_by_function.update(mixes or {})
-    names = _kernel_keys(list(report.functions))
+    names = kernel_keys(list(report.functions))
     kernels: dict[str, KernelFacts] = {}
     for mangled, entry in report.functions.items():
         name = base_name(mangled)
@@ -294,14 +294,6 @@ def _facts_of(
             facts.notes += (note,)
         error = None if kernels else note
     return FactsResult(kernels=kernels, error=error)
-
-
-def _kernel_keys(mangled_names: list[str]) -> dict[str, str]:
-    """Plain kernel names where unique; demangled names (`scale<float, 2>`) for instantiations and overloads."""
-    bases = [base_name(m) for m in mangled_names]
-    clashing = [m for m, b in zip(mangled_names, bases) if bases.count(b) > 1]
-    readable = demangle(clashing) if clashing else {}
-    return {m: readable.get(m, b) for m, b in zip(mangled_names, bases)}
 
 
 def _occupancy_or_note(gpu: GpuSpec, threads: int | None, entry: PtxasEntry, dynamic: int, notes: list[str]) -> Occupancy | None:

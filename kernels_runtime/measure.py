@@ -487,6 +487,7 @@ def outcome_from_reply(reply: dict[str, Any], request: dict[str, Any]) -> Measur
         "rounds": len(timing["round_ratios"]),
         "round_ratios": timing["round_ratios"],
         "clocks": result["clocks"],
+        "built": result.get("built") or {},
         "driver": result["driver"],
         "gpu_name": result["gpu_name"],
         "gpu_fingerprint": result["gpu_fingerprint"],
@@ -509,14 +510,16 @@ def outcome_from_reply(reply: dict[str, Any], request: dict[str, Any]) -> Measur
     )
 
 
-def correctness_text(details: dict[str, Any]) -> str:
-    """The tolerance a measurement was checked at, and any note on its error, in one line."""
+def measurement_notes(details: dict[str, Any]) -> str:
+    """The tolerance a measurement was checked at, any note on its error, and how a side was built
+    where that is news (nvcc for a file NVRTC could not compile), in one line."""
     tolerance = details.get("tolerance") or {}
     values = sorted({value for value in (tolerance.get("atol_rtol") or {}).values()})
     rule = {"strict": "strict table", "kernelbench": "KernelBench's rule", "custom": "set by the user"}.get(tolerance.get("rule"), "")
     text = f"outputs within atol = rtol = {'/'.join(f'{value:.0e}' for value in values) or 'exact'} ({rule})"
     notes = [entry["note"] for entry in (details.get("correctness") or {}).values() if entry.get("note")]
     notes += [entry["parameters"] for entry in (details.get("correctness") or {}).values() if entry.get("parameters")][:1]
+    notes += [f"{label} {how}" for label, how in (details.get("built") or {}).items()]
     return "; ".join([text, *notes])
 
 

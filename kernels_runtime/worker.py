@@ -24,6 +24,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -207,6 +208,8 @@ class Side:
     label: str
     # Triton and torch compile on the first call: it may take the load timeout, not the kernel's.
     compiles_on_first_call = True
+    # How it was built where that is news: nvcc for a file NVRTC could not compile.
+    built_by: str | None = None
 
     def prepare(self, torch: Any, seed: int) -> Callable[[], Any]:
         raise NotImplementedError
@@ -386,7 +389,7 @@ def import_user_module(code: str) -> Any:
 
 
 def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
-    """Compile with NVRTC through cupy; launch on the default stream that torch also uses."""
+    """Compile with NVRTC through cupy (nvcc where NVRTC cannot); launch on the default stream that torch also uses."""
     try:
         import cupy
     except ImportError:
@@ -395,12 +398,13 @@ def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
 
     # extern "C" kernels keep their names; C++ ones are found through NVRTC's lowered names.
     unmangled = re.search(r'extern\s+"C"[^;{]*\b' + re.escape(spec.kernel) + r"\s*\(", code)
+    built_by = None
     try:
         # A whole program's host part (main, stdio.h) is not NVRTC's to compile: the kernels are.
         module = cupy.RawModule(code=device_part(code), options=("-std=c++17",), name_expressions=None if unmangled else [spec.kernel])
         kernel = module.get_function(spec.kernel)
     except CompileException as error:
-        raise Failure("compile", f"{label} does not compile (NVRTC):\n{_first_lines(str(error), 12)}") from None
+        kernel, built_by = built_by_nvcc(label, code, spec, cupy, str(error))
     if spec.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = spec.smem
     scalar_types = {
@@ -421,7 +425,41 @@ def load_cuda(label: str, code: str, spec: LaunchSpec, torch: Any) -> Side:
         args = [np.uint64(value.data_ptr()) if arg.is_array else scalar_types[arg.dtype](value) for arg, value in zip(spec.args, values)]
         kernel(spec.grid, spec.block, tuple(args), shared_mem=spec.smem)
 
-    return KernelSide(label, spec, launch)
+    side = KernelSide(label, spec, launch)
+    side.built_by = built_by
+    return side
+
+
+# nvcc on a file of cub or many templates takes minutes of a core, not the 30 s a facts compile gets.
+NVCC_BUILD_TIMEOUT_S = 180.0
+
+
+def built_by_nvcc(label: str, code: str, spec: LaunchSpec, cupy: Any, nvrtc_error: str) -> tuple[Any, str]:
+    """The kernel built as its author builds the file, by nvcc, and how it was built: NVRTC opens
+    none of the C/C++ standard headers (cstdint, cfloat), nor mma.h, cub or thrust."""
+    from kernelcast.kernels_runtime.cuda_facts import built_for_launch, first_error_line, kernel_keys, nvcc_path
+
+    # cupy compiles a copy in a temporary folder; its lines are the file's own.
+    nvrtc_error = re.sub(r"(?m)^\S+\.cu\((\d+)\):\s*", r"line \1: ", nvrtc_error)
+    rejected = f"{label} does not compile (NVRTC):\n{_first_lines(nvrtc_error, 12)}"
+    if nvcc_path() is None:
+        raise Failure("compile", f"{rejected}\n(with the CUDA toolkit's nvcc installed, files NVRTC cannot compile are built by nvcc)")
+    report, symbols = built_for_launch(code, spec.kernel, f"sm_{cupy.cuda.Device().compute_capability}", NVCC_BUILD_TIMEOUT_S)
+    if report.error or not report.cubins:
+        raise Failure("compile", f"{rejected}\nnor with {report.compiler}:\n{report.error or 'no cubin written'}")
+    if len(symbols) != 1:
+        built = ", ".join(sorted(symbols.values() or kernel_keys(list(report.functions)).values())) or "none"
+        raise Failure(
+            "no-launch-spec",
+            f"{label}: '{spec.kernel}' names {len(symbols) or 'no'} compiled kernel(s) (built: {built});"
+            " name one with kernel= in the launch pragma",
+        )
+    with tempfile.TemporaryDirectory(prefix="kernelcast-cubin-") as folder:
+        cubin = Path(folder) / "kernel.cubin"
+        cubin.write_bytes(report.cubins[0])
+        kernel = cupy.RawModule(path=str(cubin)).get_function(next(iter(symbols)))
+        kernel.attributes  # noqa: B018 - loads the module while its file is there
+    return kernel, f"built by {report.compiler}: NVRTC could not ({first_error_line(nvrtc_error)})"
 
 
 def load_triton(label: str, code: str, spec: LaunchSpec) -> Side:
@@ -573,6 +611,7 @@ class Measurer:
             "timing": result.to_json(),
             "correctness": self.correctness,
             "clocks": {"before": clocks_before, "after": clock_state(self.gpu_index)},
+            "built": {side.label: side.built_by for side in sides if side.built_by},
             **self.environment(torch),
         }
 

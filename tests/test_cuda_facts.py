@@ -490,3 +490,30 @@ def test_the_device_part_of_a_program_compiles_alone() -> None:
 
     result = compile_facts(device_part(PROGRAM), "cuda", H100)
     assert result.error is None and "scale" in result.kernels, result.error
+
+
+MEASURE = Path(__file__).parent / "data" / "measure"
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("name", "kernel", "built"),
+    [("block_sum_cub.cu", "block_sum", "block_sum"), ("wmma_gemm.cu", "wmma_gemm", "wmma_gemm")],
+)
+def test_files_nvrtc_cannot_compile_are_built_by_nvcc_for_their_launch(name: str, kernel: str, built: str) -> None:
+    """cub, cstdint, cfloat and mma.h: headers NVRTC cannot open, which the measuring worker then builds with nvcc."""
+    report, symbols = cuda_facts.built_for_launch((MEASURE / name).read_text(), kernel, "sm_90", 120)
+    assert report.error is None and report.compiler.startswith("nvcc") and report.cubins, report.error
+    assert list(symbols.values()) == [built] and set(symbols) <= set(report.functions)
+
+
+@needs_nvcc
+def test_a_template_kernel_named_with_its_arguments_is_instantiated_for_its_launch() -> None:
+    code = source("templated.cu")
+    _, every = cuda_facts.built_for_launch(code, "scale", "sm_90", 60)
+    assert len(every) == 2  # a plain name of two instantiations: the worker asks which
+    if cuda_facts.demangler():
+        _, one = cuda_facts.built_for_launch(code, "scale<float,4>", "sm_90", 60)
+        assert list(one.values()) == ["scale<float, 4>"]
+        _, new = cuda_facts.built_for_launch(code, "scale<float, 8>", "sm_90", 60)
+        assert list(new.values()) == ["scale<float, 8>"]

@@ -8,7 +8,7 @@ import pytest
 
 from kernelcast import cli
 from kernelcast.kernels_runtime import timing
-from kernelcast.kernels_runtime.measure import correctness_text, outcome_from_reply, prepare_request
+from kernelcast.kernels_runtime.measure import measurement_notes, outcome_from_reply, prepare_request
 from kernelcast.kernels_runtime.worker import parameter_difference
 from kernelcast.settings import Settings, parse_settings
 
@@ -91,7 +91,10 @@ def test_the_tolerance_used_travels_with_the_request_and_comes_back_in_the_resul
     }
     details = outcome_from_reply(reply, request).details
     assert details["tolerance"] == {"rule": "kernelbench", "atol_rtol": {"f32": 0.01}}
-    assert correctness_text(details) == "outputs within atol = rtol = 1e-02 (KernelBench's rule); within tolerance 1e-02; TF32"
+    assert measurement_notes(details) == "outputs within atol = rtol = 1e-02 (KernelBench's rule); within tolerance 1e-02; TF32"
+    built = {"candidate": 'built by nvcc 13.0: NVRTC could not (catastrophic error: cannot open source file "mma.h")'}
+    reply["measurement"]["built"] = built
+    assert measurement_notes(outcome_from_reply(reply, request).details).endswith(f"; candidate {built['candidate']}")
     failed = outcome_from_reply({"failure": {"kind": "wrong", "message": "wrong results: ..."}}, request)
     assert failed.details["tolerance"]["atol_rtol"] == {"bf16": 0.01, "f16": 0.01, "f32": 0.01, "f64": 0.01}
 

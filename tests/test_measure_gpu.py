@@ -110,3 +110,15 @@ def test_a_whole_program_without_pragmas_is_measured_as_its_main_launches() -> N
     program["code"] = program["code"].split("\n", 1)[1]
     blocks_of_32 = {**program, "code": program["code"].replace("int blockSize = 256;", "int blockSize = 32;")}
     assert measured(blocks_of_32, program).ci95[1] < 0.7
+
+
+def test_files_nvrtc_cannot_compile_are_built_by_nvcc_and_measured() -> None:
+    """cub with cstdint and cfloat, and WMMA through mma.h: NVRTC opens none of those headers, so such
+    hand-written CUDA failed to compile at all; nvcc builds it as its author does, and the line says so."""
+    outcome = measured(side("block_sum_cub.cu"), side("block_sum_shared.cu"))
+    built = outcome.details["built"]["candidate"]
+    assert built.startswith("built by nvcc") and "(line 3: " in built and "/tmp" not in built, built
+    assert "reference" not in outcome.details["built"]  # NVRTC still builds what it can
+    wmma = measured(side("wmma_gemm.cu"), side("wmma_gemm.cu"))
+    assert set(wmma.details["built"]) == {"candidate", "reference"}
+    assert wmma.ci95[0] < 1.0 < wmma.ci95[1] or abs(wmma.speedup - 1.0) < 0.03

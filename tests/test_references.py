@@ -108,6 +108,14 @@ def test_pragma_can_name_another_kernel_of_the_same_file(tmp_path: Path) -> None
     assert itself == NoReference(said)
 
 
+def test_a_file_named_as_its_own_reference_is_told_so(tmp_path: Path) -> None:
+    """`kernelcast measure k.cu --reference k.cu` was told k.cu "has no kernels" while it has one."""
+    path = write(tmp_path / "k.cu", "// kernelcast: reference=k.cu\n" + CANDIDATE)
+    said = "no reference: pragma: k.cu: that is this file, and `add` its only kernel; name another file"
+    said += " (a copy, to measure it against itself)"
+    assert resolve(path, tmp_path) == NoReference(said)
+
+
 def test_pragma_to_a_kernelbench_reference_is_pytorch(tmp_path: Path) -> None:
     shutil.copy(DATA / "reference.py", tmp_path / "ref_model.py")
     path = write(tmp_path / "k.cu", "// kernelcast: reference=ref_model.py\n" + CANDIDATE)
