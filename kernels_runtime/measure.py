@@ -29,14 +29,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelcast.kernels_runtime.source.host_launch import host_launch, runnable_host_launch
+from kernelcast.kernels_runtime.source.host_launch import host_launch, proposed_pragma, runnable_host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
     LaunchSpec,
     LaunchSpecError,
     find_launch_spec,
     kernel_names,
     launched_as,
-    template_for,
 )
 from kernelcast.kernels_runtime.timing import SEEDS, TOLERANCES, Tolerance, resolve_tolerance
 from kernelcast.kernels_runtime.worker import RECHECK_SEED, cache_dir
@@ -364,7 +363,7 @@ def _as_written(side: dict[str, Any]) -> LaunchSpec | None:
 
 
 def _missing_spec(side: dict[str, Any]) -> MeasureFailure:
-    template = template_for(side["code"], side["name"], side["language"], _host_launch(side))
+    template = proposed_pragma(side["code"], side["name"], side["language"], _host_launch(side))
     return MeasureFailure(
         "no-launch-spec",
         f"{side['name']} has no launch spec, so it cannot be run; add this line above it and set the sizes:\n{template}",

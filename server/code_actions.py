@@ -7,7 +7,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from kernelcast.analysis import FileAnalysis, KernelResult
-from kernelcast.kernels_runtime.source.launch_spec import template_for
+from kernelcast.kernels_runtime.source.host_launch import proposed_pragma
 from kernelcast.references import Reference, pragma_line, pragma_reference
 from kernelcast.server.state import KernelcastServer
 
@@ -48,7 +48,7 @@ def code_actions(ls: KernelcastServer, params: types.CodeActionParams) -> list[t
 def _launch_template_action(analysis: FileAnalysis, result: KernelResult, related: list[types.Diagnostic]) -> types.CodeAction:
     """Measuring needs grid, block and arguments: insert a pragma to fill in above the kernel."""
     kernel = result.kernel
-    template = template_for(analysis.text, kernel.name, kernel.language, result.host_launch)
+    template = proposed_pragma(analysis.text, kernel.name, kernel.language, result.host_launch)
     line = kernel.body.start_line  # the body span starts at decorators / template lines
     indent = analysis.lines[line][: len(analysis.lines[line]) - len(analysis.lines[line].lstrip())]
     start = types.Position(line=line, character=0)

@@ -514,6 +514,31 @@ def test_the_proposed_pragma_of_a_2d_launch_keeps_its_grid_block_and_stated_scal
     assert "n:i32=16777216" in template_for(vector, "scale", "cuda", host_launch(vector, "scale", "cuda", python_file=False))
 
 
+def test_the_proposed_pragma_sizes_arrays_as_the_program_allocates_them() -> None:
+    """A matrix multiply passed its side n: the proposal made every matrix n elements long, so the
+    kernel, run as proposed, read and wrote n² of them out of bounds. The allocations say n²."""
+    from kernelcast.kernels_runtime.source.host_launch import proposed_pragma
+    from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
+
+    program = (
+        "__global__ void matmul(const float* a, const float* b, float* c, int n) {}\n"
+        "int main() {\n    int n = 1024;\n    size_t bytes = n * n * sizeof(float);\n    float *a, *b, *c;\n"
+        "    cudaMalloc(&a, bytes);\n    cudaMalloc((void**)&b, bytes);\n    CHECK(cudaMalloc(&c, bytes));\n"
+        "    dim3 block(16, 16), grid(n / 16, n / 16);\n    matmul<<<grid, block>>>(a, b, c, n);\n}\n"
+    )
+    spec = parse_launch_pragma(
+        proposed_pragma(program, "matmul", "cuda", host_launch(program, "matmul", "cuda", python_file=False)), "cuda"
+    )
+    assert [(arg.name, arg.shape, arg.is_output) for arg in spec.args if arg.is_array] == [
+        ("a", (1 << 20,), False),
+        ("b", (1 << 20,), False),
+        ("c", (1 << 20,), True),
+    ]
+    unsized = program.replace("size_t bytes = n * n * sizeof(float);", "size_t bytes = read_size();")
+    text = proposed_pragma(unsized, "matmul", "cuda", host_launch(unsized, "matmul", "cuda", python_file=False))
+    assert "a:f32[n]" in text  # a size the text does not fix is left to the user, as before
+
+
 def test_a_side_without_a_pragma_is_measured_at_the_config_its_own_host_code_launches() -> None:
     """Measuring a num_warps or block-size edit whose pragma only the candidate carries timed the
     reference at the candidate's config too: the same launch on both sides, 1.00x."""

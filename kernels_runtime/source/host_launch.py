@@ -48,6 +48,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     declared_dtype,
     declared_output,
     parse_launch_pragma,
+    template_for,
 )
 from kernelcast.kernels_runtime.source.timed_path import Inputs, with_sizes_known_at
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, triton_kernels
@@ -108,10 +109,10 @@ def runnable_host_launch(file_text: str, kernel_name: str) -> LaunchSpec | None:
     spec = _bind(site, "cuda", file_text, False, DEFAULT_ELEMENTS)
     if spec.guessed:
         return None
-    exact = host_values.Values(site.names, site.dialect)
+    allocated = _allocated_bytes(site, declarations)
     inputs_marked_const = any("const" in declaration and "*" in declaration for _, declaration in declarations)
     args = []
-    for (name, declaration), passed, read in zip(declarations, site.args, spec.args):
+    for (name, declaration), read in zip(declarations, spec.args):
         dtype = declared_dtype(declaration)
         if dtype is None:
             return None
@@ -120,8 +121,7 @@ def runnable_host_launch(file_text: str, kernel_name: str) -> LaunchSpec | None:
                 return None
             args.append(f"{name}:{dtype}={read.value}")
             continue
-        allocated = site.names.get(_ALLOCATED + passed.id) if isinstance(passed, ast.Name) else None
-        size = _int(host_values.value(allocated, exact)) if allocated is not None else None
+        size = allocated.get(name)
         if not size or size % DTYPE_BYTES[dtype]:
             return None
         written = declared_output(name, declaration, inputs_marked_const)
@@ -130,6 +130,34 @@ def runnable_host_launch(file_text: str, kernel_name: str) -> LaunchSpec | None:
     # As a pragma's text, which is what travels to the measuring worker: the program runs as one stating it would.
     pragma = f"// kernelcast: launch kernel={kernel_name} grid=({dims[0]}) block=({dims[1]}) smem={spec.smem} args=({', '.join(args)})"
     return parse_launch_pragma(pragma, "cuda")
+
+
+def allocated_bytes(file_text: str, kernel_name: str) -> dict[str, int]:
+    """The bytes a CUDA program `cudaMalloc`s for each pointer parameter of its first launch of the
+    kernel, where the text fixes them: what a proposed pragma sizes that parameter's array by."""
+    site = next(iter(_cuda_sites(file_text).get(kernel_name, ())), None)
+    function = cuda_text.function_named(file_text, kernel_name)
+    declarations = function.parameter_declarations(file_text) if function else []
+    return _allocated_bytes(site, declarations) if site is not None and len(declarations) == len(site.args) else {}
+
+
+def proposed_pragma(file_text: str, kernel_name: str, language: str, host: LaunchSpec | None) -> str:
+    """The pragma "Add a launch spec" inserts and a measure without one proposes (template_for), the
+    arrays a CUDA program allocates sized as it allocates them: a matrix passed with its side `n`
+    is n² elements, not n."""
+    allocated = allocated_bytes(file_text, kernel_name) if language == "cuda" else {}
+    return template_for(file_text, kernel_name, language, host, allocated)
+
+
+def _allocated_bytes(site: _Site, declarations: Sequence[tuple[str, str]]) -> dict[str, int]:
+    exact = host_values.Values(site.names, site.dialect)
+    sizes = {}
+    for (name, declaration), passed in zip(declarations, site.args):
+        allocated = site.names.get(_ALLOCATED + passed.id) if "*" in declaration and isinstance(passed, ast.Name) else None
+        size = _int(host_values.value(allocated, exact)) if allocated is not None else None
+        if size:
+            sizes[name] = size
+    return sizes
 
 
 # --- binding a site ----------------------------------------------------------------------------------

@@ -848,12 +848,16 @@ def factory_shape(
 # --- the code action's text ----------------------------------------------------------------
 
 
-def template_for(file_text: str, kernel_name: str, language: str, host: LaunchSpec | None = None) -> str:
+def template_for(
+    file_text: str, kernel_name: str, language: str, host: LaunchSpec | None = None, allocated: Mapping[str, int] | None = None
+) -> str:
     """`launch_spec_template` for a kernel of a file: its parameters, for CUDA their declared types,
-    and what the launch its host code makes (`host`, host_launch.py) states of its config."""
+    what the launch its host code makes (`host`, host_launch.py) states of its config, and the bytes
+    a program `cudaMalloc`s for each array (`allocated`, host_launch.allocated_bytes)."""
     kernel = cuda_text.function_named(file_text, kernel_name) if language == "cuda" else None
     declarations = dict(kernel.parameter_declarations(file_text)) if kernel else {}
-    return launch_spec_template(kernel_name, language, kernel_parameters(file_text, kernel_name, language), declarations, host)
+    parameters = kernel_parameters(file_text, kernel_name, language)
+    return launch_spec_template(kernel_name, language, parameters, declarations, host, allocated)
 
 
 # C types a template reads a parameter's dtype from, longest spelling first ("unsigned char" before "char").
@@ -890,12 +894,15 @@ def declared_output(name: str, declaration: str, inputs_marked_const: bool) -> b
     return "const" not in declaration if inputs_marked_const else bool(re.search(r"out|dst|result|^(y|c)(_|$)", name, re.IGNORECASE))
 
 
-def _declared_argument(name: str, declaration: str, size: str, inputs_marked_const: bool) -> str | None:
+def _declared_argument(name: str, declaration: str, size: str, inputs_marked_const: bool, allocated: int | None) -> str | None:
     """One argument of a CUDA template read from its declaration: a pointer is an array of its element
-    type (f32 where that is a template's), an output when not const where the kernel marks its inputs
-    const; a float a scalar of 1.0. None for a scalar of a type it does not know (a template's T)."""
+    type (f32 where that is a template's), as long as the program allocates it where it says, an output
+    when not const where the kernel marks its inputs const; a float a scalar of 1.0. None for a scalar
+    of a type it does not know (a template's T)."""
     dtype = declared_dtype(declaration)
     if "*" in declaration:
+        if allocated and allocated % DTYPE_BYTES[dtype or "f32"] == 0:
+            size = str(allocated // DTYPE_BYTES[dtype or "f32"])
         return f"{name}:{dtype or 'f32'}[{size}]{':out' if declared_output(name, declaration, inputs_marked_const) else ''}"
     if dtype is None:
         return None
@@ -911,7 +918,12 @@ _FLOAT_SCALAR_NAME = re.compile(r"^(eps|epsilon|alpha|beta|gamma|scale|momentum|
 
 
 def launch_spec_template(
-    kernel_name: str, language: str, param_names: list[str], declarations: Mapping[str, str] | None = None, host: LaunchSpec | None = None
+    kernel_name: str,
+    language: str,
+    param_names: list[str],
+    declarations: Mapping[str, str] | None = None,
+    host: LaunchSpec | None = None,
+    allocated: Mapping[str, int] | None = None,
 ) -> str:
     """A pragma line to insert above a kernel, for the user to edit: a guess from the parameters'
     declarations where known (CUDA), else from their names; its config (a 1-D CUDA block, Triton's
@@ -927,7 +939,9 @@ def launch_spec_template(
     for name in param_names:
         if name in constexprs:
             continue
-        if name in declared and (argument := _declared_argument(name, declared[name], size, inputs_marked_const)):
+        if name in declared and (
+            argument := _declared_argument(name, declared[name], size, inputs_marked_const, (allocated or {}).get(name))
+        ):
             args.append(_with_stated_value(argument, stated.get(name)))
         elif name == size:
             args.append(_with_stated_value(f"{name}:i32=1<<20", stated.get(name)))
