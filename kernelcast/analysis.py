@@ -24,7 +24,7 @@ from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
 from kernelcast.kernels_runtime.source.cuda_text import template_instances, without_extension_code
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
-from kernelcast.kernels_runtime.source.entry_points import kernel_meant, no_kernel_meant
+from kernelcast.kernels_runtime.source.entry_points import kernel_meant, launched_by, no_kernel_meant
 from kernelcast.kernels_runtime.source.host_launch import host_launch
 from kernelcast.kernels_runtime.source.launch_spec import (
     GUESSED_CONFIG,
@@ -414,10 +414,12 @@ def embedded_launches(file_text: str, inputs: Inputs = ()) -> tuple[LaunchSpec, 
     """The launches a KernelBench ModelNew's host code makes of its own kernels (load_inline CUDA,
     Triton): what a block-size or `num_warps` edit of such a file changes. Sizes are read from the
     inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs); sizes it
-    cannot read are guessed as host_launch guesses them."""
+    cannot read are guessed as host_launch guesses them. Only the kernels ModelNew's forward launches
+    count where those can be followed: a file also holds backward kernels and ones nothing calls."""
     launches = []
+    timed = set(launched_by(file_text, True, KERNELBENCH_CLASS))
     for kernel in discover(file_text, "kernelbench.py").kernels:
-        if kernel.name != KERNELBENCH_CLASS and kernel.language in FACT_LANGUAGES:
+        if kernel.name != KERNELBENCH_CLASS and kernel.language in FACT_LANGUAGES and (not timed or kernel.name in timed):
             found = host_launch(file_text, kernel.name, kernel.language, python_file=True, inputs=inputs)
             if found is not None and found.kind == "kernel":
                 launches.append(found)

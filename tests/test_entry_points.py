@@ -116,6 +116,47 @@ def relu(x):
     assert launched_by(inline, True, "relu_cuda") == ("relu_kernel",), "the C++ binding's own name"
 
 
+def _model(init: str, returned: str) -> str:
+    return f"class ModelNew:\n    def __init__(self):\n        {init}\n    def forward(self, x):\n        return {returned}\n"
+
+
+def test_a_model_is_followed_through_the_names_it_gives_and_only_into_forward() -> None:
+    """What a KernelBench ModelNew's forward launches, followed as people write it: an autograd
+    Function with a backward kernel, an import alias, a bound extension function, a module built in
+    __init__. Each was read as launching nothing, or a backward kernel as timed too."""
+    library = TRITON.replace(
+        "class Add(torch.autograd.Function):",
+        "class Scaled(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        return add(x, x)\n\n    @staticmethod\n    def backward(ctx, grad):\n"
+        "        scale_kernel[(1,)](grad, grad.numel(), BLOCK=256)\n        return grad\n\n\n"
+        "class Add(torch.autograd.Function):",
+    )
+    models = [
+        "from lib import Scaled as op\nclass ModelNew:\n    def forward(self, x):\n        return op.apply(x)\n",
+        _model("self.loss = Scaled.apply", "self.loss(x)"),
+        _model("self.inner = AddModule()", "self.inner(x, x)"),
+        "from lib import add as add_op\nclass ModelNew:\n    def forward(self, x, y):\n        return add_op(x, y)\n",
+    ]
+    for model in models:
+        assert launched_by(library + model, True, "ModelNew") == ("add_kernel",), model
+    assert launched_by(library, True, "Scaled") == ("add_kernel",), "a backward pass is not what calling the class runs"
+    inline = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        'cuda_source = """\n'
+        "__global__ void sigmoid_kernel(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }\n"
+        "torch::Tensor sigmoid(torch::Tensor x) {\n"
+        "    auto y = torch::empty_like(x);\n"
+        "    sigmoid_kernel<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>());\n"
+        "    return y;\n"
+        "}\n"
+        '"""\n'
+        'ext = load_inline(name="s", cpp_sources="torch::Tensor sigmoid(torch::Tensor x);", cuda_sources=cuda_source)\n'
+    )
+    assert launched_by(inline + _model("self.act = ext.sigmoid", "self.act(x)"), True, "ModelNew") == ("sigmoid_kernel",)
+    # `self.sigmoid = ext`, then `self.sigmoid.sigmoid(x)`: the extension's function, not the module's name again
+    assert launched_by(inline + _model("self.sigmoid = ext", "self.sigmoid.sigmoid(x)"), True, "ModelNew") == ("sigmoid_kernel",)
+
+
 def test_a_cuda_host_function_names_what_it_launches_through_helpers_and_templates() -> None:
     text = """
 template <int BLOCK> __global__ void scale(float* x, int n) { x[blockIdx.x * BLOCK + threadIdx.x] *= 2; }

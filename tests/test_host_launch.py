@@ -383,6 +383,29 @@ def get_init_inputs():
 """
 
 
+def test_a_modelnew_counts_only_the_launches_its_forward_makes_in_the_editor_and_the_batch(tmp_path: Path) -> None:
+    """A file holding a backward kernel (or one nothing calls) beside the forward one was read as
+    making both launches, so a fused library kernel was forecast as two passes."""
+    backward = (
+        "\n\n@triton.jit\ndef row_sums_backward(grad_ptr, x_grad_ptr, n_cols, BLOCK: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(x_grad_ptr + row * n_cols + offs, tl.load(grad_ptr + row) + offs * 0.0, mask=offs < n_cols)\n\n\n"
+        "def summed_backward(grad, x):\n    x_grad = torch.empty_like(x)\n"
+        "    row_sums_backward[(x.shape[0],)](grad, x_grad, x.shape[1], BLOCK=1024)\n    return x_grad\n"
+    )
+    solution = ROW_SUMS.replace("\n\nclass ModelNew", backward + "\n\nclass ModelNew")
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    path = tmp_path / "solution.py"
+    path.write_text(solution)
+    analysis = analyse_text(path.as_uri(), 1, solution, path, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "problem.py::Model"))
+    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
+    request = build_request(analysis, result, problem_sizes(result, path, tmp_path), 0.8)
+    assert [launch["kernel"] for launch in request.candidate.facts["launches"]] == ["row_sums"]
+    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
+    batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
+    assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
+
+
 def test_a_modelnew_without_get_inputs_reads_its_launch_sizes_from_its_problems_in_the_editor_and_the_batch(tmp_path: Path) -> None:
     """KernelBench passes both models the same inputs, so a `ModelNew` file beside its problem's file
     launches on the shapes the problem's `get_inputs()` makes; read alone it would guess them."""

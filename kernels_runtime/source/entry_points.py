@@ -63,6 +63,7 @@ class _PythonHostCode:
         self.aliases: dict[str, str] = {}  # a name bound to a Triton kernel: its first binding in the text
         for _, targets, kernel in sorted(bindings, key=lambda binding: binding[0]):
             self.aliases.update((target.id, kernel) for target in targets if isinstance(target, ast.Name) and target.id not in self.aliases)
+        self.renamed = _other_names(tree)
         self.embedded_cuda = cuda_text_of(text)
 
     def launches(self, name: str, depth: int, seen: set[str]) -> list[str]:
@@ -74,21 +75,67 @@ class _PythonHostCode:
             return _cuda_launches(self.embedded_cuda, name, 0, set()) if self.embedded_cuda else []
         launched: list[str] = []
         for node in self.defined[name]:
-            calls = sorted((call for call in ast.walk(node) if isinstance(call, ast.Call)), key=lambda call: (call.lineno, call.col_offset))
+            walked = [node] if not isinstance(node, ast.ClassDef) else _run_methods(node)
+            calls = sorted(
+                (call for each in walked for call in ast.walk(each) if isinstance(call, ast.Call)),
+                key=lambda call: (call.lineno, call.col_offset),
+            )
             for call in calls:
                 function = call.func
                 if isinstance(function, ast.Subscript) and (kernel := self._triton_named(dotted(function.value))):
                     launched.append(kernel)
                 elif kernel := self.raw_kernels.get(dotted(function)):
                     launched.append(kernel)
-                elif callee := _callee(call):
+                elif callee := self._callee(call):
                     launched += self.launches(callee, depth + 1, seen)
         return launched
+
+    def _callee(self, call: ast.Call) -> str:
+        """The function or class a call runs, through the names the file gives them where the call
+        uses one itself (`op(x)`, `self.act(x)`, `op.apply(x)`; not `self.ext.act(x)`)."""
+        callee = _callee(call)
+        function = call.func
+        used = function.value if isinstance(function, ast.Attribute) and function.attr == "apply" else function
+        by_name = isinstance(used, ast.Name) or (isinstance(used, ast.Attribute) and dotted(used.value) == "self")
+        return self.renamed.get(callee, callee) if by_name else callee
 
     def _triton_named(self, launched: str) -> str | None:
         """The Triton kernel `launched[grid]` runs: `kernel`, `module.kernel`, or a name bound to one."""
         name = launched.rsplit(".", 1)[-1]
         return name if name in self.triton else self.aliases.get(launched)
+
+
+# A class runs these when called (a module, an autograd Function's apply); a backward pass is not timed.
+_RUN_METHODS = ("forward", "__call__")
+_BACKWARD = re.compile(r"backward|bwd", re.IGNORECASE)
+
+
+def _run_methods(node: ast.ClassDef) -> list[ast.stmt]:
+    """What calling the class runs: its `forward` or `__call__`, else every method but backward ones
+    and `__init__` (a class's other methods run where forward calls them, followed as calls)."""
+    methods = [each for each in node.body if isinstance(each, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    run = [each for each in methods if each.name in _RUN_METHODS]
+    return run or [each for each in methods if each.name != "__init__" and not _BACKWARD.search(each.name)]
+
+
+def _other_names(tree: ast.Module) -> dict[str, str]:
+    """Names a file gives its functions and classes: `from m import Fused as op` (op -> Fused), and
+    in a class `self.act = ext.sigmoid_cuda`, `self.loss = Loss.apply` or `self.fc = Fused(...)`
+    (act -> sigmoid_cuda, loss -> Loss, fc -> Fused)."""
+    renamed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            renamed.update((alias.asname, alias.name) for alias in node.names if alias.asname and alias.asname != alias.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute, ast.Call)):
+            value = node.value.func if isinstance(node.value, ast.Call) else node.value
+            if isinstance(node.value, ast.Call) and not isinstance(value, ast.Name):
+                continue  # `self.fc = Fused(...)` names the class; `nn.Linear(...)`, `x.cuda()` no function of the file
+            parts = dotted(value).split(".")
+            bound = parts[-2] if parts[-1] == "apply" and len(parts) > 1 else parts[-1]
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self" and bound:
+                    renamed.setdefault(target.attr, bound)
+    return {name: bound for name, bound in renamed.items() if name != bound}
 
 
 def _callee(call: ast.Call) -> str:
