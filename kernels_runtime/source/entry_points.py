@@ -19,6 +19,7 @@ from pathlib import PurePath
 from kernelcast.kernels_runtime.source import cuda_text, host_values
 from kernelcast.kernels_runtime.source.discovery import PYTHON_SUFFIXES
 from kernelcast.kernels_runtime.source.host_launch import cuda_text_of, cupy_kernel_name
+from kernelcast.kernels_runtime.source.timed_path import BACKWARD_NAME
 from kernelcast.kernels_runtime.source.triton_text import dotted, triton_kernels
 
 # Host functions followed from the one named (entry -> helper -> launcher), so a search stays small.
@@ -107,7 +108,7 @@ class _PythonHostCode:
 
 # A class runs these when called (a module, an autograd Function's apply); a backward pass is not timed.
 _RUN_METHODS = ("forward", "__call__")
-_BACKWARD = re.compile(r"backward|bwd", re.IGNORECASE)
+_BACKWARD = re.compile(BACKWARD_NAME, re.IGNORECASE)
 
 
 def _run_methods(node: ast.ClassDef) -> list[ast.stmt]:

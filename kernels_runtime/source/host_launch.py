@@ -101,10 +101,8 @@ def runnable_host_launch(file_text: str, kernel_name: str) -> LaunchSpec | None:
     and every scalar fixed by the text, and each pointer it passes a buffer `cudaMalloc`ed with a
     size the text fixes (an array of the parameter's type, written where the kernel does not mark
     it const); None where anything is left to run time."""
-    site = next(iter(_cuda_sites(file_text).get(kernel_name, ())), None)
-    function = cuda_text.function_named(file_text, kernel_name)
-    declarations = function.parameter_declarations(file_text) if function else []
-    if site is None or site.block is None or len(declarations) != len(site.args):
+    site, declarations = _first_site(file_text, kernel_name)
+    if site is None or site.block is None:
         return None
     spec = _bind(site, "cuda", file_text, False, DEFAULT_ELEMENTS)
     if spec.guessed:
@@ -135,10 +133,8 @@ def runnable_host_launch(file_text: str, kernel_name: str) -> LaunchSpec | None:
 def allocated_bytes(file_text: str, kernel_name: str) -> dict[str, int]:
     """The bytes a CUDA program `cudaMalloc`s for each pointer parameter of its first launch of the
     kernel, where the text fixes them: what a proposed pragma sizes that parameter's array by."""
-    site = next(iter(_cuda_sites(file_text).get(kernel_name, ())), None)
-    function = cuda_text.function_named(file_text, kernel_name)
-    declarations = function.parameter_declarations(file_text) if function else []
-    return _allocated_bytes(site, declarations) if site is not None and len(declarations) == len(site.args) else {}
+    site, declarations = _first_site(file_text, kernel_name)
+    return _allocated_bytes(site, declarations) if site is not None else {}
 
 
 def proposed_pragma(file_text: str, kernel_name: str, language: str, host: LaunchSpec | None) -> str:
@@ -147,6 +143,15 @@ def proposed_pragma(file_text: str, kernel_name: str, language: str, host: Launc
     is n² elements, not n."""
     allocated = allocated_bytes(file_text, kernel_name) if language == "cuda" else {}
     return template_for(file_text, kernel_name, language, host, allocated)
+
+
+def _first_site(file_text: str, kernel_name: str) -> tuple[_Site | None, list[tuple[str, str]]]:
+    """A CUDA program's first launch of the kernel, and the kernel's parameter declarations; no site
+    where there is none, or where it passes another number of arguments than the kernel declares."""
+    site = next(iter(_cuda_sites(file_text).get(kernel_name, ())), None)
+    function = cuda_text.function_named(file_text, kernel_name)
+    declarations = function.parameter_declarations(file_text) if function else []
+    return (site if site is not None and len(declarations) == len(site.args) else None), declarations
 
 
 def _allocated_bytes(site: _Site, declarations: Sequence[tuple[str, str]]) -> dict[str, int]:

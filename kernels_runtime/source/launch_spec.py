@@ -932,16 +932,14 @@ def launch_spec_template(
     size_like = re.compile(r"^(n|m|k|size|numel|n_elements|len|length|count)$", re.IGNORECASE)
     size = next((name for name in param_names if size_like.match(name)), "N")
     constexprs = [name for name in param_names if language == "triton" and name.isupper() and len(name) > 1]
-    declared = declarations or {}
+    declared, sized = declarations or {}, allocated or {}
     inputs_marked_const = any("const" in each and "*" in each for each in declared.values())
     stated = {arg.name: arg.value for arg in host.args if arg.value is not None} if host is not None else {}
     args = []
     for name in param_names:
         if name in constexprs:
             continue
-        if name in declared and (
-            argument := _declared_argument(name, declared[name], size, inputs_marked_const, (allocated or {}).get(name))
-        ):
+        if name in declared and (argument := _declared_argument(name, declared[name], size, inputs_marked_const, sized.get(name))):
             args.append(_with_stated_value(argument, stated.get(name)))
         elif name == size:
             args.append(_with_stated_value(f"{name}:i32=1<<20", stated.get(name)))

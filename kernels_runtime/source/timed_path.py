@@ -52,6 +52,10 @@ from kernelcast.kernels_runtime.source.launch_spec import factory_shape, kernelb
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, kernels_of
 
+# Gradients are not timed: an autograd Function's `backward`, and the functions and kernels named for
+# the backward pass (`*_backward*`, `*_bwd*`), are no part of a timed call (match case-insensitively).
+BACKWARD_NAME = r"\w*(?:backward|bwd)\w*"
+
 # Past this many trips a host loop is not a loop a timed call runs (and the guess stays bounded).
 MAX_TRIPS = 2**16
 # Nor is a line run more often than this in one call, however deep its loops nest: products of

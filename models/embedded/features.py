@@ -36,6 +36,7 @@ from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpe
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.timed_path import (
+    BACKWARD_NAME,
     calls_out_of_sight,
     kernels_built_each_call,
     line_repeats,
@@ -231,10 +232,9 @@ _UNTIMED = re.compile(r"^(?P<indent>[ \t]*)def (?:get_inputs|get_init_inputs|__i
 _HELION_KERNEL = re.compile(
     r"^(?P<indent>[ \t]*)@helion\.kernel\b[^\n]*\n(?:(?P=indent)@[^\n]*\n)*(?P=indent)def \w+" + _PARAMETERS + _BODY_LINES, re.M
 )
-# Gradients are not timed: an autograd Function's `backward` and the functions and kernels named for
-# the backward pass (`*_backward*`, `*_bwd*`) are read out, with their decorators (`@staticmethod`: left
-# behind, the text would no longer parse) and the lines of their bodies.
-_BACKWARD = re.compile(r"^(?P<indent>[ \t]*)(?:@[^\n]*\n(?P=indent))*def \w*(?:backward|bwd)\w*" + _PARAMETERS + _BODY_LINES, re.M | re.I)
+# The backward pass (timed_path.BACKWARD_NAME) is read out, with its functions' decorators
+# (`@staticmethod`: left behind, the text would no longer parse) and the lines of their bodies.
+_BACKWARD = re.compile(r"^(?P<indent>[ \t]*)(?:@[^\n]*\n(?P=indent))*def " + BACKWARD_NAME + _PARAMETERS + _BODY_LINES, re.M | re.I)
 # Tensor arithmetic in a forward/reference body: each binary operator is an elementwise launch.
 _BODY = re.compile(r"def (?:forward|reference)\(.*?(?=\n\S|\Z)", re.S)
 _ARITHMETIC = re.compile(r"[\w)\]]\s*(?:[-+*/]|\*\*)=?\s*[\w(]")
