@@ -7,6 +7,9 @@ each the sum of
   - a miss shared by the whole run (sd SHARED_SD);
   - a miss in the forecasts' spread: a run's forecasts are often too close together or too far
     apart, so this part grows with m - the run's mean m (sd SLOPE_SD per octave);
+  - a miss shared by the variants written in one language, less the mean of the run's languages'
+    misses (sd LANGUAGE_SD; none in a run of one language): the forecaster errs by language, and
+    an agent's CUDA and Triton solutions of one problem, or torch.compile's among them, miss apart;
   - a miss shared with the variants whose code is alike (sd NEIGHBOUR_SD, correlation
     exp(-(1 - l) / NEIGHBOUR_SCALE) for the likeness l of two variants' code, the Jaccard
     similarity of their sets of three-token runs): near-twins land together. An agent's or a
@@ -29,9 +32,12 @@ variant has more than SETTLE_CHANCE of beating the best.
 
 The numbers come from the design half of the corpus groups (replay.HALF_SEED): the four spreads
 by maximum likelihood of those groups' misses (`python -m workshop.training.rank_policy`, when
-the near-twin term still read the likeness of forecasts; benchmarks/results/rank_replay.md),
-NEIGHBOUR_SCALE and ROBUST_Z from the design halves of the synthetic and the real-world groups
-together (a scale from 0.2 to 0.5 found as many on the real-world design half). The held-out half
+the near-twin term still read the likeness of forecasts and no language term was there;
+benchmarks/results/rank_replay.md),
+NEIGHBOUR_SCALE, ROBUST_Z and LANGUAGE_SD from the design halves of the synthetic and the
+real-world groups together (a scale from 0.2 to 0.5 found as many on the real-world design half;
+LANGUAGE_SD the most groups of the two halves at 20% measured among 0.5 to 1.0,
+benchmarks/results/rank_replay.md). The held-out half
 judges the policy (README). A forecast's own spread is not used: within a run it hardly told
 whose miss would be larger (rank correlation 0.07 on the design half), and taking it as the own
 miss's spread made the search chase wide forecasts and find the best less often than forecast
@@ -52,6 +58,7 @@ from kernelcast.wire import NUM_BINS, _bin_bounds
 SETTLE_CHANCE = 0.05
 SHARED_SD = 0.51
 SLOPE_SD = 0.47
+LANGUAGE_SD = 0.8
 NEIGHBOUR_SD = 0.33
 NEIGHBOUR_SCALE = 0.3
 OWN_SD = 0.24
@@ -68,10 +75,11 @@ class Run:
 
     probabilities: np.ndarray  # n × 8, rows summing to one
     likeness: np.ndarray  # n × n, code_likeness
+    kin: np.ndarray  # n × n, 1 where two variants are written in one language
 
     @classmethod
-    def of(cls, forecasts: Sequence[Sequence[float]], texts: Sequence[str]) -> Run:
-        return cls(as_matrix(forecasts), code_likeness(texts))
+    def of(cls, forecasts: Sequence[Sequence[float]], texts: Sequence[str], languages: Sequence[str]) -> Run:
+        return cls(as_matrix(forecasts), code_likeness(texts), same_language(languages))
 
     def __len__(self) -> int:
         return len(self.probabilities)
@@ -97,6 +105,14 @@ def code_likeness(texts: Sequence[str]) -> np.ndarray:
             union = len(first) + len(runs[j]) - shared
             likeness[i, j] = likeness[j, i] = shared / union if union else 1.0
     return likeness
+
+
+def same_language(languages: Sequence[str]) -> np.ndarray:
+    """How two variants' languages go together once the run's shared miss is taken out: 1 - 1/k for
+    one language, -1/k for two, of k in the run (the covariance of each language's own miss less
+    their mean), so a run in one language has no language term."""
+    names = np.asarray(languages, dtype=object)
+    return (names[:, None] == names[None, :]) - 1.0 / max(len(set(languages)), 1)
 
 
 def forecast_means(probabilities: np.ndarray) -> np.ndarray:
@@ -125,12 +141,14 @@ def miss_covariance(
     spreads: tuple[float, float, float, float] | None = None,
 ) -> np.ndarray:
     """Prior covariance of the misses of variants `rows` with those of variants `cols`; `spreads`
-    (shared, slope, near-twin, own sds) default to the shipped ones (workshop/training/rank_policy.py fits them)."""
+    (shared, slope, near-twin, own sds) default to the shipped ones (workshop/training/rank_policy.py
+    fits them), the language term is always LANGUAGE_SD."""
     shared, slope, neighbour, own = spreads or (SHARED_SD, SLOPE_SD, NEIGHBOUR_SD, OWN_SD)
     unlikeness = 1.0 - run.likeness[np.ix_(rows, cols)]
     return (
         shared**2
         + slope**2 * np.outer(centred[rows], centred[cols])
+        + LANGUAGE_SD**2 * run.kin[np.ix_(rows, cols)]
         + neighbour**2 * np.exp(-unlikeness / NEIGHBOUR_SCALE)
         + own**2 * (rows[:, None] == cols[None, :])
     )
@@ -154,7 +172,7 @@ def posterior(run: Run, measured: Mapping[int, float], rows: Sequence[int]) -> t
     """Mean and sd of s for variants `rows`, given the measured s of others."""
     means, centred = centred_means(run.probabilities)
     wanted = np.asarray(rows, dtype=int)
-    variances = SHARED_SD**2 + SLOPE_SD**2 * centred[wanted] ** 2 + NEIGHBOUR_SD**2 + OWN_SD**2
+    variances = SHARED_SD**2 + SLOPE_SD**2 * centred[wanted] ** 2 + LANGUAGE_SD**2 * np.diag(run.kin)[wanted] + NEIGHBOUR_SD**2 + OWN_SD**2
     if not measured or not len(wanted):
         return means[wanted], np.sqrt(variances)
     done = np.array(list(measured), dtype=int)

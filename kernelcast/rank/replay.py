@@ -52,9 +52,13 @@ class Group:
     def likeness(self) -> np.ndarray:
         return policy.code_likeness([pair.request.candidate.code for pair in self.pairs])
 
+    @cached_property
+    def kin(self) -> np.ndarray:
+        return policy.same_language([pair.request.candidate.language for pair in self.pairs])
+
     @property
     def run(self) -> policy.Run:
-        return policy.Run(self.probabilities, self.likeness)
+        return policy.Run(self.probabilities, self.likeness, self.kin)
 
     @property
     def log2_speedups(self) -> np.ndarray:

@@ -71,7 +71,11 @@ def search(
 ) -> SearchState:
     """Measure in rounds of `measurer.width` until the budget is spent or the best is settled."""
     state = SearchState(variants)
-    run = policy.Run.of([v.forecast.probabilities for v in variants], [v.text for v in variants])  # type: ignore[union-attr]
+    run = policy.Run.of(
+        [v.forecast.probabilities for v in variants],  # type: ignore[union-attr]
+        [v.text for v in variants],
+        [v.request.candidate.language for v in variants],  # type: ignore[union-attr]
+    )
     measured: dict[int, float] = {}
     excluded: set[int] = set()
 

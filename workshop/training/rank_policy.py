@@ -8,7 +8,8 @@ misses in the design half of recorded groups, so its numbers can be made again:
 The misses s - m of one group are read as jointly normal with the policy's covariance (a shared
 miss, a slope in the forecasts' spread, near-twins in code at NEIGHBOUR_SCALE, the variant's own), and
 the four sds that make them most likely are found by Nelder-Mead on their logs, every group
-weighing the same. The near-twin scale and ROBUST_Z are not fitted here (policy.py says how they were chosen).
+weighing the same. The near-twin scale, ROBUST_Z and LANGUAGE_SD are not fitted here (policy.py
+says how they were chosen); the language term is held at LANGUAGE_SD.
 """
 
 from __future__ import annotations
