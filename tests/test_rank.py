@@ -110,7 +110,7 @@ def test_expected_improvement_prefers_the_wider_of_two_equal_means_below_the_bes
     assert policy.pick_next(run, measured, set(), 1) == [3]
     # Had variant 1 missed by 0.6 octaves, its twin would be pulled down further than the other.
     expected, _ = policy.posterior(run, {0: means[0], 1: means[1] - 0.6}, [2, 3])
-    assert expected[0] < expected[1] - 0.05
+    assert expected[0] < expected[1] - 0.08
 
 
 def test_one_outlying_miss_neither_drags_nor_flips_the_rest() -> None:

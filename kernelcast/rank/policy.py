@@ -75,7 +75,7 @@ class Run:
 
     probabilities: np.ndarray  # n × 8, rows summing to one
     likeness: np.ndarray  # n × n, code_likeness
-    kin: np.ndarray  # n × n, 1 where two variants are written in one language
+    kin: np.ndarray  # n × n, same_language
 
     @classmethod
     def of(cls, forecasts: Sequence[Sequence[float]], texts: Sequence[str], languages: Sequence[str]) -> Run:
