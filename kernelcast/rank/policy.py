@@ -172,7 +172,7 @@ def posterior(run: Run, measured: Mapping[int, float], rows: Sequence[int]) -> t
     """Mean and sd of s for variants `rows`, given the measured s of others."""
     means, centred = centred_means(run.probabilities)
     wanted = np.asarray(rows, dtype=int)
-    variances = SHARED_SD**2 + SLOPE_SD**2 * centred[wanted] ** 2 + LANGUAGE_SD**2 * np.diag(run.kin)[wanted] + NEIGHBOUR_SD**2 + OWN_SD**2
+    variances = np.diag(miss_covariance(run, centred, wanted, wanted))
     if not measured or not len(wanted):
         return means[wanted], np.sqrt(variances)
     done = np.array(list(measured), dtype=int)

@@ -30,7 +30,7 @@ def _simulated_groups(spreads: tuple[float, float, float, float], count: int, si
         probabilities = policy.as_matrix((1 - mix[:, None]) * bases + mix[:, None] * others)
         likeness = np.where(kernels[:, None] == kernels[None, :], 1.0 - mix[:, None] - mix[None, :], rng.uniform(0.0, 0.2, (size, size)))
         likeness = np.triu(likeness, 1) + np.triu(likeness, 1).T + np.eye(size)
-        run = policy.Run(probabilities, likeness, np.ones((size, size)))
+        run = policy.Run(probabilities, likeness, policy.same_language(["cuda"] * size))
         _, centred, _ = rank_policy.group_misses(run, np.zeros(size))
         every = np.arange(size)
         covariance = policy.miss_covariance(run, centred, every, every, spreads)
