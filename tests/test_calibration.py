@@ -16,9 +16,11 @@ from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilitie
 RNG_SEED = 7
 
 
-def _gaussian_forecaster(n: int, true_sd: float, claimed_sd: float, bias: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def _gaussian_forecaster(
+    n: int, true_sd: float, claimed_sd: float, bias: float = 0.0, seed: int = RNG_SEED
+) -> tuple[np.ndarray, np.ndarray]:
     """Forecasts N(μ + bias, claimed_sd) of outcomes s ~ N(μ, true_sd): over-confident when claimed < true."""
-    rng = np.random.default_rng(RNG_SEED)
+    rng = np.random.default_rng(seed)
     centres = rng.uniform(-2.0, 2.0, n)
     outcomes = centres + rng.normal(0.0, true_sd, n)
     probabilities = np.array([normal_bin_probabilities(m + bias, claimed_sd) for m in centres])
@@ -91,31 +93,69 @@ def test_shipped_maps_round_trip_through_json(tmp_path: Path) -> None:
     assert table.calibrate("embedded", "sm8x", [1 / 8] * 8)[1] == calibration.IDENTITY_ID
 
 
+def _pooled(misses_by_reference: list[list[float]]) -> float:
+    """The bias the model of local learning gives, written out: each reference's mean miss weighed by
+    its variance, against the prior's."""
+    weights = [1 / (calibration.REFERENCE_MISS_SD**2 + calibration.PAIR_MISS_SD**2 / len(m)) for m in misses_by_reference]
+    weighted = sum(w * float(np.mean(m)) for w, m in zip(weights, misses_by_reference))
+    return weighted / (sum(weights) + 1 / calibration.LOCAL_BIAS_SD**2)
+
+
 def test_local_learning_finds_the_bias_of_this_gpu_persists_it_and_resets(tmp_path: Path) -> None:
     local = tmp_path / "local.json"
     table = calibration.CalibrationTable(tmp_path / "none.json", local=local)
     before = table.version
-    # The backend says s ≈ 0 (median 0); this GPU measures s = 0.6 every time.
-    observations = [(normal_bin_probabilities(0.0, 0.4), 2.0**0.6)] * 15
+    # The backend says s ≈ 0 (median 0); this GPU measures s = 0.6 against each of 15 references.
+    observations = [(normal_bin_probabilities(0.0, 0.4), 2.0**0.6, f"reference {i}") for i in range(15)]
     correction = calibration.update_local(observations, "embedded", "sm9x", local, table)
-    assert correction.bias_log2 == pytest.approx(0.6 * 15 / (15 + calibration.BIAS_PRIOR_PAIRS), abs=1e-3)
-    assert correction.temperature is None  # too few pairs for a temperature
+    assert correction.bias_log2 == pytest.approx(_pooled([[0.6]] * 15), abs=1e-3)
+    assert 0.2 < correction.bias_log2 < 0.6
+    assert correction.direction_temperature is None  # too few pairs for a temperature
     assert json.loads(local.read_text())["embedded/sm9x"]["fitted_on"] == 15
     assert table.is_local("embedded", "sm9x") and not table.is_local("embedded", "sm8x")
     assert table.version != before
     calibrated, identifier = table.calibrate("embedded", "sm9x", normal_bin_probabilities(0.0, 0.4))
-    assert identifier.startswith("local+0.450")
-    assert calibration.median_log2(np.array([calibrated]))[0] == pytest.approx(0.45, abs=0.01)
+    assert identifier.startswith(f"local+{correction.bias_log2:.3f}")
+    assert calibration.median_log2(np.array([calibrated]))[0] == pytest.approx(correction.bias_log2, abs=0.01)
     assert calibration.reset_local(local) and not table.is_local("embedded", "sm9x")
     assert not calibration.reset_local(local)
 
 
-def test_local_temperature_with_enough_pairs_widens_an_over_confident_backend(tmp_path: Path) -> None:
+def test_local_bias_counts_references_not_measurements() -> None:
+    # Fifteen kernels measured against one reference, all 1.5 octaves above their forecasts, say
+    # less about the next reference's kernels than fifteen references measured once each.
+    forecast = normal_bin_probabilities(0.0, 0.4)
+    one_reference = calibration.fit_local([(forecast, 2.0**1.5, "one")] * 15).bias_log2
+    fifteen = calibration.fit_local([(forecast, 2.0**1.5, f"reference {i}") for i in range(15)]).bias_log2
+    assert one_reference == pytest.approx(_pooled([[1.5] * 15]), abs=1e-3)
+    assert 0 < one_reference < 0.15 < 2 * one_reference < fifteen
+    # Misses beyond MISS_CLIP octaves count as MISS_CLIP: one wild measurement cannot move it further.
+    wild = calibration.fit_local([(forecast, 2.0**12, "one")]).bias_log2
+    assert wild == pytest.approx(_pooled([[calibration.MISS_CLIP]]), abs=1e-3)
+
+
+def test_local_direction_temperature_with_enough_pairs_widens_an_over_confident_backend(tmp_path: Path) -> None:
     probabilities, speedups = _gaussian_forecaster(200, true_sd=1.0, claimed_sd=0.4)
     local = tmp_path / "local.json"
     no_shipped_map = calibration.CalibrationTable(tmp_path / "none.json", local=local)
-    correction = calibration.update_local(list(zip(probabilities, speedups)), "embedded", "sm9x", local, no_shipped_map)
-    assert abs(correction.bias_log2) < 0.15 and correction.temperature is not None and correction.temperature > 3.0
+    observations = [(p, s, f"reference {i}") for i, (p, s) in enumerate(zip(probabilities, speedups))]
+    correction = calibration.update_local(observations, "embedded", "sm9x", local, no_shipped_map)
+    assert abs(correction.bias_log2) < 0.15 and correction.direction_temperature is not None
+    assert correction.direction_temperature > 1.5
+    fresh, fresh_speedups = _gaussian_forecaster(2000, true_sd=1.0, claimed_sd=0.4, seed=RNG_SEED + 1)
+    learnt = np.array([no_shipped_map.calibrate("embedded", "sm9x", row)[0] for row in fresh])
+    assert _direction_ece(learnt, fresh_speedups) < _direction_ece(fresh, fresh_speedups) / 2
+
+
+def test_the_direction_temperature_moves_confidence_and_keeps_each_side_s_shape() -> None:
+    rows = np.array([normal_bin_probabilities(0.4, 0.5), normal_bin_probabilities(-1.0, 0.8)])
+    tempered = calibration.with_direction_temperature(rows, 2.0)
+    assert tempered.sum(axis=1) == pytest.approx([1.0, 1.0])
+    for before, after in zip(rows, tempered):
+        p, q = before[4:].sum(), after[4:].sum()
+        assert np.log(q / (1 - q)) == pytest.approx(np.log(p / (1 - p)) / 2.0)
+        assert after[4:] / q == pytest.approx(before[4:] / p) and after[:4] / (1 - q) == pytest.approx(before[:4] / (1 - p))
+    assert calibration.with_direction_temperature(rows, 1.0) == pytest.approx(rows)
 
 
 def test_a_broken_local_file_is_ignored(tmp_path: Path) -> None:
@@ -133,6 +173,6 @@ def test_forecast_provenance_says_when_local_learning_was_used(tmp_path: Path, m
     request = ForecastRequest(KernelSide("__global__ void k() {}", "cuda"), KernelSide("__global__ void k() { }", "cuda"), hardware)
     forecaster = Forecaster(["embedded"])
     assert forecaster.forecast(request).provenance["local_learning"] is False
-    calibration.update_local([(normal_bin_probabilities(0.0, 0.4), 1.5)] * 3, "embedded", "sm9x")
+    calibration.update_local([(normal_bin_probabilities(0.0, 0.4), 1.5, "a reference")] * 3, "embedded", "sm9x")
     forecast = forecaster.forecast(request)
     assert forecast.provenance["local_learning"] is True and "local" in forecast.provenance["calibration_id"]

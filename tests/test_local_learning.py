@@ -43,8 +43,12 @@ class Service:
     def post(self, path: str, body: Any) -> httpx.Response:
         return httpx.post(f"{self.url}{path}", json=body, headers=self.headers, timeout=30)
 
-    def learn(self, speedup: Any) -> httpx.Response:
-        return self.post("/v1/learn", {"request": _request().to_json(), "measured_speedup": speedup})
+    def learn(self, speedup: Any, reference: int = 0) -> httpx.Response:
+        """A pair measured against the `reference`-th of several references (copies of one, told apart)."""
+        request = _request()
+        if reference:
+            request.reference.code += f"\n// reference {reference}\n"
+        return self.post("/v1/learn", {"request": request.to_json(), "measured_speedup": speedup})
 
     def forecast(self) -> Forecast:
         answer = self.post("/v1/forecast", _request().to_json())
@@ -82,21 +86,22 @@ def test_learning_shifts_forecasts_and_reset_learning_undoes_it(service: tuple[S
     before, version = served.forecast(), served.calibration_version()
     assert before.provenance["local_learning"] is False
 
-    # Measured 8× the forecast three times: forecasts on this GPU class were too low.
-    learnt = [served.learn(8 * before.speedup).json() for _ in range(3)]
-    assert [summary["n"] for summary in learnt] == [1, 2, 3]
-    assert 0 < learnt[0]["bias_log2"] < learnt[1]["bias_log2"] < learnt[2]["bias_log2"]
-    assert learnt[-1]["backend"] == "embedded" and learnt[-1]["gpu_class"] == "sm9x" and learnt[-1]["temperature"] is None
+    # Measured 8× the forecast against five references: forecasts on this GPU class were too low.
+    learnt = [served.learn(8 * before.speedup, reference).json() for reference in range(5)]
+    assert [summary["n"] for summary in learnt] == [1, 2, 3, 4, 5]
+    assert 0 < learnt[0]["bias_log2"] < learnt[1]["bias_log2"] < learnt[2]["bias_log2"] < learnt[4]["bias_log2"]
+    assert learnt[-1]["backend"] == "embedded" and learnt[-1]["gpu_class"] == "sm9x"
+    assert learnt[-1]["direction_temperature"] is None
 
     after = served.forecast()
-    assert after.provenance["local_learning"] is True and after.provenance["local_measurements"] == 3
+    assert after.provenance["local_learning"] is True and after.provenance["local_measurements"] == 5
     assert after.speedup > before.speedup * 1.2
     assert served.calibration_version() not in (version, learnt[0]["calibration_version"])
     assert served.calibration_version() == learnt[-1]["calibration_version"]
     assert (home / "local_observations.json").exists() and (home / "local_learning.json").exists()
 
     output = _reset_learning(home)
-    assert "forgot 3 measurements of embedded/sm9x" in output and "local_learning.json" in output
+    assert "forgot 5 measurements of embedded/sm9x" in output and "local_learning.json" in output
     assert not (home / "local_observations.json").exists() and not (home / "local_learning.json").exists()
     # The running service was not told: it notices the missing file by itself.
     again = served.forecast()

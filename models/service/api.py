@@ -167,7 +167,7 @@ def build_app(forecaster: Forecaster, token: str, activity: Activity | None = No
         return await answer(lambda: {"forecasts": [result.to_json() for result in forecaster.forecast_many(parsed)]})
 
     async def learn(request: Request) -> JSONResponse:
-        """One pair measured on the user's GPU; answers the new local correction (n, bias_log2, temperature)."""
+        """One pair measured on the user's GPU; answers the new local correction (n, bias_log2, direction_temperature)."""
         try:
             body = await request.json()
             if not isinstance(body, dict) or "measured_speedup" not in body:

@@ -20,16 +20,24 @@ from typing import Any
 
 from kernelcast.models import prediction
 from kernelcast.models.service import backends
-from kernelcast.models.service.calibration import CalibrationTable, _write_json, gpu_class, local_path, reset_local, update_local
+from kernelcast.models.service.calibration import (
+    CalibrationTable,
+    _write_json,
+    gpu_class,
+    local_path,
+    reference_key,
+    reset_local,
+    update_local,
+)
 from kernelcast.models.service.combine import COMBINED, DEFAULT_POOL, CombinedBackend, parse_weights
 from kernelcast.wire import Forecast, ForecastRequest
 
 OBSERVATIONS_FILE = "local_observations.json"
 # Local learning follows the user's recent kernels: older measurements drop out.
 MAX_OBSERVATIONS = 500
-# The local correction's id ends the calibration id ("…+local+0.450T1.200-n7"); n is the
+# The local correction's id ends the calibration id ("…+local+0.450D1.200-n7"); n is the
 # number of the user's measurements behind it, which the hover shows.
-_LOCAL_ID = re.compile(r"local[+-]\d+\.\d+(?:T\d+\.\d+)?-n(\d+)$")
+_LOCAL_ID = re.compile(r"local[+-]\d+\.\d+(?:D\d+\.\d+)?-n(\d+)$")
 
 
 class Forecaster:
@@ -109,10 +117,10 @@ class Forecaster:
     def learn(self, request: ForecastRequest, measured_speedup: float) -> dict[str, Any]:
         """Keep one pair measured on the user's GPU and refit that GPU class's local correction.
 
-        The backend's *raw* distribution for the pair is stored with the measured S (the
-        last MAX_OBSERVATIONS per backend × GPU class, of the backend's current model: raw
-        distributions of another model say nothing about this one's bias), and
-        calibration.update_local refits from all of them. Returns the new correction's summary.
+        The backend's *raw* distribution for the pair is stored with the measured S and a key
+        of its reference (the last MAX_OBSERVATIONS per backend × GPU class, of the backend's
+        current model: raw distributions of another model say nothing about this one's bias),
+        and calibration.update_local refits from all of them. Returns the new correction's summary.
         """
         if isinstance(measured_speedup, bool) or not isinstance(measured_speedup, (int, float)):
             raise ValueError("measured_speedup must be a number")
@@ -126,10 +134,20 @@ class Forecaster:
         with _learning_lock(local):
             store = _read_observations(local)
             kept = [o for o in store.get(key, []) if o.get("model") == model]
-            kept.append({"probabilities": [float(p) for p in raw], "speedup": float(measured_speedup), "model": model, "at": time.time()})
+            kept.append(
+                {
+                    "probabilities": [float(p) for p in raw],
+                    "speedup": float(measured_speedup),
+                    "reference": reference_key(request.reference.code),
+                    "model": model,
+                    "at": time.time(),
+                }
+            )
             store[key] = kept[-MAX_OBSERVATIONS:]
             _write_json(observations_path(local), store)
-            correction = update_local([(o["probabilities"], o["speedup"]) for o in store[key]], backend.name, gpu, local)
+            # Measurements kept before references were keyed count as measured against one.
+            observations = [(o["probabilities"], o["speedup"], o.get("reference", "")) for o in store[key]]
+            correction = update_local(observations, backend.name, gpu, local)
             # A fresh table rather than its stat check: two updates within one clock tick can
             # leave the local file's (mtime, size) as they were, and the next forecast must use this one.
             self.calibration = CalibrationTable(self.calibration.path, local)
@@ -139,7 +157,7 @@ class Forecaster:
             "gpu_class": gpu,
             "n": correction.fitted_on,
             "bias_log2": correction.bias_log2,
-            "temperature": correction.temperature,
+            "direction_temperature": correction.direction_temperature,
             "calibration_version": version,
         }
 

@@ -5,7 +5,17 @@ A backend's raw 8-bin distribution passes through, in order:
    low: the distribution is shifted by `bias_log2` in log2 S (local learning);
 2. a map fitted on held-out measured pairs: a temperature on the bin probabilities, or an
    isotonic map of the distribution's CDF at the 7 bin edges (monotone, so the result is
-   still a distribution; it recalibrates P(S ≥ 1), the direction confidence, directly).
+   still a distribution; it recalibrates P(S ≥ 1), the direction confidence, directly);
+3. with enough of the user's measurements, a temperature on the log-odds of the direction
+   (local learning again): how sure forecasts on this GPU should be that S ≥ 1.
+
+Local learning is cautious because the user's measurements are few and alike. Measured
+against one reference, a user's kernels miss together (one problem's solutions land high or
+low as one), so the bias counts references, not measurements: a miss shared by every
+reference must show across many references before it moves the forecasts of the others. How
+far apart the three levels lie (an author's or GPU's own bias, a reference's, a pair's) was
+measured on the held-out forecasts of the real-world sources (workshop/training/local_learning.py);
+learnt per measurement, as before, the correction made held-out authors' forecasts worse.
 
 The shipped maps live in `models/weights/calibration.json` (written by training); the
 user's own in a small JSON in kernelcast's state folder. Until a map exists for a
@@ -14,9 +24,9 @@ forecasts made under different calibrations never mix.
 
 API for learning from the user's measurements (the server's side of issue 5):
 - `update_local(observations, backend, gpu, path=None, table=None) -> LocalCorrection`: refit the
-  local bias (and, with enough measurements, the temperature on top of the shipped map)
-  of one (backend, GPU class) from every (raw probabilities, measured S) pair measured
-  so far, and persist it. Pass all observations each time: the fit is a pure function of
+  local bias (and, with enough measurements, the direction's temperature on top of the shipped
+  map) of one (backend, GPU class) from every (raw probabilities, measured S, reference key)
+  measured so far, and persist it. Pass all observations each time: the fit is a pure function of
   them, so a removed measurement is forgotten by the next update.
 - `reset_local(path=None)`: forget all local learning (`kernelcast reset-learning`).
 - `CalibrationTable.is_local(backend, gpu)`: whether forecasts of this pair use local
@@ -32,7 +42,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +55,20 @@ from kernelcast.wire import LOG2_EDGES, NUM_BINS, _bin_bounds, bin_of_speedup
 IDENTITY_ID = "identity"
 SHIPPED_PATH = Path(__file__).parents[1] / "weights" / "calibration.json"
 LOCAL_FILE = "local_learning.json"
-# Fitting the temperature on fewer pairs than this overfits; the bias alone is used below it.
+# Fitting a temperature on fewer pairs than this overfits; the local bias alone is used below it.
 MIN_PAIRS_FOR_TEMPERATURE = 30
-# The local bias is the mean residual shrunk toward 0 as if this many pairs said "no bias".
-BIAS_PRIOR_PAIRS = 5.0
 TEMPERATURE_RANGE = (0.2, 8.0)
+# Octaves, a miss being measured log2 S (clipped to ±MISS_CLIP) less the forecast's median. On
+# the real-world sources, each forecast by a fit that never saw it: one source's mean miss lay
+# this far from zero (root mean square over the sources) ...
+LOCAL_BIAS_SD = 0.26
+# ... one reference's mean miss this far from its source's, one pair's this far from its reference's.
+REFERENCE_MISS_SD = 1.03
+PAIR_MISS_SD = 0.74
+MISS_CLIP = 3.0
+# The local direction temperature's prior: log T ~ Normal(0, this). Of 0.3 and 1.0, the one whose
+# learning helped held-out sources more (workshop/training/local_learning.py).
+DIRECTION_TEMPERATURE_SD = 0.3
 _FLOOR = 1e-9
 
 
@@ -148,14 +167,8 @@ def map_from_json(data: dict[str, Any]) -> CalibrationMap:
     return IsotonicCdf(tuple(map(float, data["x"])), tuple(map(float, data["y"])), int(data.get("fitted_on", 0)))
 
 
-def fit_temperature(probabilities: Any, speedups: Any) -> Temperature:
-    """The T that minimises the held-out NLL of the true bins (golden-section search on log T)."""
-    rows, bins = _as_rows(probabilities), true_bins(speedups) - 1
-
-    def loss(log_t: float) -> float:
-        calibrated = _with_temperature(rows, math.exp(log_t))
-        return float(-np.log(np.maximum(calibrated[np.arange(len(bins)), bins], 1e-12)).mean())
-
+def _best_temperature(loss: Callable[[float], float]) -> float:
+    """The T in TEMPERATURE_RANGE whose log minimises `loss` (golden-section search on log T)."""
     low, high = (math.log(v) for v in TEMPERATURE_RANGE)
     ratio = (math.sqrt(5) - 1) / 2
     for _ in range(60):
@@ -164,7 +177,39 @@ def fit_temperature(probabilities: Any, speedups: Any) -> Temperature:
             high = b
         else:
             low = a
-    return Temperature(round(math.exp((low + high) / 2), 4), len(bins))
+    return round(math.exp((low + high) / 2), 4)
+
+
+def fit_temperature(probabilities: Any, speedups: Any) -> Temperature:
+    """The T that minimises the held-out NLL of the true bins."""
+    rows, bins = _as_rows(probabilities), true_bins(speedups) - 1
+
+    def loss(log_t: float) -> float:
+        calibrated = _with_temperature(rows, math.exp(log_t))
+        return float(-np.log(np.maximum(calibrated[np.arange(len(bins)), bins], 1e-12)).mean())
+
+    return Temperature(_best_temperature(loss), len(bins))
+
+
+def with_direction_temperature(rows: np.ndarray, value: float) -> np.ndarray:
+    """P(S ≥ 1) with its log-odds divided by `value`; each side keeps its own shape."""
+    half = NUM_BINS // 2
+    faster = np.clip(rows[:, half:].sum(axis=1), 1e-9, 1.0 - 1e-9)
+    tempered = 1.0 / (1.0 + np.exp(-np.log(faster / (1.0 - faster)) / value))
+    scaled = rows * np.repeat(np.stack([(1.0 - tempered) / (1.0 - faster), tempered / faster], axis=1), half, axis=1)
+    return scaled / scaled.sum(axis=1, keepdims=True)
+
+
+def fit_direction_temperature(rows: np.ndarray, speedups: np.ndarray) -> float:
+    """The most probable direction temperature given the pairs (log T's prior: DIRECTION_TEMPERATURE_SD)."""
+    faster = np.log2(speedups) >= 0
+
+    def loss(log_t: float) -> float:
+        p_faster = with_direction_temperature(rows, math.exp(log_t))[:, NUM_BINS // 2 :].sum(axis=1)
+        right = np.maximum(np.where(faster, p_faster, 1.0 - p_faster), 1e-12)
+        return float(-np.log(right).sum() + log_t**2 / (2.0 * DIRECTION_TEMPERATURE_SD**2))
+
+    return _best_temperature(loss)
 
 
 def _pav(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -236,21 +281,55 @@ class LocalCorrection:
     """What the user's own measurements taught about one (backend, GPU class)."""
 
     bias_log2: float
-    temperature: float | None
+    direction_temperature: float | None
     fitted_on: int
 
     @property
     def id(self) -> str:
-        temperature = f"T{self.temperature:.3f}" if self.temperature is not None else ""
+        temperature = f"D{self.direction_temperature:.3f}" if self.direction_temperature is not None else ""
         return f"local{self.bias_log2:+.3f}{temperature}-n{self.fitted_on}"
 
+    def apply_rows(self, rows: np.ndarray, shipped: CalibrationMap | None) -> np.ndarray:
+        """Raw rows shifted by the bias, through the shipped map, then the direction's temperature."""
+        rows = shift(rows, self.bias_log2)
+        if shipped is not None:
+            rows = shipped.apply_rows(rows)
+        return rows if self.direction_temperature is None else with_direction_temperature(rows, self.direction_temperature)
+
     def to_json(self) -> dict[str, Any]:
-        return {"bias_log2": self.bias_log2, "temperature": self.temperature, "fitted_on": self.fitted_on}
+        return {"bias_log2": self.bias_log2, "direction_temperature": self.direction_temperature, "fitted_on": self.fitted_on}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LocalCorrection:
-        temperature = data.get("temperature")
+        # A file written before the direction temperature holds a "temperature" on the bins: not read.
+        temperature = data.get("direction_temperature")
         return cls(float(data["bias_log2"]), None if temperature is None else float(temperature), int(data["fitted_on"]))
+
+
+# One of the user's measurements: the backend's raw 8 bin probabilities, the measured S, and
+# a key of the reference it was measured against (reference_key).
+Observation = tuple[Sequence[float], float, str]
+
+
+def reference_key(reference_code: str) -> str:
+    """Measurements against one reference miss together: their key."""
+    return hashlib.sha256(reference_code.encode()).hexdigest()[:16]
+
+
+def pooled_bias(misses: np.ndarray, references: Sequence[str]) -> float:
+    """The most probable shared miss b, when a miss is b + the reference's own + the pair's own.
+
+    Each reference's mean miss says b with the variance of the two below it, and b is drawn
+    around zero with LOCAL_BIAS_SD: so ten measurements against one reference move it barely
+    more than one does, and ten references each measured once move it far more.
+    """
+    weight_sum = weighted = 0.0
+    for reference in dict.fromkeys(references):
+        own = misses[np.array([key == reference for key in references])]
+        weight = 1.0 / (REFERENCE_MISS_SD**2 + PAIR_MISS_SD**2 / len(own))
+        weighted += weight * float(own.mean())
+        weight_sum += weight
+    return weighted / (weight_sum + 1.0 / LOCAL_BIAS_SD**2)
 
 
 def local_path() -> Path:
@@ -312,34 +391,31 @@ class CalibrationTable:
         rows = _as_rows(probabilities)
         shipped = self._maps.get(_key(backend, gpu))
         local = self._local.get(_key(backend, gpu))
-        parts = []
         if local is not None:
-            rows = shift(rows, local.bias_log2)
-        if shipped is not None:
+            rows = local.apply_rows(rows, shipped)
+        elif shipped is not None:
             rows = shipped.apply_rows(rows)
-            parts.append(shipped.id)
-        if local is not None:
-            if local.temperature is not None:
-                rows = _with_temperature(rows, local.temperature)
-            parts.append(local.id)
+        parts = [calibration.id for calibration in (shipped, local) if calibration is not None]
         return [float(p) for p in rows[0]], "+".join(parts) or IDENTITY_ID
 
     def shipped_map(self, backend: str, gpu: str) -> CalibrationMap | None:
         return self._maps.get(_key(backend, gpu))
 
 
-def fit_local(observations: Sequence[tuple[Sequence[float], float]], shipped: CalibrationMap | None = None) -> LocalCorrection:
-    """Bias = mean of (measured s − forecast median), shrunk toward 0; temperature on top with enough pairs."""
-    rows = _as_rows([probabilities for probabilities, _ in observations])
-    speedups = np.array([speedup for _, speedup in observations], dtype=float)
-    residual = np.log2(speedups) - median_log2(rows)
-    bias = float(residual.sum() / (len(residual) + BIAS_PRIOR_PAIRS))
+def fit_local(observations: Sequence[Observation], shipped: CalibrationMap | None = None) -> LocalCorrection:
+    """The pooled bias of the misses; the direction's temperature on top, with enough pairs."""
+    rows = _as_rows([probabilities for probabilities, _, _ in observations])
+    speedups = np.array([speedup for _, speedup, _ in observations], dtype=float)
+    if not np.all(speedups > 0) or not np.all(np.isfinite(speedups)):
+        raise ValueError("measured speedups must be positive and finite")
+    misses = np.clip(np.log2(speedups), -MISS_CLIP, MISS_CLIP) - median_log2(rows)
+    bias = pooled_bias(misses, [reference for _, _, reference in observations])
     temperature = None
     if len(observations) >= MIN_PAIRS_FOR_TEMPERATURE:
         corrected = shift(rows, bias)
         if shipped is not None:
             corrected = shipped.apply_rows(corrected)
-        temperature = fit_temperature(corrected, speedups).value
+        temperature = fit_direction_temperature(corrected, speedups)
     return LocalCorrection(round(bias, 4), temperature, len(observations))
 
 
@@ -351,7 +427,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def update_local(
-    observations: Sequence[tuple[Sequence[float], float]],
+    observations: Sequence[Observation],
     backend: str,
     gpu: str,
     path: Path | None = None,
@@ -359,7 +435,7 @@ def update_local(
 ) -> LocalCorrection:
     """Refit and persist the local correction of (backend, GPU class) from all its measured pairs.
 
-    `observations`: (the backend's *raw* 8 bin probabilities for a pair, measured S).
+    `observations`: (the backend's *raw* 8 bin probabilities for a pair, measured S, reference_key).
     `table`: the calibration in use, whose shipped map the local temperature sits on
     (default: the shipped one).
     """
