@@ -14,8 +14,9 @@ against one reference, a user's kernels miss together (one problem's solutions l
 low as one), so the bias counts references, not measurements: a miss shared by every
 reference must show across many references before it moves the forecasts of the others. How
 far apart the three levels lie (an author's or GPU's own bias, a reference's, a pair's) was
-measured on the held-out forecasts of the real-world sources (workshop/training/local_learning.py);
-learnt per measurement, as before, the correction made held-out authors' forecasts worse.
+measured on the held-out forecasts of the real-world sources (workshop/training/local_learning.py,
+which also replays the learning there); a bias that counts each measurement alike, fitted with
+a temperature on the bins, made held-out authors' other forecasts worse.
 
 The shipped maps live in `models/weights/calibration.json` (written by training); the
 user's own in a small JSON in kernelcast's state folder. Until a map exists for a
