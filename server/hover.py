@@ -102,8 +102,9 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
-        count = provenance.get("local_measurements")
-        lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU"]
+        count, against = provenance.get("local_measurements"), provenance.get("reference_measurements")
+        own = f", {against} of them against this reference" if against else ""
+        lines += ["", f"Calibrated with {f'{count} of ' if count else ''}your measurements on this GPU{own}"]
     return lines
 
 

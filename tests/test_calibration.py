@@ -147,6 +147,43 @@ def test_local_direction_temperature_with_enough_pairs_widens_an_over_confident_
     assert _direction_ece(learnt, fresh_speedups) < _direction_ece(fresh, fresh_speedups) / 2
 
 
+def test_a_measured_reference_s_own_miss_moves_and_narrows_the_next_forecast_against_it(tmp_path: Path) -> None:
+    local = tmp_path / "local.json"
+    table = calibration.CalibrationTable(tmp_path / "none.json", local=local)
+    forecast = normal_bin_probabilities(0.0, 1.0)
+    # One kernel measured 1.5 octaves above its forecast against "a"; against nine others as forecast.
+    observations = [(forecast, 2.0**1.5, "a")] + [(forecast, 1.0, f"other {i}") for i in range(9)]
+    correction = calibration.update_local(observations, "embedded", "sm9x", local, table)
+    own, count = correction.references["a"]
+    share = calibration.REFERENCE_MISS_SD**2 / (calibration.REFERENCE_MISS_SD**2 + calibration.PAIR_MISS_SD**2)
+    assert count == 1 and own == pytest.approx(share * (1.5 - correction.bias_log2), abs=1e-3)
+    assert 0.5 < own < 1.5 and correction.references["other 0"][0] < 0
+
+    against_a, identifier = table.calibrate("embedded", "sm9x", forecast, "a")
+    assert identifier.endswith(f"+ref{own:+.3f}-n1")
+    elsewhere, plain = table.calibrate("embedded", "sm9x", forecast, "never measured")
+    assert "+ref" not in plain and plain == table.calibrate("embedded", "sm9x", forecast)[1]
+    median = calibration.median_log2(np.array([against_a, elsewhere]))
+    assert median[0] - median[1] == pytest.approx(own, abs=0.02)
+    assert _central_mass(against_a, median[0]) > _central_mass(elsewhere, median[1]) + 0.05  # narrower
+
+
+def _central_mass(row: list[float], median: float) -> float:
+    """P(|s − median| < 0.5), reading the CDF as linear within bins."""
+    cdf = np.concatenate([[0.0], np.cumsum(row)])
+    edges = [-3.0, *calibration.LOG2_EDGES, 3.0]
+    return float(np.interp(median + 0.5, edges, cdf) - np.interp(median - 0.5, edges, cdf))
+
+
+def test_each_measurement_against_a_reference_narrows_less_and_never_below_the_pair_s_own_miss() -> None:
+    scales = [calibration.reference_scale(n) for n in (0, 1, 2, 5, 1000)]
+    assert scales[0] == pytest.approx(1.0) and all(a > b for a, b in zip(scales, scales[1:]))
+    floor = calibration.PAIR_MISS_SD / np.hypot(calibration.REFERENCE_MISS_SD, calibration.PAIR_MISS_SD)
+    assert scales[-1] == pytest.approx(floor, abs=1e-3)
+    # A measurement kept before references were keyed has none to learn.
+    assert calibration.fit_local([(normal_bin_probabilities(0.0, 1.0), 4.0, "")]).references == {}
+
+
 def test_the_direction_temperature_moves_confidence_and_keeps_each_side_s_shape() -> None:
     rows = np.array([normal_bin_probabilities(0.4, 0.5), normal_bin_probabilities(-1.0, 0.8)])
     tempered = calibration.with_direction_temperature(rows, 2.0)

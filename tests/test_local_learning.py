@@ -95,6 +95,7 @@ def test_learning_shifts_forecasts_and_reset_learning_undoes_it(service: tuple[S
 
     after = served.forecast()
     assert after.provenance["local_learning"] is True and after.provenance["local_measurements"] == 5
+    assert after.provenance["reference_measurements"] == 1  # the first was against this very reference
     assert after.speedup > before.speedup * 1.2
     assert served.calibration_version() not in (version, learnt[0]["calibration_version"])
     assert served.calibration_version() == learnt[-1]["calibration_version"]
@@ -187,7 +188,8 @@ async def test_a_measurement_from_the_editor_calibrates_its_forecasts(tmp_path: 
         )
         assert answer["ok"], answer
         deadline = asyncio.get_running_loop().time() + 60
-        while f"Calibrated with 1 of {LEARNT}" not in (hover := await _hover(session, uri, line)):
+        # The measured kernel's reference now has a miss of its own: the hover says it was used.
+        while f"Calibrated with 1 of {LEARNT}, 1 of them against this reference" not in (hover := await _hover(session, uri, line)):
             assert asyncio.get_running_loop().time() < deadline, hover
             await asyncio.sleep(0.5)
         assert "Measured: reference" in hover

@@ -35,9 +35,10 @@ from kernelcast.wire import Forecast, ForecastRequest
 OBSERVATIONS_FILE = "local_observations.json"
 # Local learning follows the user's recent kernels: older measurements drop out.
 MAX_OBSERVATIONS = 500
-# The local correction's id ends the calibration id ("…+local+0.450D1.200-n7"); n is the
-# number of the user's measurements behind it, which the hover shows.
-_LOCAL_ID = re.compile(r"local[+-]\d+\.\d+(?:D\d+\.\d+)?-n(\d+)$")
+# The local correction's id ends the calibration id ("…+local+0.450D1.200-n7", then
+# "+ref-0.310-n2" where the pair's reference was measured); the n's are the numbers of the user's
+# measurements behind each, which the hover shows.
+_LOCAL_ID = re.compile(r"local[+-]\d+\.\d+(?:D\d+\.\d+)?-n(\d+)(?:\+ref[+-]\d+\.\d+-n(\d+))?$")
 
 
 class Forecaster:
@@ -65,7 +66,7 @@ class Forecaster:
 
     def _calibrate(self, backend: prediction.Backend, request: ForecastRequest, probabilities: Sequence[float]) -> tuple[list[float], str]:
         gpu = gpu_class(request.hardware.get("compute_capability"))
-        return self.calibration.calibrate(backend.name, gpu, probabilities)
+        return self.calibration.calibrate(backend.name, gpu, probabilities, reference_key(request.reference.code))
 
     def _backend(self, request: ForecastRequest) -> prediction.Backend:
         name = request.backend or self.default_backend
@@ -104,6 +105,7 @@ class Forecaster:
             "calibration_id": calibration_id,
             "local_learning": self.calibration.is_local(backend.name, gpu_class(request.hardware.get("compute_capability"))),
             "local_measurements": int(local.group(1)) if local else 0,
+            "reference_measurements": int(local.group(2)) if local and local.group(2) else 0,
             "hardware": request.hardware.get("key") or request.hardware.get("name"),
             "hardware_fingerprint": request.hardware.get("fingerprint"),
             "facts_used": [side for side in ("reference", "candidate") if getattr(request, side).facts],

@@ -2,7 +2,9 @@
 
 A backend's raw 8-bin distribution passes through, in order:
 1. a local bias, when the user's own measurements say forecasts on this GPU run high or
-   low: the distribution is shifted by `bias_log2` in log2 S (local learning);
+   low: the distribution is shifted by `bias_log2` in log2 S (local learning); where the
+   pair's reference was measured against, also by that reference's own miss, and narrowed
+   by as much as those measurements told of it;
 2. a map fitted on held-out measured pairs: a temperature on the bin probabilities, or an
    isotonic map of the distribution's CDF at the 7 bin edges (monotone, so the result is
    still a distribution; it recalibrates P(S ≥ 1), the direction confidence, directly);
@@ -12,7 +14,9 @@ A backend's raw 8-bin distribution passes through, in order:
 Local learning is cautious because the user's measurements are few and alike. Measured
 against one reference, a user's kernels miss together (one problem's solutions land high or
 low as one), so the bias counts references, not measurements: a miss shared by every
-reference must show across many references before it moves the forecasts of the others. How
+reference must show across many references before it moves the forecasts of the others. The
+same likeness makes one measurement worth much for the next kernel against its reference: most
+of its miss is the reference's, and so is the next one's. How
 far apart the three levels lie (an author's or GPU's own bias, a reference's, a pair's) was
 measured on the held-out forecasts of the real-world sources (workshop/training/local_learning.py,
 which also replays the learning there); a bias that counts each measurement alike, fitted with
@@ -44,7 +48,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -265,16 +269,26 @@ def median_log2(rows: np.ndarray) -> np.ndarray:
     return medians
 
 
-def shift(rows: Any, bias_log2: float) -> np.ndarray:
-    """The distribution moved by `bias_log2` in s, CDF linear within bins (outer bins one octave)."""
+def shift(rows: Any, bias_log2: float, scale: float = 1.0) -> np.ndarray:
+    """The distribution moved by `bias_log2` in s, and its spread around its median scaled by
+    `scale`; CDF linear within bins (outer bins one octave)."""
     rows = _as_rows(rows)
-    if bias_log2 == 0:
+    if bias_log2 == 0 and scale == 1.0:
         return rows
     edges = np.array([_bin_bounds(0)[0], *LOG2_EDGES, _bin_bounds(NUM_BINS - 1)[1]])
     cdf = np.concatenate([np.zeros((len(rows), 1)), np.cumsum(rows, axis=1)], axis=1)
-    # P(s + bias < e) = F(e − bias), F piecewise linear through (edges, cdf).
-    moved = np.stack([np.interp(np.array(LOG2_EDGES) - bias_log2, edges, row) for row in cdf])
-    return _from_cdf(moved)
+    medians = median_log2(rows) if scale != 1.0 else np.zeros(len(rows))
+    # s' = m + bias + scale·(s − m): P(s' < e) = F(m + (e − m − bias) / scale), F piecewise linear
+    # through (edges, cdf).
+    at = medians[:, None] + (np.array(LOG2_EDGES)[None, :] - medians[:, None] - bias_log2) / scale
+    return _from_cdf(np.stack([np.interp(points, edges, row) for points, row in zip(at, cdf)]))
+
+
+def reference_scale(measured: int) -> float:
+    """How much narrower a forecast against a reference measured `measured` times is: its spread
+    held the reference's own miss in full, and now holds only what is left unknown of it."""
+    left = REFERENCE_MISS_SD**2 * PAIR_MISS_SD**2 / (PAIR_MISS_SD**2 + measured * REFERENCE_MISS_SD**2)
+    return math.sqrt((left + PAIR_MISS_SD**2) / (REFERENCE_MISS_SD**2 + PAIR_MISS_SD**2))
 
 
 @dataclass(frozen=True)
@@ -284,27 +298,44 @@ class LocalCorrection:
     bias_log2: float
     direction_temperature: float | None
     fitted_on: int
+    # By reference key: the most probable miss of that reference's own, beyond the bias, and
+    # how many measurements against it say so.
+    references: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         temperature = f"D{self.direction_temperature:.3f}" if self.direction_temperature is not None else ""
         return f"local{self.bias_log2:+.3f}{temperature}-n{self.fitted_on}"
 
-    def apply_rows(self, rows: np.ndarray, shipped: CalibrationMap | None) -> np.ndarray:
-        """Raw rows shifted by the bias, through the shipped map, then the direction's temperature."""
-        rows = shift(rows, self.bias_log2)
+    def reference_id(self, reference: str | None) -> str | None:
+        """The part of a calibration id that says a forecast used its reference's own miss."""
+        own = self.references.get(reference or "")
+        return None if own is None else f"ref{own[0]:+.3f}-n{own[1]}"
+
+    def apply_rows(self, rows: np.ndarray, shipped: CalibrationMap | None, reference: str | None = None) -> np.ndarray:
+        """Raw rows shifted by the bias (and by their reference's own miss, narrowed by what its
+        measurements told, where it was measured), through the shipped map, then the direction's
+        temperature."""
+        own = self.references.get(reference or "")
+        rows = shift(rows, self.bias_log2) if own is None else shift(rows, self.bias_log2 + own[0], reference_scale(own[1]))
         if shipped is not None:
             rows = shipped.apply_rows(rows)
         return rows if self.direction_temperature is None else with_direction_temperature(rows, self.direction_temperature)
 
     def to_json(self) -> dict[str, Any]:
-        return {"bias_log2": self.bias_log2, "direction_temperature": self.direction_temperature, "fitted_on": self.fitted_on}
+        return {
+            "bias_log2": self.bias_log2,
+            "direction_temperature": self.direction_temperature,
+            "fitted_on": self.fitted_on,
+            "references": {key: list(own) for key, own in self.references.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LocalCorrection:
         # A file written before the direction temperature holds a "temperature" on the bins: not read.
         temperature = data.get("direction_temperature")
-        return cls(float(data["bias_log2"]), None if temperature is None else float(temperature), int(data["fitted_on"]))
+        references = {str(key): (float(shift), int(count)) for key, (shift, count) in (data.get("references") or {}).items()}
+        return cls(float(data["bias_log2"]), None if temperature is None else float(temperature), int(data["fitted_on"]), references)
 
 
 # One of the user's measurements: the backend's raw 8 bin probabilities, the measured S, and
@@ -386,18 +417,20 @@ class CalibrationTable:
         self._refresh_local()
         return _key(backend, gpu) in self._local
 
-    def calibrate(self, backend: str, gpu: str, probabilities: Sequence[float]) -> tuple[list[float], str]:
-        """Calibrated probabilities and the id of the calibration used."""
+    def calibrate(self, backend: str, gpu: str, probabilities: Sequence[float], reference: str | None = None) -> tuple[list[float], str]:
+        """Calibrated probabilities and the id of the calibration used; `reference`: the key of
+        the pair's reference (reference_key), whose own measurements then count too."""
         self._refresh_local()
         rows = _as_rows(probabilities)
         shipped = self._maps.get(_key(backend, gpu))
         local = self._local.get(_key(backend, gpu))
         if local is not None:
-            rows = local.apply_rows(rows, shipped)
+            rows = local.apply_rows(rows, shipped, reference)
         elif shipped is not None:
             rows = shipped.apply_rows(rows)
         parts = [calibration.id for calibration in (shipped, local) if calibration is not None]
-        return [float(p) for p in rows[0]], "+".join(parts) or IDENTITY_ID
+        own = local.reference_id(reference) if local is not None else None
+        return [float(p) for p in rows[0]], "+".join([*parts, *([own] if own else [])]) or IDENTITY_ID
 
     def shipped_map(self, backend: str, gpu: str) -> CalibrationMap | None:
         return self._maps.get(_key(backend, gpu))
@@ -410,14 +443,27 @@ def fit_local(observations: Sequence[Observation], shipped: CalibrationMap | Non
     if not np.all(speedups > 0) or not np.all(np.isfinite(speedups)):
         raise ValueError("measured speedups must be positive and finite")
     misses = np.clip(np.log2(speedups), -MISS_CLIP, MISS_CLIP) - median_log2(rows)
-    bias = pooled_bias(misses, [reference for _, _, reference in observations])
+    keys = [reference for _, _, reference in observations]
+    bias = pooled_bias(misses, keys)
     temperature = None
     if len(observations) >= MIN_PAIRS_FOR_TEMPERATURE:
         corrected = shift(rows, bias)
         if shipped is not None:
             corrected = shipped.apply_rows(corrected)
         temperature = fit_direction_temperature(corrected, speedups)
-    return LocalCorrection(round(bias, 4), temperature, len(observations))
+    return LocalCorrection(round(bias, 4), temperature, len(observations), reference_misses(misses - bias, keys))
+
+
+def reference_misses(misses: np.ndarray, references: Sequence[str]) -> dict[str, tuple[float, int]]:
+    """Each reference's most probable own miss given the misses against it (the bias taken out)
+    and how many there were; a measurement kept without a reference key ("") has none."""
+    found = {}
+    for reference in dict.fromkeys(references):
+        if reference:
+            own = misses[np.array([key == reference for key in references])]
+            weight = len(own) * REFERENCE_MISS_SD**2 / (PAIR_MISS_SD**2 + len(own) * REFERENCE_MISS_SD**2)
+            found[reference] = (round(weight * float(own.mean()), 4), len(own))
+    return found
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

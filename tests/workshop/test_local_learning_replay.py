@@ -1,6 +1,7 @@
 """The spreads local learning assumes, measured (workshop/training/local_learning.py), and its replay:
-sources simulated with the three levels of miss give those spreads back, and learning from a biased
-source's first measurements makes its other forecasts better."""
+sources simulated with the three levels of miss give those spreads back, learning from a biased
+source's first measurements makes its other forecasts better, and one measurement against a
+reference makes the next forecasts against it better."""
 
 from __future__ import annotations
 
@@ -44,3 +45,14 @@ def test_learning_from_a_biased_source_s_first_measurements_helps_its_others() -
     assert learnt[1] < without[1] - 0.05, "direction ECE"
     unbiased = local_learning.replay(_source(0.0, calibration.REFERENCE_MISS_SD, calibration.PAIR_MISS_SD, 200, 3, seed=8), 30)
     assert unbiased is not None and unbiased["with"][0] == pytest.approx(unbiased["without"][0], abs=0.02)
+
+
+def test_one_measurement_against_each_reference_helps_the_next_against_it() -> None:
+    # Each reference misses by its own octave or so, as real ones do: one pair of each measured
+    # tells most of it to the reference's other pairs.
+    source = _source(0.0, calibration.REFERENCE_MISS_SD, calibration.PAIR_MISS_SD / 2, 150, 4, seed=9)
+    result = local_learning.replay_one_each(source)
+    assert result is not None
+    without, learnt = result["without"], result["with"]
+    assert learnt[0] > without[0] + 0.05 and learnt[2] > without[2] + 0.05, "direction accuracy, within one bin"
+    assert learnt[1] < without[1] + 0.01, "direction ECE"

@@ -12,7 +12,9 @@ reference's mean miss around its source's, and of one pair's miss around its ref
 
 The replay then plays each source as a user who measured k pairs: references in a random order,
 every pair of each until k are measured; fit_local learns from those, and the pairs of the other
-references are judged with and without it (the same pairs, each seed). The forecasts read are
+references are judged with and without it (the same pairs, each seed). Last, as a user who
+measured one pair against each reference (chosen at random) and goes on against it: the other
+pairs against the references are judged, each with its reference's own miss learnt. The forecasts read are
 already calibrated, so the correction is applied to them without the shipped map between its
 bias and its temperature, as the product applies it to raw forecasts. The spreads it uses are the
 shipped ones, measured on these same sources.
@@ -35,6 +37,7 @@ from kernelcast.wire import read_forecast_rows, read_pairs
 # A source with fewer pairs says little about an author's bias.
 MIN_SOURCE_PAIRS = 50
 MEASURED = (10, 30, 100, 300)
+ONE_EACH = "one each"
 SEEDS = 8
 # Judged on fewer left-over pairs than this, a source is left out at that k.
 MIN_JUDGED = 20
@@ -107,10 +110,30 @@ def replay(source: Source, measured: int) -> dict[str, np.ndarray] | None:
     return {"without": np.mean(without, axis=0), "with": np.mean(learnt, axis=0)}
 
 
+def replay_one_each(source: Source) -> dict[str, np.ndarray] | None:
+    """A user who measured one pair against each reference (chosen at random): the mean over seeds
+    of the judged metrics of the reference's other pairs, without and with learning."""
+    without, learnt = [], []
+    shared = [key for key in dict.fromkeys(source.references) if np.count_nonzero(source.references == key) > 1]
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        first = [int(rng.choice(np.flatnonzero(source.references == key))) for key in shared]
+        rest = np.array([i for key in shared for i in np.flatnonzero(source.references == key) if i not in set(first)])
+        if len(rest) < MIN_JUDGED:
+            return None
+        correction = calibration.fit_local([(source.rows[i], float(source.speedups[i]), str(source.references[i])) for i in first])
+        rows = np.vstack([correction.apply_rows(source.rows[i : i + 1], None, str(source.references[i])) for i in rest])
+        for judged, judged_rows in ((without, source.rows[rest]), (learnt, rows)):
+            found = metrics(judged_rows, source.speedups[rest])
+            judged.append([found[name] for name in JUDGED])
+    return {"without": np.mean(without, axis=0), "with": np.mean(learnt, axis=0)}
+
+
 def table(sources: dict[str, Source]) -> str:
     """Markdown: per source and k, direction / ECE / ±1 bin of the pairs left over, without → with."""
-    lines = ["| source | " + " | ".join(f"{k} measured" for k in MEASURED) + " |", "|---" * (len(MEASURED) + 1) + "|"]
-    means: dict[int, list[dict[str, np.ndarray]]] = defaultdict(list)
+    columns = [f"{k} measured" for k in MEASURED] + ["one each, its others"]
+    lines = ["| source | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    means: dict[int | str, list[dict[str, np.ndarray]]] = defaultdict(list)
 
     def cell(result: dict[str, np.ndarray] | None) -> str:
         if result is None:
@@ -118,13 +141,13 @@ def table(sources: dict[str, Source]) -> str:
         return " → ".join("/".join(f"{value:.3f}" for value in result[side]) for side in ("without", "with"))
 
     for name, source in sources.items():
-        results = [replay(source, k) for k in MEASURED]
-        for k, result in zip(MEASURED, results):
+        results = [replay(source, k) for k in MEASURED] + [replay_one_each(source)]
+        for k, result in zip([*MEASURED, ONE_EACH], results):
             if result is not None:
                 means[k].append(result)
         lines.append(f"| {name} ({len(source.speedups)}) | " + " | ".join(cell(result) for result in results) + " |")
     mean_cells = []
-    for k in MEASURED:
+    for k in [*MEASURED, ONE_EACH]:
         found = means[k]
         mean = {side: np.mean([r[side] for r in found], axis=0) for side in ("without", "with")} if found else None
         mean_cells.append(f"{cell(mean)} ({len(found)})")
