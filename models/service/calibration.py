@@ -16,11 +16,11 @@ against one reference, a user's kernels miss together (one problem's solutions l
 low as one), so the bias counts references, not measurements: a miss shared by every
 reference must show across many references before it moves the forecasts of the others. The
 same likeness makes one measurement worth much for the next kernel against its reference: most
-of its miss is the reference's, and so is the next one's. How
-far apart the three levels lie (an author's or GPU's own bias, a reference's, a pair's) was
-measured on the held-out forecasts of the real-world sources (workshop/training/local_learning.py,
-which also replays the learning there); a bias that counts each measurement alike, fitted with
-a temperature on the bins, made held-out authors' other forecasts worse.
+of its miss is the reference's, and so is the next one's. How far apart the three levels lie
+(an author's or GPU's own bias, a reference's, a pair's) was measured on the held-out forecasts
+of the real-world sources (workshop/training/local_learning.py, which also replays the learning
+there); a bias that counts each measurement alike, fitted with a temperature on the bins, made
+held-out authors' other forecasts worse.
 
 The shipped maps live in `models/weights/calibration.json` (written by training); the
 user's own in a small JSON in kernelcast's state folder. Until a map exists for a
@@ -356,12 +356,16 @@ def pooled_bias(misses: np.ndarray, references: Sequence[str]) -> float:
     more than one does, and ten references each measured once move it far more.
     """
     weight_sum = weighted = 0.0
-    for reference in dict.fromkeys(references):
-        own = misses[np.array([key == reference for key in references])]
+    for own in _by_reference(misses, references).values():
         weight = 1.0 / (REFERENCE_MISS_SD**2 + PAIR_MISS_SD**2 / len(own))
         weighted += weight * float(own.mean())
         weight_sum += weight
     return weighted / (weight_sum + 1.0 / LOCAL_BIAS_SD**2)
+
+
+def _by_reference(misses: np.ndarray, references: Sequence[str]) -> dict[str, np.ndarray]:
+    keys = np.array(references)
+    return {reference: misses[keys == reference] for reference in dict.fromkeys(references)}
 
 
 def local_path() -> Path:
@@ -437,7 +441,8 @@ class CalibrationTable:
 
 
 def fit_local(observations: Sequence[Observation], shipped: CalibrationMap | None = None) -> LocalCorrection:
-    """The pooled bias of the misses; the direction's temperature on top, with enough pairs."""
+    """The pooled bias of the misses, each measured reference's own miss beyond it, and the
+    direction's temperature on top, with enough pairs."""
     rows = _as_rows([probabilities for probabilities, _, _ in observations])
     speedups = np.array([speedup for _, speedup, _ in observations], dtype=float)
     if not np.all(speedups > 0) or not np.all(np.isfinite(speedups)):
@@ -458,9 +463,8 @@ def reference_misses(misses: np.ndarray, references: Sequence[str]) -> dict[str,
     """Each reference's most probable own miss given the misses against it (the bias taken out)
     and how many there were; a measurement kept without a reference key ("") has none."""
     found = {}
-    for reference in dict.fromkeys(references):
+    for reference, own in _by_reference(misses, references).items():
         if reference:
-            own = misses[np.array([key == reference for key in references])]
             weight = len(own) * REFERENCE_MISS_SD**2 / (PAIR_MISS_SD**2 + len(own) * REFERENCE_MISS_SD**2)
             found[reference] = (round(weight * float(own.mean()), 4), len(own))
     return found
