@@ -108,7 +108,11 @@ def test_learning_shifts_forecasts_and_reset_learning_undoes_it(service: tuple[S
     again = served.forecast()
     assert again.probabilities == before.probabilities and again.provenance["local_learning"] is False
     assert served.calibration_version() == version
-    assert served.learn(8.0).json()["n"] == 1, "the measurements were forgotten, not only the fit"
+    first = served.learn(8.0).json()
+    assert first["n"] == 1, "the measurements were forgotten, not only the fit"
+    # The same pair measured again replaces its measurement rather than counting twice.
+    remeasured = served.learn(2.0).json()
+    assert remeasured["n"] == 1 and remeasured["bias_log2"] < first["bias_log2"]
     _reset_learning(home)
     assert "nothing to forget" in _reset_learning(home)
 
@@ -154,8 +158,8 @@ async def test_the_editor_forecasts_again_after_learning_and_after_reset(tmp_pat
         assert LEARNT not in await _hover(session, uri, line)
 
         served = Service(home)  # the one the language server started
-        for _ in range(3):
-            assert served.learn(8.0).status_code == 200
+        for reference in range(3):
+            assert served.learn(8.0, reference).status_code == 200
         # Same kernel code (a comment at the end of the file): only the calibration changed.
         await asyncio.sleep(BACKEND_INFO_TTL_S + 0.2)
         text = (workspace / "matmul_tiled.cu").read_text()

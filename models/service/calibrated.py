@@ -122,7 +122,9 @@ class Forecaster:
         The backend's *raw* distribution for the pair is stored with the measured S and a key
         of its reference (the last MAX_OBSERVATIONS per backend × GPU class, of the backend's
         current model: raw distributions of another model say nothing about this one's bias),
-        and calibration.update_local refits from all of them. Returns the new correction's summary.
+        and calibration.update_local refits from all of them. A pair measured again replaces its
+        earlier measurement: the same pair twice is one pair, not two that missed alike. Returns
+        the new correction's summary.
         """
         if isinstance(measured_speedup, bool) or not isinstance(measured_speedup, (int, float)):
             raise ValueError("measured_speedup must be a number")
@@ -135,12 +137,14 @@ class Forecaster:
         key, local = f"{backend.name}/{gpu}", self.calibration.local
         with _learning_lock(local):
             store = _read_observations(local)
-            kept = [o for o in store.get(key, []) if o.get("model") == model]
+            pair = reference_key(f"{request.reference.code}\0{request.candidate.code}")
+            kept = [o for o in store.get(key, []) if o.get("model") == model and o.get("pair") != pair]
             kept.append(
                 {
                     "probabilities": [float(p) for p in raw],
                     "speedup": float(measured_speedup),
                     "reference": reference_key(request.reference.code),
+                    "pair": pair,
                     "model": model,
                     "at": time.time(),
                 }
