@@ -23,9 +23,9 @@ from kernelcast.models.service import backends
 from kernelcast.models.service.calibration import (
     CalibrationTable,
     _write_json,
+    code_key,
     gpu_class,
     local_path,
-    reference_key,
     reset_local,
     update_local,
 )
@@ -66,7 +66,7 @@ class Forecaster:
 
     def _calibrate(self, backend: prediction.Backend, request: ForecastRequest, probabilities: Sequence[float]) -> tuple[list[float], str]:
         gpu = gpu_class(request.hardware.get("compute_capability"))
-        return self.calibration.calibrate(backend.name, gpu, probabilities, reference_key(request.reference.code))
+        return self.calibration.calibrate(backend.name, gpu, probabilities, code_key(request.reference.code))
 
     def _backend(self, request: ForecastRequest) -> prediction.Backend:
         name = request.backend or self.default_backend
@@ -137,13 +137,13 @@ class Forecaster:
         key, local = f"{backend.name}/{gpu}", self.calibration.local
         with _learning_lock(local):
             store = _read_observations(local)
-            pair = reference_key(f"{request.reference.code}\0{request.candidate.code}")
+            pair = code_key(f"{request.reference.code}\0{request.candidate.code}")
             kept = [o for o in store.get(key, []) if o.get("model") == model and o.get("pair") != pair]
             kept.append(
                 {
                     "probabilities": [float(p) for p in raw],
                     "speedup": float(measured_speedup),
-                    "reference": reference_key(request.reference.code),
+                    "reference": code_key(request.reference.code),
                     "pair": pair,
                     "model": model,
                     "at": time.time(),

@@ -316,8 +316,8 @@ class LocalCorrection:
         """Raw rows shifted by the bias (and by their reference's own miss, narrowed by what its
         measurements told, where it was measured), through the shipped map, then the direction's
         temperature."""
-        own = self.references.get(reference or "")
-        rows = shift(rows, self.bias_log2) if own is None else shift(rows, self.bias_log2 + own[0], reference_scale(own[1]))
+        own_miss, measured = self.references.get(reference or "", (0.0, 0))
+        rows = shift(rows, self.bias_log2 + own_miss, reference_scale(measured))
         if shipped is not None:
             rows = shipped.apply_rows(rows)
         return rows if self.direction_temperature is None else with_direction_temperature(rows, self.direction_temperature)
@@ -339,13 +339,14 @@ class LocalCorrection:
 
 
 # One of the user's measurements: the backend's raw 8 bin probabilities, the measured S, and
-# a key of the reference it was measured against (reference_key).
+# a key of the reference it was measured against (code_key).
 Observation = tuple[Sequence[float], float, str]
 
 
-def reference_key(reference_code: str) -> str:
-    """Measurements against one reference miss together: their key."""
-    return hashlib.sha256(reference_code.encode()).hexdigest()[:16]
+def code_key(code: str) -> str:
+    """A short key of some code: of a reference, which measurements against it share (they miss
+    together), or of a pair, which a measurement of it again replaces."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 def pooled_bias(misses: np.ndarray, references: Sequence[str]) -> float:
@@ -423,7 +424,7 @@ class CalibrationTable:
 
     def calibrate(self, backend: str, gpu: str, probabilities: Sequence[float], reference: str | None = None) -> tuple[list[float], str]:
         """Calibrated probabilities and the id of the calibration used; `reference`: the key of
-        the pair's reference (reference_key), whose own measurements then count too."""
+        the pair's reference (code_key), whose own measurements then count too."""
         self._refresh_local()
         rows = _as_rows(probabilities)
         shipped = self._maps.get(_key(backend, gpu))
@@ -486,7 +487,7 @@ def update_local(
 ) -> LocalCorrection:
     """Refit and persist the local correction of (backend, GPU class) from all its measured pairs.
 
-    `observations`: (the backend's *raw* 8 bin probabilities for a pair, measured S, reference_key).
+    `observations`: (the backend's *raw* 8 bin probabilities for a pair, measured S, code_key).
     `table`: the calibration in use, whose shipped map the local temperature sits on
     (default: the shipped one).
     """

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +58,7 @@ def read_sources(pairs_path: Path, forecasts_path: Path) -> dict[str, Source]:
     by_source: dict[str, list] = defaultdict(list)
     for pair in read_pairs(pairs_path):
         if pair.id in forecasts:
-            by_source[pair.source].append((forecasts[pair.id], pair.speedup, calibration.reference_key(pair.request.reference.code)))
+            by_source[pair.source].append((forecasts[pair.id], pair.speedup, calibration.code_key(pair.request.reference.code)))
     return {
         name: Source(normalised([row for row, _, _ in found]), np.array([s for _, s, _ in found]), [key for _, _, key in found])
         for name, found in sorted(by_source.items())
@@ -97,32 +97,37 @@ def split(source: Source, measured: int, seed: int) -> tuple[np.ndarray, np.ndar
 
 def replay(source: Source, measured: int) -> dict[str, np.ndarray] | None:
     """Mean over seeds of the judged metrics on the pairs left over, without and with learning."""
-    without, learnt = [], []
-    for seed in range(SEEDS):
-        first, rest = split(source, measured, seed)
-        if len(rest) < MIN_JUDGED:
-            return None
-        observations = [(source.rows[i], float(source.speedups[i]), str(source.references[i])) for i in first]
-        correction = calibration.fit_local(observations)
-        for judged, rows in ((without, source.rows[rest]), (learnt, correction.apply_rows(source.rows[rest], None))):
-            found = metrics(rows, source.speedups[rest])
-            judged.append([found[name] for name in JUDGED])
-    return {"without": np.mean(without, axis=0), "with": np.mean(learnt, axis=0)}
+    return _replayed(source, lambda seed: split(source, measured, seed))
 
 
 def replay_one_each(source: Source) -> dict[str, np.ndarray] | None:
     """A user who measured one pair against each reference (chosen at random): the mean over seeds
     of the judged metrics of the reference's other pairs, without and with learning."""
-    without, learnt = [], []
     shared = [key for key in dict.fromkeys(source.references) if np.count_nonzero(source.references == key) > 1]
-    for seed in range(SEEDS):
+
+    def one_each(seed: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(seed)
-        first = [int(rng.choice(np.flatnonzero(source.references == key))) for key in shared]
-        rest = np.array([i for key in shared for i in np.flatnonzero(source.references == key) if i not in set(first)])
+        first = {int(rng.choice(np.flatnonzero(source.references == key))) for key in shared}
+        rest = [i for key in shared for i in np.flatnonzero(source.references == key) if i not in first]
+        return np.array(sorted(first)), np.array(rest)
+
+    return _replayed(source, one_each)
+
+
+def _replayed(source: Source, choose: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray] | None:
+    """For each seed, the pairs `choose` says were measured first and the rest: fit_local learns from
+    the first, and the rest are judged without and with it (each with its reference's own miss,
+    where that reference was measured); the mean over seeds, or None if too few are left."""
+    without, learnt = [], []
+    for seed in range(SEEDS):
+        first, rest = choose(seed)
         if len(rest) < MIN_JUDGED:
             return None
         correction = calibration.fit_local([(source.rows[i], float(source.speedups[i]), str(source.references[i])) for i in first])
-        rows = np.vstack([correction.apply_rows(source.rows[i : i + 1], None, str(source.references[i])) for i in rest])
+        rows = source.rows[rest].copy()
+        for key in dict.fromkeys(source.references[rest]):
+            against = source.references[rest] == key
+            rows[against] = correction.apply_rows(rows[against], None, str(key))
         for judged, judged_rows in ((without, source.rows[rest]), (learnt, rows)):
             found = metrics(judged_rows, source.speedups[rest])
             judged.append([found[name] for name in JUDGED])
