@@ -148,6 +148,71 @@ def test_a_batch_carries_the_checked_texts_and_files_and_refuses_a_mismatch(
         pack.pack(tmp_path / "third", MIRRORS)
 
 
+def test_a_candidate_sure_to_fail_before_timing_is_told_by_its_text() -> None:
+    entries = (("add", "add"),)
+    runs = """
+import math
+import torch
+import triton
+import triton.language as tl
+from typing import Optional
+
+SCALE = 2.0
+
+@triton.jit
+def _kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * SCALE, mask=offsets < n)
+
+def add(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    global SCALE
+    out = torch.empty_like(x) if out is None else out
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)
+    try:
+        _kernel[grid](x, out, x.numel(), BLOCK=1024)
+    except RuntimeError as error:
+        raise ValueError(str(error)) from error
+    return [value for value in (out,)][0] * math.sqrt(1.0)
+"""
+    assert tritonbench.why_it_cannot_load(runs, entries) is None
+    told = {
+        "does not parse": runs.replace("def add(", "def add(("),
+        "defines no add": runs.replace("def add(", "def plus("),
+        "imports xformers": "import xformers\n" + runs,
+        "imports .": runs.replace("import math", "from .utils import math"),
+        "uses torch, which it never binds": runs.replace("import torch\n", ""),
+        "uses BLOCK_SIZE": runs.replace("BLOCK=1024", "BLOCK=BLOCK_SIZE"),
+    }
+    for why, text in told.items():
+        assert why in (tritonbench.why_it_cannot_load(text, entries) or ""), why
+
+
+def test_a_loadable_batch_leaves_out_only_candidates_sure_to_fail(
+    built: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror = the_mirror()
+    rows = built[:: SAMPLE // 2]
+    told = {
+        row["id"]: tritonbench.why_it_cannot_load(tritonbench.candidate_text(row, mirror), tritonbench.entry_names(row, mirror))
+        for row in rows
+    }
+    assert 0 < sum(why is None for why in told.values()) < len(rows)
+    monkeypatch.setattr(pack, "load", lambda: rows)
+    assert pack.pack(tmp_path / "batch", MIRRORS, loadable=True) == sum(why is None for why in told.values())
+    packed = {json.loads(line)["id"] for line in (tmp_path / "batch" / "batch.jsonl").read_text().splitlines()}
+    assert packed == {name for name, why in told.items() if why is None}
+    # Every candidate the GPU measured (right or wrong) passes the check: it leaves out none that could run.
+    ran = [
+        record
+        for record in dataset.read(dataset.RECORDS)
+        if record["source"] == "tritonbench" and (record["correct"] or (record.get("failure") or {}).get("kind") == "wrong")
+    ]
+    assert ran and all(
+        tritonbench.why_it_cannot_load(tritonbench.candidate_text(record, mirror), tritonbench.entry_names(record, mirror)) is None
+        for record in ran
+    )
+
+
 def test_measured_candidates_give_pairs_against_the_human_kernel_and_the_torch_operator(
     built: list[dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -63,6 +63,7 @@ def add_parser(subparsers: Any) -> None:
     pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
     pack.add_argument("--remeasure", type=int, metavar="N", help="a seeded sample of N entries measured correct already, to measure again")
     pack.add_argument("--edits", action="store_true", help="launch edits of measured solutions only (edit-manifest)")
+    pack.add_argument("--loadable", action="store_true", help="leave out TritonBench candidates whose text is sure to fail before timing")
     pack.set_defaults(run=pack_command)
 
     run = commands.add_parser("run", help="measure a packed batch on this machine's GPUs (resumable)")
@@ -165,6 +166,7 @@ def pack_command(args: argparse.Namespace) -> int:
         args.problem,
         args.remeasure,
         args.edits,
+        args.loadable,
     )
     print(f"{count} entries in {args.batch}")
     return 0

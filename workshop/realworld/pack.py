@@ -2,7 +2,7 @@
 
     python -m workshop realworld pack BATCH_DIR --mirrors /work/.mirror [--limit N] [--source NAME ...]
         [--language cuda|triton|inductor ...] [--skip RESULTS.jsonl ...] [--seed 0]
-        [--whole-problems N [--problem NAME ...]] [--remeasure N] [--edits]
+        [--whole-problems N [--problem NAME ...]] [--remeasure N] [--edits] [--loadable]
 
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
@@ -18,7 +18,9 @@ candidates, with CUTLASS's headers as `cutlass.tar.xz`. `--whole-problems N` pac
 solution of the N problem files that most solutions share instead (of those named
 by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem by problem:
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
-solution of each. `--remeasure N` packs a seeded sample of N entries measured correct already,
+solution of each. `--loadable` leaves out TritonBench candidates whose text is sure to fail
+before it is timed (`tritonbench.why_it_cannot_load`): the GPU's time goes to those that may run.
+`--remeasure N` packs a seeded sample of N entries measured correct already,
 dealt over sources, to measure again on another machine (`realworld repro`); `--edits` packs
 launch edits only (`edits.py`). The batch folder is
 carried to the GPU host; it is never committed.
@@ -27,6 +29,7 @@ carried to the GPU host; it is never committed.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from collections import defaultdict
@@ -81,6 +84,7 @@ def pack(
     problems: list[str] | None = None,
     remeasure: int | None = None,
     only_edits: bool = False,
+    loadable: bool = False,
 ) -> int:
     """Write the batch; how many entries it holds."""
     entries = [
@@ -91,15 +95,16 @@ def pack(
         and (not languages or entry["language"] in languages)
         and (not problems or entry["problem_name"] in problems)
     ]
+    opened: dict[tuple[str, str], Mirror] = {}
     if remeasure:
         correct = {record["id"] for record in read(RECORDS) if record["correct"]} if RECORDS.exists() else set()
         chosen = dealt([entry for entry in entries if entry["id"] in correct], seed)[:remeasure]
     else:
         entries = widest_problems(entries, whole_problems) if whole_problems else dealt(entries, seed)
-        chosen = [entry for entry in entries if entry["id"] not in (skip or set())][:limit]
+        wanted = (entry for entry in entries if entry["id"] not in (skip or set()) and (not loadable or _may_load(entry, mirrors, opened)))
+        chosen = list(itertools.islice(wanted, limit))
     files = out / "files"
     files.mkdir(parents=True, exist_ok=True)
-    opened: dict[tuple[str, str], Mirror] = {}
     with (out / "batch.jsonl").open("w") as stream:
         for entry in chosen:
             if helion_examples.is_helion(entry):
@@ -197,6 +202,14 @@ def _write_generated(entry: dict[str, Any], texts: tuple[str, str], out: Path, c
     keys = ("id", "source", "language", "problem_sha256", "level", "problem", "check_tolerance")
     line = {key: entry[key] for key in keys if key in entry}
     return {**line, "sha256": entry["candidate_sha256"]}
+
+
+def _may_load(entry: dict[str, Any], mirrors: Path, opened: dict[tuple[str, str], Mirror]) -> bool:
+    """False for a TritonBench candidate whose text is sure to fail before it is timed (`--loadable`)."""
+    if not tritonbench.is_tritonbench(entry):
+        return True
+    mirror = opened.setdefault((entry["repo"], entry["commit"]), Mirror(mirrors, entry["repo"], entry["commit"]))
+    return tritonbench.why_it_cannot_load(tritonbench.candidate_text(entry, mirror), tritonbench.entry_names(entry, mirror)) is None
 
 
 def _files_of(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:

@@ -22,10 +22,12 @@ value and the largest input's element count.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -539,6 +541,68 @@ def modules(entry: dict[str, Any], mirror: Mirror) -> dict[str, str]:
     return texts
 
 
+# What a candidate may import on the GPU host beyond the standard library.
+HOST_PACKAGES = {"torch", "triton", "numpy"}
+
+
+def why_it_cannot_load(code: str, entry_names: tuple[tuple[str, str], ...]) -> str | None:
+    """Why a candidate's text is sure to fail before it is timed, read from its syntax alone: it does not
+    parse, lacks an entry function the perf script calls, imports a package the host lacks, or uses a
+    name it binds nowhere. None where it may run; the GPU then judges it."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as error:
+        return f"does not parse: {error.msg}"
+    top_level = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            top_level.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            top_level |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        else:
+            top_level |= {target.id for target in ast.walk(node) if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store)}
+    missing = [name for name, _ in entry_names if name not in top_level]
+    if missing:
+        return f"defines no {missing[0]}"
+    bound = set(dir(builtins)) | {"__name__", "__file__"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            roots = [(node.module or "").split(".")[0]] if node.level == 0 else ["."]
+        else:
+            roots = []
+        for root in roots:
+            if root not in HOST_PACKAGES and root not in sys.stdlib_module_names:
+                return f"imports {root}, which the host lacks"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound |= set(node.names)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+    unbound = sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound)
+    return f"uses {unbound[0]}, which it never binds" if unbound else None
+
+
+def candidate_text(entry: dict[str, Any], mirror: Mirror) -> str:
+    """The candidate's code as the manifest names it."""
+    return modules(entry, mirror)[entry["sha256"]]
+
+
+def entry_names(entry: dict[str, Any], mirror: Mirror) -> tuple[tuple[str, str], ...]:
+    """The functions the entry's perf script takes from the kernel's module."""
+    return read_sweep(_read(mirror.git_dir, mirror.commit, perf_path(entry["track"], entry["op"])).decode()).entry_names
+
+
 def _file_sha(mirror: Mirror, path: str) -> str:
     return hashlib.sha256(_read(mirror.git_dir, mirror.commit, path)).hexdigest()
 
@@ -570,7 +634,7 @@ def tritonbench_sides(record: dict[str, Any], mirror: Mirror) -> tuple[KernelSid
     """A record's (reference, candidate) as a forecaster reads them: the kernel's code (human Triton on
     track G, the torch operator on T) and the candidate's, both named by the perf script's first entry."""
     track = record["track"]
-    entry_name = read_sweep(_read(mirror.git_dir, mirror.commit, perf_path(track, record["op"])).decode()).entry_names[0][0]
+    entry_name = entry_names(record, mirror)[0][0]
     kernel = kernel_code(_read(mirror.git_dir, mirror.commit, kernel_path(track, record["op"])).decode())
     row = next(row for row in rows_of(mirror, record["path"]) if row.row == record["row"])
     reference = KernelSide(kernel, "triton" if track == "G" else "pytorch", entry_name)
