@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from realworld_support import MIRRORS, measured, pinned_mirror
 
+from kernelcast.models.embedded.pair_kinds import BETWEEN_SOLUTIONS, LIBRARY_CALL, pair_kind
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack, tritonbench
 from workshop.realworld.manifest import Mirror, load
@@ -213,31 +214,41 @@ def test_a_loadable_batch_leaves_out_only_candidates_sure_to_fail(
     )
 
 
-def test_measured_candidates_give_pairs_against_the_human_kernel_and_the_torch_operator(
+def test_measured_candidates_give_pairs_against_the_human_kernel_the_torch_operator_and_each_other(
     built: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    rows = [first(built, ADD), first(built, SUB_GELU)]
+    adds = [row for row in built if row["id"].startswith(ADD)][:2]
+    rows = [*adds, first(built, SUB_GELU)]
     manifest = tmp_path / "tritonbench_manifest.jsonl.gz"
     with gzip.open(manifest, "wt") as stream:
         stream.writelines(json.dumps(row) + "\n" for row in rows)
     results = tmp_path / "results.jsonl"
-    failed = {"id": rows[1]["id"], "failure": "wrong", "message": "wrong results: out differs", "seconds": 1.0}
-    results.write_text("".join(json.dumps(line) + "\n" for line in (measured(rows[0]["id"], 0.5), failed)))
+    failed = [{"id": row["id"], "failure": "wrong", "message": "wrong results: out differs", "seconds": 1.0} for row in rows[1:]]
+    results.write_text("".join(json.dumps(line) + "\n" for line in (measured(rows[0]["id"], 0.5), *failed)))
     records_path = tmp_path / "records.jsonl.gz"
-    assert dataset.assemble([results], records_path, [manifest]) == {"correct": 1, "wrong": 1}
+    assert dataset.assemble([results], records_path, [manifest]) == {"correct": 1, "wrong": 2}
     records = dataset.read(records_path)
     assert {record["track"] for record in records} == {"G", "T"} and all(record["kernel_sha256"] for record in records)
-    (human,) = list(dataset.pairs(records, MIRRORS))  # the wrong candidate gives no pair
+    (human,) = list(dataset.pairs(records, MIRRORS))  # the wrong candidates give no pair
     mirror = the_mirror()
     assert human.kind == "llm-vs-human" and human.speedup == 0.5 and human.op == "tritonbench/add_example"
+    # Each side is the KernelBench file measured, after the module text it imports.
+    reference_file, candidate_file = tritonbench.generated(rows[0], mirror)
     label = tritonbench.kernel_code(mirror.read("data/TritonBench_G_v1/add_example.py").decode())
-    assert human.request.reference.code == label and human.request.reference.language == "triton"
+    assert human.request.reference.code == label + "\n" + reference_file and human.request.reference.language == "triton"
     candidate = next(row for row in tritonbench.rows_of(mirror, rows[0]["path"]) if row.row == rows[0]["row"])
-    assert human.request.candidate.code == candidate.code and human.request.candidate.language == "triton"
-    assert human.request.candidate.name == "add_wrapper"
-    # A measured T candidate is paired with the torch operator.
-    records[1] = dataset.record_of(rows[1], measured(rows[1]["id"], 1.5))
+    assert human.request.candidate.code == candidate.code + "\n" + candidate_file and human.request.candidate.language == "triton"
+    assert human.request.reference.name == "Model" and human.request.candidate.name == "ModelNew"
+    assert pair_kind(human.request) is None  # a human Triton Model is no PyTorch problem
+    # A measured T candidate is paired with the torch operator, read as a library call on the problem.
+    records[2] = dataset.record_of(rows[2], measured(rows[2]["id"], 1.5))
     eager = next(pair for pair in dataset.pairs(records, MIRRORS) if pair.kind == "llm-vs-eager")
     assert eager.request.reference.language == "pytorch" and "def sub_gelu(" in eager.request.reference.code
+    assert pair_kind(eager.request) == LIBRARY_CALL
+    # Two measured candidates of one kernel-size are two solutions of it, both ways round, S from their medians.
+    records[1] = dataset.record_of(rows[1], measured(rows[1]["id"], 2.0, t_candidate_ms=0.025))
+    variants = [pair for pair in dataset.pairs(records, MIRRORS) if pair.kind == "variant"]
+    assert sorted(pair.speedup for pair in variants) == [0.25, 4.0]
+    assert all(pair_kind(pair.request) == BETWEEN_SOLUTIONS for pair in variants)
     assert LabelledPair.from_json(json.loads(json.dumps(human.to_json()))).kind == "llm-vs-human"
-    assert dataset.stats(records)["sources"]["tritonbench"]["tried"] == 2
+    assert dataset.stats(records)["sources"]["tritonbench"]["tried"] == 3

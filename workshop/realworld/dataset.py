@@ -221,7 +221,7 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     (two solutions of one problem file from one source, S from their medians, both ways round).
     A library's records and helion's examples give `library-vs-eager` and `library-vs-compile` (`library_pairs`), fla's
     `library-vs-naive` and `variant` (`fla_pairs`);
-    TritonBench's `llm-vs-human` and `llm-vs-eager` (`tritonbench_pairs`); CUDA-L2's `llm-vs-cublas`
+    TritonBench's `llm-vs-human`, `llm-vs-eager` and `variant` (`tritonbench_pairs`); CUDA-L2's `llm-vs-cublas`
     and `variant` (`cuda_l2_pairs`); a launch edit's, `edit` (the solution it was made from against
     it, S from their medians)."""
     from workshop.realworld.sources import by_name
@@ -341,13 +341,16 @@ def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledP
 
 def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
     """One kernel-size's pairs: each LLM candidate against the human Triton kernel it was written to
-    replace (track G, `llm-vs-human`) or against the torch operator (track T, `llm-vs-eager`). Each side's
-    code is its own text read back from the mirror (the candidate's JSONL row, the kernel file's code)."""
+    replace (track G, `llm-vs-human`) or against the torch operator (track T, `llm-vs-eager`), and against
+    each other candidate of the kernel-size (`variant`, both ways round). Each side's code is its own
+    text read back from the mirror (the candidate's JSONL row, the kernel file's code)."""
+    sides = {record["id"]: tritonbench_sides(record, codes.mirror(record["repo"], record["commit"])) for record in members}
     for record in members:
-        reference, candidate = tritonbench_sides(record, codes.mirror(record["repo"], record["commit"]))
+        reference, candidate = sides[record["id"]]
         kind = "llm-vs-human" if record["track"] == "G" else "llm-vs-eager"
         group = f"{record['problem']}@{record['problem_sha256'][:8]}"
         yield _pair(record, kind, reference, candidate, record["speedup"], record["ci95"], f"{group}/ref={reference.language}")
+        yield from _variants(record, members, {name: candidate for name, (_, candidate) in sides.items()}, group)
 
 
 def cuda_l2_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:

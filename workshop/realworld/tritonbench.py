@@ -631,11 +631,12 @@ def is_tritonbench(entry: dict[str, Any]) -> bool:
 
 
 def tritonbench_sides(record: dict[str, Any], mirror: Mirror) -> tuple[KernelSide, KernelSide]:
-    """A record's (reference, candidate) as a forecaster reads them: the kernel's code (human Triton on
-    track G, the torch operator on T) and the candidate's, both named by the perf script's first entry."""
-    track = record["track"]
-    entry_name = entry_names(record, mirror)[0][0]
-    kernel = kernel_code(_read(mirror.git_dir, mirror.commit, kernel_path(track, record["op"])).decode())
+    """A record's (reference, candidate) as a forecaster reads them: the two KernelBench files measured,
+    each after the module text it imports (the kernel's: human Triton on track G, the torch operator on
+    T; the candidate's). The candidate is then a `ModelNew(Model)` calling its own Triton, as a library
+    call is read, and two candidates of one kernel-size are two such solutions."""
+    reference_file, candidate_file = generated(record, mirror)
+    kernel = kernel_code(_read(mirror.git_dir, mirror.commit, kernel_path(record["track"], record["op"])).decode())
     row = next(row for row in rows_of(mirror, record["path"]) if row.row == record["row"])
-    reference = KernelSide(kernel, "triton" if track == "G" else "pytorch", entry_name)
-    return reference, KernelSide(row.code, "triton", entry_name)
+    reference = KernelSide(kernel + "\n" + reference_file, "triton" if record["track"] == "G" else "pytorch", "Model")
+    return reference, KernelSide(row.code + "\n" + candidate_file, "triton", "ModelNew")
