@@ -587,7 +587,7 @@ def why_it_cannot_load(code: str, entry_names: tuple[tuple[str, str], ...]) -> s
             bound.add(node.name)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             bound |= set(node.names)
-        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
             bound.add(node.name)
     unbound = sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound)
     return f"uses {unbound[0]}, which it never binds" if unbound else None
