@@ -342,15 +342,18 @@ def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledP
 def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
     """One kernel-size's pairs: each LLM candidate against the human Triton kernel it was written to
     replace (track G, `llm-vs-human`) or against the torch operator (track T, `llm-vs-eager`), and against
-    each other candidate of the kernel-size (`variant`, both ways round). Each side's code is its own
-    text read back from the mirror (the candidate's JSONL row, the kernel file's code)."""
+    each other candidate of the kernel-size (`variant`, both ways round). Each side is the KernelBench
+    file measured, after the module text it imports (`tritonbench_sides`), read back from the mirror."""
     sides = {record["id"]: tritonbench_sides(record, codes.mirror(record["repo"], record["commit"])) for record in members}
+    candidates = {name: candidate for name, (_, candidate) in sides.items()}
     for record in members:
-        reference, candidate = sides[record["id"]]
+        reference = sides[record["id"]][0]
         kind = "llm-vs-human" if record["track"] == "G" else "llm-vs-eager"
         group = f"{record['problem']}@{record['problem_sha256'][:8]}"
-        yield _pair(record, kind, reference, candidate, record["speedup"], record["ci95"], f"{group}/ref={reference.language}")
-        yield from _variants(record, members, {name: candidate for name, (_, candidate) in sides.items()}, group)
+        yield _pair(
+            record, kind, reference, candidates[record["id"]], record["speedup"], record["ci95"], f"{group}/ref={reference.language}"
+        )
+        yield from _variants(record, members, candidates, group)
 
 
 def cuda_l2_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:

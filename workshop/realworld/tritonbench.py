@@ -548,49 +548,50 @@ HOST_PACKAGES = {"torch", "triton", "numpy"}
 def why_it_cannot_load(code: str, entry_names: tuple[tuple[str, str], ...]) -> str | None:
     """Why a candidate's text is sure to fail before it is timed, read from its syntax alone: it does not
     parse, lacks an entry function the perf script calls, imports a package the host lacks, or uses a
-    name it binds nowhere. None where it may run; the GPU then judges it."""
+    name it binds nowhere. None where it may run; the GPU then judges it. Where in doubt it says None:
+    a module-level name counts as bound wherever in a top-level statement it is bound."""
     try:
         tree = ast.parse(code)
     except SyntaxError as error:
         return f"does not parse: {error.msg}"
-    top_level = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            top_level.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            top_level |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        else:
-            top_level |= {target.id for target in ast.walk(node) if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store)}
-    missing = [name for name, _ in entry_names if name not in top_level]
+    module_level = set()
+    for statement in tree.body:
+        inside = [statement] if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ast.walk(statement)
+        module_level |= {name for node in inside for name in _bound_by(node)}
+    missing = [name for name, _ in entry_names if name not in module_level]
     if missing:
         return f"defines no {missing[0]}"
-    bound = set(dir(builtins)) | {"__name__", "__file__"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             roots = [alias.name.split(".")[0] for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             roots = [(node.module or "").split(".")[0]] if node.level == 0 else ["."]
         else:
-            roots = []
-        for root in roots:
-            if root not in HOST_PACKAGES and root not in sys.stdlib_module_names:
-                return f"imports {root}, which the host lacks"
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound |= set(node.names)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
+            continue
+        lacking = [root for root in roots if root not in HOST_PACKAGES and root not in sys.stdlib_module_names]
+        if lacking:
+            return f"imports {lacking[0]}, which the host lacks"
+    bound = set(dir(builtins)) | {"__name__", "__file__"} | {name for node in ast.walk(tree) for name in _bound_by(node)}
     unbound = sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound)
     return f"uses {unbound[0]}, which it never binds" if unbound else None
+
+
+def _bound_by(node: ast.AST) -> set[str]:
+    """The names one syntax node binds: an import's, a definition's, an argument's, an assignment target's,
+    an exception's, a global or nonlocal declaration's, a match capture's."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.arg):
+        return {node.arg}
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return {node.id}
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return set(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        return {node.name}
+    return set()
 
 
 def candidate_text(entry: dict[str, Any], mirror: Mirror) -> str:
