@@ -176,6 +176,9 @@ def add(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     return [value for value in (out,)][0] * math.sqrt(1.0)
 """
     assert tritonbench.why_it_cannot_load(runs, entries) is None
+    # An entry bound inside a top-level block may run: where in doubt, the GPU judges.
+    guarded = "try:\n    from torch import add\nexcept ImportError:\n    def add(x):\n        return x\n"
+    assert tritonbench.why_it_cannot_load(guarded, entries) is None
     told = {
         "does not parse": runs.replace("def add(", "def add(("),
         "defines no add": runs.replace("def add(", "def plus("),
