@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from realworld_support import MIRRORS, measured, pinned_mirror
 
-from kernelcast.models.embedded.pair_kinds import BETWEEN_SOLUTIONS, LIBRARY_CALL, pair_kind
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, pair_kind
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, pack, tritonbench
 from workshop.realworld.manifest import Mirror, load
@@ -235,19 +235,39 @@ def test_measured_candidates_give_pairs_against_the_human_kernel_the_torch_opera
     (human,) = list(dataset.pairs(records, MIRRORS))  # the wrong candidates give no pair
     mirror = the_mirror()
     assert human.kind == "llm-vs-human" and human.speedup == 0.5 and human.op == "tritonbench/add_example"
-    # Each side is the KernelBench file measured, after the module text it imports.
+    # Each side is the kernel's text followed by the KernelBench file measured, as a user would write it:
+    # the entry functions defined above rather than imported, the class a solution's ModelNew.
     reference_file, candidate_file = tritonbench.generated(rows[0], mirror)
     label = tritonbench.kernel_code(mirror.read("data/TritonBench_G_v1/add_example.py").decode())
-    assert human.request.reference.code == label + "\n" + reference_file and human.request.reference.language == "triton"
     candidate = next(row for row in tritonbench.rows_of(mirror, rows[0]["path"]) if row.row == rows[0]["row"])
-    assert human.request.candidate.code == candidate.code + "\n" + candidate_file and human.request.candidate.language == "triton"
-    assert human.request.reference.name == "Model" and human.request.candidate.name == "ModelNew"
-    assert pair_kind(human.request) is None  # a human Triton Model is no PyTorch problem
-    # A measured T candidate is paired with the torch operator, read as a library call on the problem.
+    names = tritonbench.entry_names(rows[0], mirror)
+    for side, kernel, measured_file in (
+        (human.request.reference, label, reference_file),
+        (human.request.candidate, candidate.code, candidate_file),
+    ):
+        assert side.language == "triton" and side.name == "ModelNew" and side.code.startswith(kernel + "\n")
+        written = side.code[len(kernel) + 1 :]
+        assert "importlib" not in written and "_kernel" not in written and "class ModelNew(Model)" not in written
+        assert "class ModelNew(nn.Module):" in written and "class Model(" not in written
+        dropped = set(measured_file.removesuffix(tritonbench.CANDIDATE).splitlines()) - set(
+            written.replace("class ModelNew(", "class Model(").splitlines()
+        )
+        assert dropped and all("importlib" in line or "_kernel." in line for line in dropped), dropped
+        defined = {node.name for node in ast.parse(side.code).body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+        assert {bound for _, bound in names} <= defined | {
+            target.id
+            for node in ast.parse(side.code).body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+    assert pair_kind(human.request) == BETWEEN_SOLUTIONS  # two Triton solutions of one kernel-size
+    # A measured T candidate is paired with the torch operator: a solution against its problem.
     records[2] = dataset.record_of(rows[2], measured(rows[2]["id"], 1.5))
     eager = next(pair for pair in dataset.pairs(records, MIRRORS) if pair.kind == "llm-vs-eager")
     assert eager.request.reference.language == "pytorch" and "def sub_gelu(" in eager.request.reference.code
-    assert pair_kind(eager.request) == LIBRARY_CALL
+    assert eager.request.reference.name == "Model" and "class Model(nn.Module):" in eager.request.reference.code
+    assert pair_kind(eager.request) == AGAINST_PROBLEM
     # Two measured candidates of one kernel-size are two solutions of it, both ways round, S from their medians.
     records[1] = dataset.record_of(rows[1], measured(rows[1]["id"], 2.0, t_candidate_ms=0.025))
     variants = [pair for pair in dataset.pairs(records, MIRRORS) if pair.kind == "variant"]

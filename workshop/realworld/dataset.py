@@ -342,8 +342,8 @@ def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledP
 def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
     """One kernel-size's pairs: each LLM candidate against the human Triton kernel it was written to
     replace (track G, `llm-vs-human`) or against the torch operator (track T, `llm-vs-eager`), and against
-    each other candidate of the kernel-size (`variant`, both ways round). Each side is the KernelBench
-    file measured, after the module text it imports (`tritonbench_sides`), read back from the mirror."""
+    each other candidate of the kernel-size (`variant`, both ways round). Each side is the kernel's text and
+    the KernelBench file measured, as a user would write them (`tritonbench_sides`), read back from the mirror."""
     sides = {record["id"]: tritonbench_sides(record, codes.mirror(record["repo"], record["commit"])) for record in members}
     candidates = {name: candidate for name, (_, candidate) in sides.items()}
     for record in members:

@@ -632,12 +632,34 @@ def is_tritonbench(entry: dict[str, Any]) -> bool:
 
 
 def tritonbench_sides(record: dict[str, Any], mirror: Mirror) -> tuple[KernelSide, KernelSide]:
-    """A record's (reference, candidate) as a forecaster reads them: the two KernelBench files measured,
-    each after the module text it imports (the kernel's: human Triton on track G, the torch operator on
-    T; the candidate's). The candidate is then a `ModelNew(Model)` calling its own Triton, as a library
-    call is read, and two candidates of one kernel-size are two such solutions."""
+    """A record's (reference, candidate) as a user would have them in files (`as_written`): the kernel's
+    text (human Triton on track G, the torch operator on T) or the candidate's, followed by the KernelBench
+    file measured with the kernels taken from that text rather than imported. The torch operator stays the
+    problem's `Model`; a Triton side is a `ModelNew(nn.Module)` solution with kernels of its own, so an
+    LLM's candidate against the torch operator is a solution against its problem, and against the human
+    kernel or another candidate of the kernel-size, two solutions."""
     reference_file, candidate_file = generated(record, mirror)
+    names = entry_names(record, mirror)
     kernel = kernel_code(_read(mirror.git_dir, mirror.commit, kernel_path(record["track"], record["op"])).decode())
     row = next(row for row in rows_of(mirror, record["path"]) if row.row == record["row"])
-    reference = KernelSide(kernel + "\n" + reference_file, "triton" if record["track"] == "G" else "pytorch", "Model")
-    return reference, KernelSide(row.code + "\n" + candidate_file, "triton", "ModelNew")
+    candidate = KernelSide(row.code + "\n" + as_written(candidate_file.removesuffix(CANDIDATE), names), "triton", "ModelNew")
+    if record["track"] == "T":
+        return KernelSide(kernel + "\n" + reference_file, "pytorch", "Model"), candidate
+    return KernelSide(kernel + "\n" + as_written(reference_file, names), "triton", "ModelNew"), candidate
+
+
+def as_written(generated_file: str, names: tuple[tuple[str, str], ...]) -> str:
+    """A generated file as it reads below the kernels' own text: the entry functions are the ones defined
+    above (no module import), and its class is the `ModelNew` a solution file defines. The measured file
+    imported them and named its class `Model` only so one template served the reference and the candidate."""
+    bindings = {f"{bound} = _kernel.{name}": (f"{bound} = {name}" if bound != name else None) for name, bound in names}
+    lines = []
+    for line in generated_file.splitlines(keepends=True):
+        if line == "import importlib\n" or line.startswith("_kernel = importlib.import_module("):
+            continue
+        if line.rstrip("\n") in bindings:
+            kept = bindings[line.rstrip("\n")]
+            lines += [] if kept is None else [kept + "\n"]
+            continue
+        lines.append(line.replace("class Model(nn.Module):", "class ModelNew(nn.Module):"))
+    return "".join(lines)
