@@ -101,6 +101,31 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert only_problem.applies(kernelbench_pair()) == AGAINST_PROBLEM and only_problem.applies(solutions) is None
 
 
+def test_a_model_new_that_subclasses_the_problem_is_a_library_call_only_when_it_calls_imported_code() -> None:
+    # Kernels of its own, reusing the problem's __init__: a solution (TritonBench's LLM candidates in this
+    # form were read as library calls, by the weights alone, and called at 0.8 or more half wrong).
+    own = TRITON_SOLUTION.replace("class ModelNew(torch.nn.Module):", PROBLEM + "\nclass ModelNew(Model):")
+    assert "class ModelNew(Model):" in own
+    assert pair_kind(kernelbench_pair("triton", own)) == AGAINST_PROBLEM
+    # The frameworks' and the standard library's names do not make it a library call...
+    with_frameworks = own.replace("import torch\n", "import torch\nimport math\nfrom torch.nn import functional as F\n", 1)
+    with_frameworks = with_frameworks.replace("return y\n", "return F.relu(y) * math.sqrt(1.0)\n")
+    assert pair_kind(kernelbench_pair("triton", with_frameworks)) == AGAINST_PROBLEM
+    # ...a package's, or a module of the user's own, named in the class does.
+    for imported in ("import some_library\n", "from some_library.ops import relu\n", "from .kernels import relu\n"):
+        name = "some_library" if imported.startswith("import ") else "relu"
+        caller = own.replace("import torch\n", "import torch\n" + imported, 1).replace("return y\n", f"return {name}\n")
+        assert pair_kind(kernelbench_pair("triton", caller)) == LIBRARY_CALL, imported
+    # Imported but not called from the class: still a solution.
+    unused = own.replace("import torch\n", "import torch\nfrom some_library.ops import relu\n", 1)
+    assert pair_kind(kernelbench_pair("triton", unused)) == AGAINST_PROBLEM
+    # A wrapper whose text does not parse is read as before: a library call.
+    assert pair_kind(kernelbench_pair("triton", LIBRARY_CALLER + "\ndef broken(:\n")) == LIBRARY_CALL
+    # An own-kernel wrapper against a library call of the same problem: two solutions of it.
+    mixed = ForecastRequest(KernelSide(own, "triton", "ModelNew"), KernelSide(LIBRARY_CALLER, "triton", "ModelNew"), HARDWARE)
+    assert pair_kind(mixed) == BETWEEN_SOLUTIONS
+
+
 def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp_path: Path) -> None:
     shipped = EmbeddedBackend()
     without = EmbeddedBackend(prior_path=tmp_path / "none.json")
