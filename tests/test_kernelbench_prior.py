@@ -124,6 +124,9 @@ def test_a_model_new_that_subclasses_the_problem_is_a_library_call_only_when_it_
     # An own-kernel wrapper against a library call of the same problem: two solutions of it.
     mixed = ForecastRequest(KernelSide(own, "triton", "ModelNew"), KernelSide(LIBRARY_CALLER, "triton", "ModelNew"), HARDWARE)
     assert pair_kind(mixed) == BETWEEN_SOLUTIONS
+    # A library call against a solution of a ModelNew of its own: no line was fitted on such pairs.
+    apart = ForecastRequest(KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), KernelSide(LIBRARY_CALLER, "triton", "ModelNew"), HARDWARE)
+    assert pair_kind(apart) is None
 
 
 def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def pair_kind(request: ForecastRequest) -> str | None:
     if _library_call(candidate):
         if against_problem:
             return LIBRARY_CALL
-        if _library_call(reference) or _solution(reference):
+        if reference.language in _OWN_KERNELS and _WRAPPER.search(reference.code):
             return BETWEEN_SOLUTIONS
     return None
 
