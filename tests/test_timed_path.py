@@ -19,6 +19,7 @@ from kernelcast.kernels_runtime.source.timed_path import (
     guessed_trips,
     kernels_built_each_call,
     line_repeats,
+    names_imported_in_class,
     tuned_share,
     unreached_spans,
     with_sizes_known_at,
@@ -336,6 +337,20 @@ def test_calls_into_a_library_are_out_of_sight_unless_the_file_shows_what_they_c
     relative = "from .kernels import fused\nimport fastlib.ops as ops\nimport math\nfused(x)\nops.add(x)\ntorch.relu(x)\nmath.sqrt(2)\n"
     assert calls_out_of_sight(relative) == ("fused (.kernels)", "ops.add (fastlib.ops)")
     assert calls_out_of_sight("import fastlib\ndef f(:\n") == ()
+
+
+def test_the_names_a_class_imports_from_another_package_count_even_where_its_module_is_copied_in() -> None:
+    # LIBRARY_ENTRY's ModelNew calls `library_op`, imported from the library whose module is copied above:
+    # in sight for the launches, yet the class wraps a library's entry point.
+    assert names_imported_in_class(LIBRARY_ENTRY, "ModelNew") == ("library_op",)
+    own = (
+        "import math\nimport torch.nn as nn\ndef add(x):\n    return x\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return add(x) * math.pi\n"
+    )
+    assert names_imported_in_class(own, "ModelNew") == ()  # the frameworks' and the standard library's names do not count
+    assert names_imported_in_class("from .kernels import fused\n" + own.replace("add(x) *", "fused(x) *"), "ModelNew") == ("fused",)
+    assert names_imported_in_class(own, "Model") == ()
+    assert names_imported_in_class("class ModelNew(:\n", "ModelNew") is None
 
 
 CHUNKED = textwrap.dedent(

@@ -202,13 +202,7 @@ def calls_out_of_sight(text: str, whole: str | None = None) -> tuple[str, ...]:
         return ()
     shown = host_values.parse_module(whole) if whole is not None else tree
     defined = {node.name for node in ast.walk(shown or tree) if isinstance(node, (*_FUNCTIONS, ast.ClassDef))}
-    modules: dict[str, str] = {}  # a name the text binds by importing -> the module it came from
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            modules.update((alias.asname or alias.name, module) for alias in node.names if alias.name not in defined)
-        elif isinstance(node, ast.Import):
-            modules.update((alias.asname, alias.name) if alias.asname else (alias.name.split(".")[0],) * 2 for alias in node.names)
+    modules = _imported(tree, defined)
     # A decorator (`@pointwise_dynamic(...)`) makes a kernel of the function it decorates, which is in
     # sight; so is what a kernel's body calls (device helpers, inlined into the kernel).
     functions = [node for node in ast.walk(tree) if isinstance(node, _FUNCTIONS)]
@@ -221,6 +215,34 @@ def calls_out_of_sight(text: str, whole: str | None = None) -> tuple[str, ...]:
         if module is not None and module.split(".")[0] not in _SEEN_PACKAGES:
             called.add(f"{callee} ({module})")
     return tuple(sorted(called))
+
+
+def names_imported_in_class(text: str, class_name: str) -> tuple[str, ...] | None:
+    """The names the file's last class `class_name` uses that it imports from another package (a relative
+    import's module counts): a `ModelNew(Model)` that uses one wraps the problem around a library's kernel,
+    even where the library's module is copied in above. None while the text does not parse."""
+    tree = host_values.parse_module(text)
+    if tree is None:
+        return None
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
+    if not classes:
+        return ()
+    modules = _imported(tree)
+    used = {node.id for node in ast.walk(classes[-1]) if isinstance(node, ast.Name)}
+    return tuple(sorted(name for name in used if name in modules and modules[name].split(".")[0] not in _SEEN_PACKAGES))
+
+
+def _imported(tree: ast.Module, defined: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """Each name the tree binds by importing -> the module it came from (a relative one starting with
+    its dots); a name imported from a module that `defined` holds a function of is left out."""
+    modules: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            modules.update((alias.asname or alias.name, module) for alias in node.names if alias.name not in defined)
+        elif isinstance(node, ast.Import):
+            modules.update((alias.asname, alias.name) if alias.asname else (alias.name.split(".")[0],) * 2 for alias in node.names)
+    return modules
 
 
 def _kernel(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -6,9 +6,9 @@ problem against each other (a chunked and a recurrent form) are two solutions of
 the weights alone, flash-linear-attention's 46 were forecast at 0.37 direction (ECE 0.47), the
 18 at 0.8 or more all wrong; through the two solutions' line, with that library held out, 0.54
 (ECE 0.23), and the 10 at 0.8 or more all right.
-A `ModelNew(Model)` is a library call only when it calls code it imports from a package (every
-library measured does: `from flag_gems.ops.abs import abs`); one that calls kernels defined in its own
-file is a solution. Read as a library call, which reads the weights alone, TritonBench's LLM-written
+A `ModelNew(Model)` is a library call only when its class uses a name imported from another package
+or module (every library measured does: `from flag_gems.ops.abs import abs`); one that calls kernels
+defined in its own file is a solution. Read as a library call, which reads the weights alone, TritonBench's LLM-written
 Triton in that form against the torch operator was forecast at 0.49 direction (ECE 0.35), most at 0.8
 or more; read as a solution against its problem, 0.67 (ECE 0.05).
 The features read a solution the way its line was fitted, so they need the kind too; this module
@@ -17,14 +17,12 @@ imports neither.
 
 from __future__ import annotations
 
-import ast
-import functools
 import re
-import sys
 from collections.abc import Sequence
 
 import numpy as np
 
+from kernelcast.kernels_runtime.source.timed_path import names_imported_in_class
 from kernelcast.wire import ForecastRequest, KernelSide
 
 _MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.M)
@@ -51,31 +49,10 @@ def _solution(side: KernelSide) -> bool:
 def _library_call(side: KernelSide) -> bool:
     """A `ModelNew(Model)` that wraps the problem's own model around a kernel it imports (a library's):
     the lines were not fitted on those as solutions."""
-    return side.language in _OWN_KERNELS and bool(_WRAPPER.search(side.code)) and _calls_imported_code(side.code)
-
-
-# Packages whose names a ModelNew may call and still run kernels of its own: the frameworks the
-# kernels are written in and Python's standard library.
-_FRAMEWORKS = frozenset({"torch", "triton", "numpy", "cupy", *sys.stdlib_module_names})
-
-
-@functools.lru_cache(maxsize=256)  # a request's kind is asked for more than once
-def _calls_imported_code(code: str) -> bool:
-    """Whether the file's last `ModelNew` class names anything imported from another file: a package other
-    than the frameworks, or a module of the user's own. Text that does not parse is taken to (as every
-    wrapper was read before)."""
-    try:
-        module = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return True
-    imported = set()
-    for node in module.body:
-        if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] not in _FRAMEWORKS):
-            imported |= {alias.asname or alias.name for alias in node.names}
-        elif isinstance(node, ast.Import):
-            imported |= {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name.split(".")[0] not in _FRAMEWORKS}
-    classes = [node for node in module.body if isinstance(node, ast.ClassDef) and node.name == "ModelNew"]
-    return bool(classes) and any(isinstance(node, ast.Name) and node.id in imported for node in ast.walk(classes[-1]))
+    if side.language not in _OWN_KERNELS or not _WRAPPER.search(side.code):
+        return False
+    imported = names_imported_in_class(side.code, "ModelNew")
+    return imported is None or bool(imported)  # text that does not parse is read as every wrapper was before
 
 
 def _an_edit(reference: str, candidate: str) -> bool:
