@@ -22,6 +22,7 @@ from kernelcast.kernels_runtime.cuda_facts import first_error_line, torch_includ
 from kernelcast.kernels_runtime.facts import FactsResult, KernelFacts, compile_facts
 from kernelcast.kernels_runtime.facts import cache_key as facts_cache_key
 from kernelcast.kernels_runtime.hardware import GpuSpec
+from kernelcast.kernels_runtime.source.alternatives import one_path_each
 from kernelcast.kernels_runtime.source.cuda_text import template_instances, without_extension_code
 from kernelcast.kernels_runtime.source.discovery import DiscoveredKernel, Discovery, discover, normalise_code
 from kernelcast.kernels_runtime.source.entry_points import kernel_meant, launched_by, no_kernel_meant
@@ -415,9 +416,11 @@ def embedded_launches(file_text: str, inputs: Inputs = ()) -> tuple[LaunchSpec, 
     Triton): what a block-size or `num_warps` edit of such a file changes. Sizes are read from the
     inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs); sizes it
     cannot read are guessed as host_launch guesses them. Only the kernels ModelNew's forward launches
-    count where those can be followed: a file also holds backward kernels and ones nothing calls."""
+    count where those can be followed: a file also holds backward kernels and ones nothing calls.
+    Of a choice between launches (a vectorised kernel or a scalar one, one for wide rows or another
+    for narrow), one path counts, the one the code counts read (alternatives.one_path_each)."""
     launches = []
-    timed = set(launched_by(file_text, True, KERNELBENCH_CLASS))
+    timed = set(launched_by(one_path_each(file_text, True), True, KERNELBENCH_CLASS))
     for kernel in discover(file_text, "kernelbench.py").kernels:
         if kernel.name != KERNELBENCH_CLASS and kernel.language in FACT_LANGUAGES and (not timed or kernel.name in timed):
             found = host_launch(file_text, kernel.name, kernel.language, python_file=True, inputs=inputs)

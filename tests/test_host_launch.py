@@ -406,6 +406,35 @@ def test_a_modelnew_counts_only_the_launches_its_forward_makes_in_the_editor_and
     assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
 
 
+def test_a_modelnew_that_chooses_between_two_kernels_counts_one_launch_in_the_editor_and_the_batch(tmp_path: Path) -> None:
+    """Host code that picks a kernel for narrow rows or another for wide ones runs one of them a
+    call; read as launching both, the solution was forecast as two passes (the code counts already
+    read one path)."""
+    narrow = (
+        "\n\n@triton.jit\ndef row_sums_narrow(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    x = tl.load(x_ptr + tl.program_id(0) * n_cols + offs, mask=offs < n_cols, other=0.0)\n"
+        "    tl.store(out_ptr + tl.program_id(0), tl.sum(x))\n"
+    )
+    chosen = (
+        "    if n_cols <= 1024:\n        row_sums_narrow[(rows,)](x, out, n_cols, BLOCK=1024)\n"
+        "    else:\n        row_sums[(rows,)](x, out, n_cols, BLOCK=1024)\n"
+    )
+    solution = ROW_SUMS.replace("\n\ndef summed", narrow + "\n\ndef summed").replace(
+        "    row_sums[(rows,)](x, out, n_cols, BLOCK=1024)\n", chosen
+    )
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    path = tmp_path / "solution.py"
+    path.write_text(solution)
+    analysis = analyse_text(path.as_uri(), 1, solution, path, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "problem.py::Model"))
+    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
+    request = build_request(analysis, result, problem_sizes(result, path, tmp_path), 0.8)
+    assert [launch["kernel"] for launch in request.candidate.facts["launches"]] == ["row_sums_narrow"]
+    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
+    batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
+    assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
+
+
 def test_a_modelnew_without_get_inputs_reads_its_launch_sizes_from_its_problems_in_the_editor_and_the_batch(tmp_path: Path) -> None:
     """KernelBench passes both models the same inputs, so a `ModelNew` file beside its problem's file
     launches on the shapes the problem's `get_inputs()` makes; read alone it would guess them."""
