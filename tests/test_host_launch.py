@@ -383,6 +383,20 @@ def get_init_inputs():
 """
 
 
+def _modelnew_launches_in_the_editor_and_the_batch(solution: str, folder: Path) -> tuple[list[dict], list[dict]]:
+    """The launches a `ModelNew` solution beside PROBLEM is read as making: as the editor builds its
+    request, and as the batch computes them for the same pair sent bare."""
+    (folder / "problem.py").write_text(PROBLEM)
+    path = folder / "solution.py"
+    path.write_text(solution)
+    analysis = analyse_text(path.as_uri(), 1, solution, path, folder, Settings(), SPECS["H100-SXM"], str(folder / "problem.py::Model"))
+    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
+    request = build_request(analysis, result, problem_sizes(result, path, folder), 0.8)
+    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
+    batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
+    return request.candidate.facts["launches"], batch.candidate.facts["launches"]
+
+
 def test_a_modelnew_counts_only_the_launches_its_forward_makes_in_the_editor_and_the_batch(tmp_path: Path) -> None:
     """A file holding a backward kernel (or one nothing calls) beside the forward one was read as
     making both launches, so a fused library kernel was forecast as two passes."""
@@ -394,16 +408,9 @@ def test_a_modelnew_counts_only_the_launches_its_forward_makes_in_the_editor_and
         "    row_sums_backward[(x.shape[0],)](grad, x_grad, x.shape[1], BLOCK=1024)\n    return x_grad\n"
     )
     solution = ROW_SUMS.replace("\n\nclass ModelNew", backward + "\n\nclass ModelNew")
-    (tmp_path / "problem.py").write_text(PROBLEM)
-    path = tmp_path / "solution.py"
-    path.write_text(solution)
-    analysis = analyse_text(path.as_uri(), 1, solution, path, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "problem.py::Model"))
-    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
-    request = build_request(analysis, result, problem_sizes(result, path, tmp_path), 0.8)
-    assert [launch["kernel"] for launch in request.candidate.facts["launches"]] == ["row_sums"]
-    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
-    batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
-    assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
+    editor, batch = _modelnew_launches_in_the_editor_and_the_batch(solution, tmp_path)
+    assert [launch["kernel"] for launch in editor] == ["row_sums"]
+    assert batch == editor
 
 
 def test_a_modelnew_that_chooses_between_two_kernels_counts_one_launch_in_the_editor_and_the_batch(tmp_path: Path) -> None:
@@ -423,16 +430,9 @@ def test_a_modelnew_that_chooses_between_two_kernels_counts_one_launch_in_the_ed
     solution = ROW_SUMS.replace("\n\ndef summed", narrow + "\n\ndef summed").replace(
         "    row_sums[(rows,)](x, out, n_cols, BLOCK=1024)\n", chosen
     )
-    (tmp_path / "problem.py").write_text(PROBLEM)
-    path = tmp_path / "solution.py"
-    path.write_text(solution)
-    analysis = analyse_text(path.as_uri(), 1, solution, path, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "problem.py::Model"))
-    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
-    request = build_request(analysis, result, problem_sizes(result, path, tmp_path), 0.8)
-    assert [launch["kernel"] for launch in request.candidate.facts["launches"]] == ["row_sums_narrow"]
-    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
-    batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
-    assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
+    editor, batch = _modelnew_launches_in_the_editor_and_the_batch(solution, tmp_path)
+    assert [launch["kernel"] for launch in editor] == ["row_sums_narrow"]
+    assert batch == editor
 
 
 def test_a_modelnew_without_get_inputs_reads_its_launch_sizes_from_its_problems_in_the_editor_and_the_batch(tmp_path: Path) -> None:
