@@ -3,7 +3,9 @@
 ptxas' report gives resources; the SASS tells whether tensor cores and wide loads were
 used and how many local-memory (spill) instructions ended up in the code. A disassembler
 is looked for on PATH, then in the triton wheel (which ships cuobjdump/nvdisasm), then in
-the nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm wheels.
+the nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm wheels. nvdisasm comes first: cuobjdump -sass
+runs it anyway, and read directly without its data-flow analysis (`-ndf`, which only annotates)
+it gives the same counts in about 30% less CPU, and every compile is disassembled.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from kernelcast.kernels_runtime.cuda_facts import ToolTimeout, run_tool
 
 NO_DISASSEMBLER = "SASS mix unavailable: no nvdisasm/cuobjdump found (pip install triton or nvidia-cuda-nvdisasm)"
-TOOLS = ("cuobjdump", "nvdisasm")
+TOOLS = ("nvdisasm", "cuobjdump")
 TENSOR_CORE_OPCODES = frozenset(
     {
         "HMMA",
@@ -158,7 +160,7 @@ def disassemble(cubin: bytes, timeout_s: float = 30.0) -> tuple[dict[str, SassMi
     with tempfile.TemporaryDirectory(prefix="kernelcast-sass-") as workdir:
         path = os.path.join(workdir, "kernel.cubin")
         Path(path).write_bytes(cubin)
-        argv = [tool, "-sass", path] if Path(tool).name.startswith("cuobjdump") else [tool, "-c", path]
+        argv = [tool, "-sass", path] if Path(tool).name.startswith("cuobjdump") else [tool, "-c", "-ndf", path]
         try:
             result = run_tool(argv, timeout_s)
         except (OSError, ToolTimeout) as problem:

@@ -286,6 +286,28 @@ def test_the_base_install_brings_its_own_disassembler(tmp_path, monkeypatch):
         sass.find_disassembler.cache_clear()
 
 
+@needs_nvcc
+def test_nvdisasm_without_data_flow_counts_what_cuobjdump_counts(tmp_path, monkeypatch):
+    """nvdisasm is asked first and run without its data-flow analysis; the mix must be the one
+    cuobjdump -sass gives, or the facts the weights learnt from would change with the tool."""
+    found = sass.find_disassembler()
+    if found is None or Path(found).name != "nvdisasm" or not (Path(found).parent / "cuobjdump").exists():
+        pytest.skip(f"needs nvdisasm found first with cuobjdump beside it (found {found})")
+    mixes = []
+    for name in ("transpose.cu", "spill.cu"):
+        (tmp_path / name).write_text(source(name))
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([str(cuda_facts.nvcc_path()), "-arch=sm_90", "-cubin", "-o", str(cubin), str(tmp_path / name)], check=True)
+        by_nvdisasm, problem = sass.disassemble(cubin.read_bytes())
+        assert problem is None and by_nvdisasm
+        with monkeypatch.context() as patched:
+            patched.setattr(sass, "find_disassembler", lambda: str(Path(found).parent / "cuobjdump"))
+            by_cuobjdump, problem = sass.disassemble(cubin.read_bytes())
+        assert problem is None and by_cuobjdump == by_nvdisasm, name
+        mixes += by_nvdisasm.values()
+    assert any(mix.shared_loads for mix in mixes) and any(mix.local_loads for mix in mixes)
+
+
 # --- facts wording and roofline ------------------------------------------------------------
 
 
