@@ -262,14 +262,20 @@ def test_installing_a_disassembler_changes_the_facts_key(tmp_path, monkeypatch):
     assert cache_key(source("vector_add.cu"), "cuda", "sm_90", {}) == before
 
 
+def _cubin(folder: Path, name: str) -> bytes:
+    """The data file `name` compiled by nvcc to an sm_90 cubin in `folder`."""
+    (folder / name).write_text(source(name))
+    cubin = folder / f"{name}.cubin"
+    subprocess.run([str(cuda_facts.nvcc_path()), "-arch=sm_90", "-cubin", "-o", str(cubin), str(folder / name)], check=True)
+    return cubin.read_bytes()
+
+
 @needs_nvcc
 def test_the_base_install_brings_its_own_disassembler(tmp_path, monkeypatch):
     """Without triton and with no CUDA tool on PATH, the nvidia-cuda-nvdisasm wheel (a base
     dependency on Linux) still reads the SASS mix: the embedded forecaster learnt from facts that
     had one, and without it a fresh install forecast the README's SGEMM 1.9x where one with triton said 1.6x."""
-    (tmp_path / "k.cu").write_text(source("vector_add.cu"))
-    cubin = tmp_path / "k.cubin"
-    subprocess.run([str(cuda_facts.nvcc_path()), "-arch=sm_90", "-cubin", "-o", str(cubin), str(tmp_path / "k.cu")], check=True)
+    cubin = _cubin(tmp_path, "vector_add.cu")
     found_in_packages = sass._package_directories
     monkeypatch.setattr(sass, "_package_directories", lambda package: [] if package == "triton" else found_in_packages(package))
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -277,7 +283,7 @@ def test_the_base_install_brings_its_own_disassembler(tmp_path, monkeypatch):
     try:
         tool = sass.find_disassembler()
         assert tool is not None and Path(tool).parent.parent.parent.name == "nvidia" and Path(tool).name == "nvdisasm", tool
-        mix, problem = sass.disassemble(cubin.read_bytes())
+        mix, problem = sass.disassemble(cubin)
         assert problem is None and mix is not None
         (kernel,) = mix.values()
         assert kernel.global_loads >= 2 and kernel.global_stores >= 1
@@ -295,14 +301,12 @@ def test_nvdisasm_without_data_flow_counts_what_cuobjdump_counts(tmp_path, monke
         pytest.skip(f"needs nvdisasm found first with cuobjdump beside it (found {found})")
     mixes = []
     for name in ("transpose.cu", "spill.cu"):
-        (tmp_path / name).write_text(source(name))
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([str(cuda_facts.nvcc_path()), "-arch=sm_90", "-cubin", "-o", str(cubin), str(tmp_path / name)], check=True)
-        by_nvdisasm, problem = sass.disassemble(cubin.read_bytes())
+        cubin = _cubin(tmp_path, name)
+        by_nvdisasm, problem = sass.disassemble(cubin)
         assert problem is None and by_nvdisasm
         with monkeypatch.context() as patched:
             patched.setattr(sass, "find_disassembler", lambda: str(Path(found).parent / "cuobjdump"))
-            by_cuobjdump, problem = sass.disassemble(cubin.read_bytes())
+            by_cuobjdump, problem = sass.disassemble(cubin)
         assert problem is None and by_cuobjdump == by_nvdisasm, name
         mixes += by_nvdisasm.values()
     assert any(mix.shared_loads for mix in mixes) and any(mix.local_loads for mix in mixes)
