@@ -31,7 +31,7 @@ from kernelcast.kernels_runtime.cuda_facts import (
     run_tool,
 )
 from kernelcast.kernels_runtime.source.python_ast import parse_python, parse_python_expression
-from kernelcast.kernels_runtime.source.triton_text import dotted, imports_of, is_triton_kernel, triton_aliases
+from kernelcast.kernels_runtime.source.triton_text import constexpr_parameters, dotted, imports_of, is_triton_kernel, triton_aliases
 from kernelcast.paths import install_command
 
 NO_TRITON = f"install triton for Triton facts ({install_command('triton')})"
@@ -136,7 +136,7 @@ def _first_autotune_config(function: ast.FunctionDef) -> tuple[dict[str, Any], i
 def _kernel_of(function: ast.FunctionDef) -> TritonKernel:
     arguments = function.args
     params = [a.arg for a in arguments.posonlyargs + arguments.args]
-    constexpr = {a.arg for a in arguments.posonlyargs + arguments.args if a.annotation and "constexpr" in dotted(a.annotation)}
+    constexpr = constexpr_parameters(function)
     defaults: dict[str, Any] = {}
     for param, default in zip(params[len(params) - len(arguments.defaults) :], arguments.defaults):
         ok, value = _literal(default)

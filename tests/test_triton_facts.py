@@ -28,6 +28,16 @@ def test_extracted_module_holds_only_jit_functions():
     assert kernels["add_kernel"].constexpr_params == {"BLOCK_SIZE"}
 
 
+def test_a_constexpr_annotated_as_a_string_is_specialized_as_one():
+    """`BLOCK_SIZE: "tl.constexpr"`, which Triton reads as `tl.constexpr`: passed as a run-time int,
+    the offline compile failed on `tl.arange(0, BLOCK_SIZE)`."""
+    text = source("triton_add.py").replace("BLOCK_SIZE: tl.constexpr", 'BLOCK_SIZE: "tl.constexpr"')
+    assert 'BLOCK_SIZE: "tl.constexpr"' in text
+    _, kernels = extract_kernels(text)
+    types, values, _, _ = specialize(kernels["add_kernel"], None, {"BLOCK_SIZE": 256})
+    assert types["BLOCK_SIZE"] == "constexpr" and values["BLOCK_SIZE"] == 256
+
+
 def test_autotune_decorator_gives_the_first_config():
     module_text, kernels = extract_kernels(source("triton_matmul.py"))
     kernel = kernels["matmul_kernel"]

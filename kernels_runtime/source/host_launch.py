@@ -51,7 +51,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     template_for,
 )
 from kernelcast.kernels_runtime.source.timed_path import Inputs, with_sizes_known_at
-from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, triton_kernels
+from kernelcast.kernels_runtime.source.triton_text import autotune_listing, constexpr_parameters, dotted, triton_kernels
 
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
 DEFAULT_ELEMENTS = 1 << 20
@@ -263,9 +263,7 @@ def _parameters(file_text: str, kernel_name: str, language: str, python_file: bo
 
 def _triton_constexprs(file_text: str, kernel_name: str) -> set[str]:
     kernel = next((kernel for kernel in triton_kernels(file_text) if kernel.name == kernel_name), None)
-    if kernel is None:
-        return set()
-    return {argument.arg for argument in kernel.args.args if argument.annotation and dotted(argument.annotation).endswith("constexpr")}
+    return constexpr_parameters(kernel) if kernel is not None else set()
 
 
 # --- CUDA host code --------------------------------------------------------------------------------

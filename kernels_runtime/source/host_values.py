@@ -193,9 +193,11 @@ def _pairs(target: ast.expr, bound: ast.expr) -> Iterator[tuple[str, ast.expr]]:
 
 
 def scope_at(tree: ast.Module, line: int) -> dict[str, ast.expr]:
-    """What names mean on `line`: the module's assignments, then those of each function around the line above it."""
+    """What names mean on `line`: the module's assignments, then, for each function around the line,
+    its parameters' defaults that no call passes and its assignments above the line."""
     names = bindings(tree.body)
     body: list[ast.stmt] = tree.body
+    enclosing: ast.AST = tree
     while True:
         around = next(
             (
@@ -211,5 +213,32 @@ def scope_at(tree: ast.Module, line: int) -> dict[str, ast.expr]:
         if not isinstance(around, ast.ClassDef):
             parameters = around.args.posonlyargs + around.args.args + around.args.kwonlyargs
             names = {name: bound for name, bound in names.items() if name not in {parameter.arg for parameter in parameters}}
+            names.update(defaults_never_passed(tree, around, method=isinstance(enclosing, ast.ClassDef)))
             names.update(bindings(around.body, line))
+        enclosing = around
         body = around.body
+
+
+def defaults_never_passed(tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> dict[str, ast.expr]:
+    """The function's parameters that no call in the file passes, bound to their defaults: what they
+    are whenever it runs (`def add(x, y, BLOCK=1024)` called as `add(x, y)`). A parameter some call
+    passes, or a call with `*args`/`**kwargs`, leaves it to the caller (unknown)."""
+    positional = [parameter.arg for parameter in function.args.posonlyargs + function.args.args]
+    defaults = dict(zip(positional[len(positional) - len(function.args.defaults) :], function.args.defaults))
+    keyword_only = zip(function.args.kwonlyargs, function.args.kw_defaults)
+    defaults.update((parameter.arg, default) for parameter, default in keyword_only if default is not None)
+    if not defaults:
+        return {}
+    skipped = 1 if method and positional and not _static(function) else 0
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call) or callee_name(call) != function.name:
+            continue
+        if any(isinstance(argument, ast.Starred) for argument in call.args) or any(keyword.arg is None for keyword in call.keywords):
+            return {}
+        passed = {*positional[skipped : skipped + len(call.args)], *(keyword.arg for keyword in call.keywords)}
+        defaults = {name: default for name, default in defaults.items() if name not in passed}
+    return defaults
+
+
+def _static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(decorator, ast.Name) and decorator.id == "staticmethod" for decorator in function.decorator_list)

@@ -80,6 +80,20 @@ def triton_kernels(text: str) -> tuple[ast.FunctionDef, ...]:
     return tuple(kernels_of(tree))
 
 
+def constexpr_parameters(kernel: ast.FunctionDef) -> set[str]:
+    """The kernel's compile-time parameters: annotated `tl.constexpr` (or another name ending in
+    constexpr), or with that annotation written as a string (`BLOCK: "tl.constexpr"`), which
+    Triton reads the same way."""
+    arguments = kernel.args.posonlyargs + kernel.args.args
+    return {argument.arg for argument in arguments if _names_constexpr(argument.annotation)}
+
+
+def _names_constexpr(annotation: ast.expr | None) -> bool:
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.strip().endswith("constexpr")
+    return annotation is not None and dotted(annotation).endswith("constexpr")
+
+
 def autotune_listing(kernel: ast.FunctionDef, names: Mapping[str, ast.expr]) -> tuple[bool, ast.expr | None]:
     """Whether the kernel has an `@triton.autotune`, and the expression that lists its configs
     (`configs=` or the first argument; a name read through `names`), None where there is none."""
