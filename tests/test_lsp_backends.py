@@ -75,8 +75,10 @@ def _state_of(state_dir: Path, pid: int) -> dict | None:
 
 @contextlib.asynccontextmanager
 async def _editor(workspace: Path, home: Path, url: str, backend: str, timeout_ms: int = 180_000) -> AsyncIterator[Session]:
-    """The real LSP pointed at the service at `url`, asking `backend`."""
-    client, recorder = await _start(workspace, home, {"forecaster": {"url": url, "backend": backend, "timeoutMs": timeout_ms}})
+    """The real LSP pointed at the service at `url`, asking `backend`. Without compiler facts (not what
+    these tests check), the LLM is asked once a text, not again when the facts arrive."""
+    forecaster = {"url": url, "backend": backend, "timeoutMs": timeout_ms}
+    client, recorder = await _start(workspace, home, {"forecaster": forecaster, "compilerFacts": {"enable": False}})
     try:
         yield Session(client, recorder, workspace)
     finally:
