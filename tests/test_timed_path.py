@@ -135,6 +135,39 @@ def test_nested_loops_and_methods_multiply_and_an_unfixed_bound_reads_as_the_med
     assert "x = block(x)" not in by_line  # a loop over a module list counts once
 
 
+def test_a_loop_over_a_list_the_text_writes_out_runs_once_an_item() -> None:
+    """A forward that times its own configs each call (seen in LLM-written Triton, 22x slower than
+    eager): the launches in `for config in configs:` run once a config, not once."""
+    text = textwrap.dedent(
+        """
+        import torch.nn as nn
+        import triton
+
+        @triton.jit
+        def k(x_ptr, BLOCK: tl.constexpr):
+            pass
+
+        def tuned(x):
+            configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256})]
+            for config in configs:
+                k[(1,)](x, **config.kwargs)
+            for index, scale in enumerate((1, 2)):
+                x = x * scale
+            for part in [*configs, None]:
+                x = x + 1
+            return x
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return tuned(x)
+        """
+    )
+    by_line = _repeats_by_line(text)
+    assert by_line["k[(1,)](x, **config.kwargs)"] == 3 and by_line["x = x * scale"] == 2
+    assert "x = x + 1" not in by_line  # a starred item: its length is the run's to say
+    assert read_code(text, "triton")["triton_launch_sites"] == 3
+
+
 def test_an_unfixed_bound_without_size_constants_is_the_default_guess() -> None:
     text = "class Model:\n    def forward(self, x, n):\n        for i in range(n):\n            x = x.exp()\n        return x\n"
     assert line_repeats(text) == {4: float(GUESSED_TRIPS)}

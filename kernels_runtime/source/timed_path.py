@@ -348,8 +348,11 @@ class _Walk:
             self.repeats[line] = max(self.repeats.get(line, 1.0), factor)
 
     def trips(self, loop: ast.For, known: _Known) -> float:
-        """How many times a `for` over `range(...)` goes round; 1 for any other iterable."""
+        """How many times a `for` over `range(...)` goes round, or over a list or tuple the text writes out
+        (`for config in configs:` with `configs = [...]` above, `enumerate` of one); 1 for any other iterable."""
         call = loop.iter
+        if (listed := self.listed(call, loop.lineno)) is not None:
+            return float(listed)
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"):
             return 1.0
         if call.keywords or not 1 <= len(call.args) <= 3:
@@ -365,6 +368,17 @@ class _Walk:
         if step == 0:
             return 1.0
         return float(min(MAX_TRIPS, max(0, -((start - stop) // step))))
+
+    def listed(self, iterable: ast.expr, line: int) -> int | None:
+        """The length of a list or tuple written out, directly, through the name bound to it on `line`,
+        or under `enumerate`; None for anything else (a starred item leaves the length to run time)."""
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "enumerate" and iterable.args:
+            iterable = iterable.args[0]
+        if isinstance(iterable, ast.Name):
+            iterable = host_values.scope_at(self.tree, line).get(iterable.id, iterable)
+        if not isinstance(iterable, (ast.List, ast.Tuple)) or any(isinstance(item, ast.Starred) for item in iterable.elts):
+            return None
+        return len(iterable.elts)
 
 
 # The shapes a KernelBench problem's `get_inputs()` makes, in order (None: not literal).
