@@ -5,10 +5,11 @@ vectorised kernel when the pointers are aligned, else a scalar one (`if (...) { 
 else { k1<<<...>>> }`); a Triton kernel for large inputs, another for small; and, in Python, a
 PyTorch fallback for tensors on the CPU (`if not x.is_cuda: return F.conv2d(...)`). Counted as
 written, each such file launches every path and pays for each, and a CPU fallback reads as a
-cuDNN call. `one_path_each` blanks all paths of such a choice but the one with the most launches
-(the first on a tie) and every CPU-only path, keeping offsets and line breaks (and a `pass` in a
-blanked Python branch, so the text still parses), so the counts read from the text are those of
-one call on the GPU.
+cuDNN call. `one_path_each` blanks all paths of such a choice but one, and every CPU-only path:
+the path the text decides (its tests read with the sizes the timed call knows, as `x.dim() == 2`
+of a 2-D input), else the one with the most launches (the first on a tie). It keeps offsets and
+line breaks (and a `pass` in a blanked Python branch, so the text still parses), so the counts
+read from the text are those of one call on the GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.cuda_text import blank
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
+from kernelcast.kernels_runtime.source.timed_path import with_sizes_known_at
 
 _C_IF = re.compile(r"\bif\s*\(")
 _C_ELSE = re.compile(r"\s*else\b\s*")
@@ -145,21 +147,38 @@ def _python_alternatives(text: str) -> list[tuple[tuple[int, int], int]]:
         if _CPU_WHEN_FALSE.search(test) and node.orelse:
             spans.append(_lines(node.orelse, offsets))
             continue
-        branches = [node.body]
+        branches, tests = [node.body], [node.test]
         tail = node
         while len(tail.orelse) == 1 and isinstance(tail.orelse[0], ast.If):
             tail = tail.orelse[0]
             chained.add(id(tail))
             branches.append(tail.body)
-        if not tail.orelse:
-            continue
-        branches.append(tail.orelse)
+            tests.append(tail.test)
+        if tail.orelse:
+            branches.append(tail.orelse)
         launches = [sum(_launches(statement) for statement in branch) for branch in branches]
-        if sum(count > 0 for count in launches) < 2:
+        if not any(launches):
             continue
-        kept = launches.index(max(launches))
+        taken = _taken(text, tree, tests)
+        if taken is None and (not tail.orelse or sum(count > 0 for count in launches) < 2):
+            continue
+        kept = launches.index(max(launches)) if taken is None else taken
         spans += [_lines(branch, offsets) for index, branch in enumerate(branches) if index != kept]
     return spans
+
+
+def _taken(text: str, tree: ast.Module, tests: list[ast.expr]) -> int | None:
+    """The branch of an if/elif chain a call takes where the text decides its tests, with the sizes the
+    timed call knows put in (`x.dim() == 2` for a 2-D input); len(tests) where none holds (the else,
+    or nothing); None where a test before the one that holds is not decided."""
+    for index, test in enumerate(tests):
+        names = host_values.Values(host_values.scope_at(tree, test.lineno), host_values.PYTHON)
+        holds = host_values.value(with_sizes_known_at(text, test.lineno, test), names)
+        if holds is None:
+            return None
+        if holds:
+            return index
+    return len(tests)
 
 
 def _launches(statement: ast.stmt) -> int:

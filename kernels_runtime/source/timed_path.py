@@ -281,6 +281,8 @@ class _Walk:
         for statement in statements:
             if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
                 continue  # defined here, run only where called
+            if isinstance(statement, ast.If):  # a test may read a shape with no call in it (`x.ndim == 2`)
+                self.known_at.setdefault(statement.lineno, dict(known))
             for expression in _own_expressions(statement):
                 self.calls(expression, factor, stack, known)
             if isinstance(statement, ast.Assign):
@@ -439,10 +441,14 @@ def _method_shape(shape: tuple[int, ...], method: str, arguments: list[ast.expr]
 
 
 def _size_of(expression: ast.expr, known: _Known) -> int | None:
-    """A size read from a known tensor's shape: `x.shape[i]`, `x.size(i)`, `len(x)`, `x.numel()`."""
+    """A size read from a known tensor's shape: `x.shape[i]`, `x.size(i)`, `len(x)`, `x.numel()`, and its
+    number of dimensions: `x.dim()`, `x.ndim`, `len(x.shape)`."""
     if _method_call(expression, "numel") and not expression.args:  # type: ignore[attr-defined]
         shape = _shape_of(expression.func.value, known)  # type: ignore[attr-defined]
         return math.prod(shape) if shape else None
+    if (dimensioned := _dimensioned(expression)) is not None:
+        shape = _shape_of(dimensioned, known)
+        return len(shape) if shape is not None else None
     if isinstance(expression, ast.Subscript) and isinstance(expression.value, ast.Attribute) and expression.value.attr == "shape":
         shape, index = _shape_of(expression.value.value, known), expression.slice
     elif (
@@ -463,6 +469,18 @@ def _size_of(expression: ast.expr, known: _Known) -> int | None:
     ):
         return None
     return shape[index.value]
+
+
+def _dimensioned(expression: ast.expr) -> ast.expr | None:
+    """The tensor whose number of dimensions `x.dim()`, `x.ndim` or `len(x.shape)` asks for."""
+    if _method_call(expression, "dim") and not expression.args:  # type: ignore[attr-defined]
+        return expression.func.value  # type: ignore[attr-defined]
+    if isinstance(expression, ast.Attribute) and expression.attr == "ndim":
+        return expression.value
+    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Name) and expression.func.id == "len" and expression.args:
+        argument = expression.args[0]
+        return argument.value if isinstance(argument, ast.Attribute) and argument.attr == "shape" else None
+    return None
 
 
 def _read(expression: ast.expr, known: _Known) -> tuple[int, ...] | int | None:

@@ -441,12 +441,12 @@ def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, fl
     stripped, text, python = _side_text(code, language)
     # The host cost of a library's dispatch layer around a Triton side's launch (the largest of those it uses).
     dispatch_us = max((DISPATCH_US[layer] for layer in _DISPATCH_LAYER.findall(stripped)), default=0.0) if python else 0.0
+    text = one_path_each(text, python)
     if python:
         built_us = sum(DEFINED_IN_CALL_US + configs * AUTOTUNE_CONFIG_US for configs in kernels_built_each_call(text))
         tuned = tuned_share(text)
     else:
         built_us = tuned = 0.0
-    text = one_path_each(text, python)
     counts = {name: 0.0 if name in _PYTHON_ONLY and not python else count(text) for name, count in CODE_PATTERNS.items()}
     repeats = line_repeats(text) if python and host_loops else {}
     if repeats:
