@@ -583,9 +583,8 @@ def _calls_in_order(tree: ast.Module) -> list[ast.Call]:
 
 def _python_items(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[ast.expr, ...]:
     """A tuple's or list's items (through a name bound to one); one item otherwise."""
-    if isinstance(node, ast.Name) and isinstance(names.get(node.id), (ast.Tuple, ast.List)):
-        node = names[node.id]
-    return tuple(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else (node,)
+    items = host_values.written_out(node, names)
+    return items if items is not None else (node,)
 
 
 def _python_dims(node: ast.expr, names: Mapping[str, ast.expr]) -> Dims:

@@ -213,13 +213,13 @@ def scope_at(tree: ast.Module, line: int) -> dict[str, ast.expr]:
         if not isinstance(around, ast.ClassDef):
             parameters = around.args.posonlyargs + around.args.args + around.args.kwonlyargs
             names = {name: bound for name, bound in names.items() if name not in {parameter.arg for parameter in parameters}}
-            names.update(defaults_never_passed(tree, around, method=isinstance(enclosing, ast.ClassDef)))
+            names.update(_defaults_never_passed(tree, around, method=isinstance(enclosing, ast.ClassDef)))
             names.update(bindings(around.body, line))
         enclosing = around
         body = around.body
 
 
-def defaults_never_passed(tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> dict[str, ast.expr]:
+def _defaults_never_passed(tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> dict[str, ast.expr]:
     """The function's parameters that no call in the file passes, bound to their defaults: what they
     are whenever it runs (`def add(x, y, BLOCK=1024)` called as `add(x, y)`). A parameter some call
     passes, or a call with `*args`/`**kwargs`, leaves it to the caller (unknown)."""
@@ -230,14 +230,30 @@ def defaults_never_passed(tree: ast.Module, function: ast.FunctionDef | ast.Asyn
     if not defaults:
         return {}
     skipped = 1 if method and positional and not _static(function) else 0
-    for call in ast.walk(tree):
-        if not isinstance(call, ast.Call) or callee_name(call) != function.name:
-            continue
+    for call in _calls_by_callee(tree).get(function.name, ()):
         if any(isinstance(argument, ast.Starred) for argument in call.args) or any(keyword.arg is None for keyword in call.keywords):
             return {}
         passed = {*positional[skipped : skipped + len(call.args)], *(keyword.arg for keyword in call.keywords)}
         defaults = {name: default for name, default in defaults.items() if name not in passed}
     return defaults
+
+
+def written_out(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[ast.expr, ...] | None:
+    """The items of a tuple or list the text writes out, directly or through the name bound to one; None otherwise."""
+    if isinstance(node, ast.Name) and isinstance(names.get(node.id), (ast.Tuple, ast.List)):
+        node = names[node.id]
+    return tuple(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _calls_by_callee(tree: ast.Module) -> dict[str, list[ast.Call]]:
+    """The module's calls by the last part of their callee, found in one pass: every `scope_at` of a
+    function with defaults looks up its callers, many times an edit in a file of many launches."""
+    calls: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            calls.setdefault(callee_name(node), []).append(node)
+    return calls
 
 
 def _static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

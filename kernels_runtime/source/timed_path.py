@@ -376,11 +376,11 @@ class _Walk:
         or under `enumerate`; None for anything else (a starred item leaves the length to run time)."""
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "enumerate" and iterable.args:
             iterable = iterable.args[0]
-        if isinstance(iterable, ast.Name):
-            iterable = host_values.scope_at(self.tree, line).get(iterable.id, iterable)
-        if not isinstance(iterable, (ast.List, ast.Tuple)) or any(isinstance(item, ast.Starred) for item in iterable.elts):
+        names = host_values.scope_at(self.tree, line) if isinstance(iterable, ast.Name) else {}
+        items = host_values.written_out(iterable, names)
+        if items is None or any(isinstance(item, ast.Starred) for item in items):
             return None
-        return len(iterable.elts)
+        return len(items)
 
 
 # The shapes a KernelBench problem's `get_inputs()` makes, in order (None: not literal).
