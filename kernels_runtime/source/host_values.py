@@ -233,9 +233,16 @@ def _defaults_never_passed(tree: ast.Module, function: ast.FunctionDef | ast.Asy
     for call in _calls_by_callee(tree).get(function.name, ()):
         if any(isinstance(argument, ast.Starred) for argument in call.args) or any(keyword.arg is None for keyword in call.keywords):
             return {}
-        passed = {*positional[skipped : skipped + len(call.args)], *(keyword.arg for keyword in call.keywords)}
+        passed = {name for name, _ in passed_arguments(function, call, skipped)}
         defaults = {name: default for name, default in defaults.items() if name not in passed}
     return defaults
+
+
+def passed_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, skipped: int = 0) -> list[tuple[str, ast.expr]]:
+    """Each parameter the call passes, with what it passes: by position (after `skipped` ones, `self`
+    for a method) and by keyword."""
+    positional = [parameter.arg for parameter in function.args.posonlyargs + function.args.args][skipped:]
+    return [*zip(positional, call.args), *((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)]
 
 
 def written_out(node: ast.expr, names: Mapping[str, ast.expr]) -> tuple[ast.expr, ...] | None:

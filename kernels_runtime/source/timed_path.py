@@ -570,9 +570,7 @@ def _mapped_over(value: ast.expr) -> tuple[str, ast.expr, list[ast.expr]] | None
 
 def _passed(callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
     """The callee's parameters that the call passes a known tensor or size (`skipped`: `self`, for a method)."""
-    parameters = [parameter.arg for parameter in callee.args.args[skipped:]]
-    passed = [*zip(parameters, call.args), *((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)]
-    return {name: found for name, argument in passed if (found := _read(argument, known))}
+    return {name: found for name, argument in host_values.passed_arguments(callee, call, skipped) if (found := _read(argument, known))}
 
 
 def _kernelbench_tree(text: str) -> ast.Module | None:
