@@ -160,3 +160,166 @@ def test_a_chain_over_the_inputs_rank_keeps_the_branch_the_inputs_take() -> None
     # Without get_inputs the rank is not known: no chain without an else is pruned, as before.
     unknown = BY_RANK.split("\n\ndef get_inputs")[0]
     assert read_code(unknown, "triton")["triton_launch_sites"] == 4
+
+
+GUARDED = """
+import torch
+import torch.nn as nn
+import triton
+
+
+def mean_dim(x, dim=None, keepdim=False, bias=None):
+    if dim is None or x.numel() == 0:
+        return torch.mean(x)
+    if not keepdim:
+        x = x.contiguous()
+    else:
+        x = x.unsqueeze(-1)
+    if bias is not None:
+        x = torch.add(x, bias)
+    row_means[(1,)](x)
+    return x
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return mean_dim(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.rand(512, 4096)]
+"""
+
+
+def test_guards_on_what_the_timed_call_passes_keep_the_branch_it_takes() -> None:
+    """`mean_dim(x, dim=-1)`: dim is not None, keepdim and bias keep the defaults no call overrides.
+    TritonBench's mean reduction guarded a whole-tensor `mean` so, and was read as running it too."""
+    blanked = one_path_each(GUARDED, python=True)
+    assert "torch.mean" not in blanked and "unsqueeze" not in blanked and "torch.add" not in blanked
+    assert "contiguous" in blanked and "row_means[" in blanked
+    assert read_code(GUARDED, "triton")["torch_reduction"] == 0
+    # Called without dim, the guard's branch runs (and the lines after it are read as written).
+    no_dim = GUARDED.replace("mean_dim(x, dim=-1)", "mean_dim(x)")
+    assert "torch.mean" in one_path_each(no_dim, python=True)
+    # A dim the text does not fix leaves its guard undecided; the defaults still decide theirs.
+    unknown = GUARDED.replace(
+        "def forward(self, x):\n        return mean_dim(x, dim=-1)", "def forward(self, x, d):\n        return mean_dim(x, d)"
+    )
+    undecided = one_path_each(unknown, python=True)
+    assert "torch.mean" in undecided and "unsqueeze" not in undecided
+
+
+APPLIED = """
+import torch
+import triton
+
+
+class Scaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, squared=False):
+        if squared:
+            x = torch.square(x)
+        else:
+            x = torch.abs(x)
+        scale[(1,)](x)
+        return x
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return Scaled.apply(x)
+"""
+
+
+def test_an_autograd_functions_default_is_passed_through_apply() -> None:
+    """`Scaled.apply(x, True)` passes `squared`, though no call names `forward`: its default then says nothing."""
+    assert "torch.square" not in one_path_each(APPLIED, python=True)
+    passed = APPLIED.replace("Scaled.apply(x)", "Scaled.apply(x, True)")
+    assert one_path_each(passed, python=True) == passed
+    aliased = APPLIED.replace("return Scaled.apply(x)", "scaled = Scaled.apply\n        return scaled(x)")
+    assert one_path_each(aliased, python=True) == aliased
+
+
+LOG_SPACE = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kl_kernel(y_ptr, t_ptr, LOG: tl.constexpr = False):
+    y = tl.load(y_ptr)
+    if not LOG:
+        y = tl.log(y)
+    else:
+        y = tl.exp(y)
+    tl.store(t_ptr, y)
+
+
+def kl(y, t, log_target=False):
+    kl_kernel[(1,)](y, t, LOG=log_target)
+"""
+
+
+def test_a_kernel_parameter_its_launch_passes_is_not_its_default() -> None:
+    """The launch `kl_kernel[(1,)](..., LOG=log_target)` passes LOG: both of the kernel's branches may run."""
+    assert one_path_each(LOG_SPACE, python=True) == LOG_SPACE
+    unpassed = LOG_SPACE.replace(", LOG=log_target)", ")")
+    assert "tl.exp" not in one_path_each(unpassed, python=True)
+
+
+MASKED = """
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def forward(self, x, mask=None):
+        if mask is not None:
+            x = torch.add(x, mask)
+        return torch.softmax(x, -1)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+
+    def forward(self, x, scale=None):
+        if scale is not None:
+            x = torch.mul(x, scale)
+        return self.attn(x, mask=x)
+"""
+
+
+def test_a_submodules_forward_is_called_through_its_instance() -> None:
+    """`self.attn(x, mask=x)` passes `mask` to `Attention.forward` without naming it: its default says
+    nothing. The harness calls the model's own `forward` with the inputs alone: `scale` stays None."""
+    blanked = one_path_each(MASKED, python=True)
+    assert "torch.add" in blanked and "torch.mul" not in blanked
+
+
+REBOUND = """
+import torch
+import torch.nn as nn
+
+
+def mul_relu(x, y):
+    use_triton = x.is_cuda
+    if use_triton and x.shape != y.shape:
+        use_triton = False
+    if use_triton:
+        kernel[(1,)](x, y)
+        return x
+    return torch.relu(torch.mul(x, y))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        return mul_relu(x, y)
+"""
+
+
+def test_a_name_bound_on_one_path_only_leaves_its_test_undecided() -> None:
+    """`use_triton = False` under an `if` is the last binding above the test, but holds on one path
+    only: TritonBench's mul_relu was read as never launching its kernel."""
+    assert "kernel[" in one_path_each(REBOUND, python=True)

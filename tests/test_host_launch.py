@@ -251,6 +251,15 @@ def test_a_triton_launch_in_a_kernelbench_file_reads_its_sizes_from_the_inputs_g
     assert unknown.guessed == ("grid",) and unknown.sizes == {}
 
 
+def test_a_number_the_timed_call_passes_a_wrapper_reaches_its_launch() -> None:
+    """`summed(x, 256)` from `forward`: the wrapper's block parameter is 256 at its launch, not unknown."""
+    passed = ROW_SUMS.replace("def summed(x):", "def summed(x, block):").replace("BLOCK=1024)", "BLOCK=block)")
+    passed = passed.replace("summed(x.contiguous())", "summed(x.contiguous(), 256)")
+    assert host_launch(passed, "row_sums", "triton", python_file=True).options["BLOCK"] == 256
+    by_keyword = passed.replace("summed(x.contiguous(), 256)", "summed(x.contiguous(), block=2 * 64)")
+    assert host_launch(by_keyword, "row_sums", "triton", python_file=True).options["BLOCK"] == 128
+
+
 AUTOTUNED = """import triton
 import triton.language as tl
 

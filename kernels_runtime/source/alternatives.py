@@ -7,20 +7,24 @@ PyTorch fallback for tensors on the CPU (`if not x.is_cuda: return F.conv2d(...)
 written, each such file launches every path and pays for each, and a CPU fallback reads as a
 cuDNN call. `one_path_each` blanks all paths of such a choice but one, and every CPU-only path:
 the path the text decides (its tests read with the sizes the timed call knows, as `x.dim() == 2`
-of a 2-D input), else the one with the most launches (the first on a tie). It keeps offsets and
-line breaks (and a `pass` in a blanked Python branch, so the text still parses), so the counts
-read from the text are those of one call on the GPU.
+of a 2-D input), else the one with the most launches (the first on a tie). A Python test the text
+decides is read whether or not its branches launch: a guard on what the timed call passes
+(`if dim is None: return torch.mean(x)` under `mean_dim(x, dim=-1)`) or on a default no call
+overrides (`if not keepdim:`) runs one way, and the other branch's PyTorch ops are no part of the
+call. It keeps offsets and line breaks (and a `pass` in a blanked Python branch, so the text still
+parses), so the counts read from the text are those of one call on the GPU.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.cuda_text import blank
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
-from kernelcast.kernels_runtime.source.timed_path import with_sizes_known_at
+from kernelcast.kernels_runtime.source.timed_path import names_known_at, with_sizes_known_at
 
 _C_IF = re.compile(r"\bif\s*\(")
 _C_ELSE = re.compile(r"\s*else\b\s*")
@@ -157,9 +161,9 @@ def _python_alternatives(text: str) -> list[tuple[tuple[int, int], int]]:
         if tail.orelse:
             branches.append(tail.orelse)
         launches = [sum(_launches(statement) for statement in branch) for branch in branches]
-        if not any(launches):
-            continue
         taken = _taken(text, tree, tests)
+        if taken is None and not any(launches):
+            continue
         if taken is None and (not tail.orelse or sum(count > 0 for count in launches) < 2):
             continue
         kept = launches.index(max(launches)) if taken is None else taken
@@ -172,13 +176,71 @@ def _taken(text: str, tree: ast.Module, tests: list[ast.expr]) -> int | None:
     timed call knows put in (`x.dim() == 2` for a 2-D input); len(tests) where none holds (the else,
     or nothing); None where a test before the one that holds is not decided."""
     for index, test in enumerate(tests):
+        known = names_known_at(text, test.lineno)
+        rebound = host_values.rebound_names(tree, test.lineno) - known
+        if any(isinstance(node, ast.Name) and node.id in rebound for node in ast.walk(test)):
+            return None  # its value at the test depends on the path taken to it
         names = host_values.Values(host_values.scope_at(tree, test.lineno), host_values.PYTHON)
-        holds = host_values.value(with_sizes_known_at(text, test.lineno, test), names)
+        holds = _holds(test, _Reading(text, names, known))
         if holds is None:
             return None
         if holds:
             return index
     return len(tests)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What a test is read with: the text, the names in scope at its line, and the names the timed call knows there."""
+
+    text: str
+    names: host_values.Values
+    known: frozenset[str]
+
+
+def _holds(test: ast.expr, reading: _Reading) -> bool | None:
+    """Whether a test holds: `and`, `or` and `not` of tests, whether a name is None (a parameter the call
+    passes a number or a tensor is not; one no call passes is its default), a name bound to True or
+    False, and the numbers the text fixes; None where the text does not decide it."""
+    if isinstance(test, ast.BoolOp):
+        values = [_holds(operand, reading) for operand in test.values]
+        deciding = isinstance(test.op, ast.Or)  # `or` holds once one operand holds, `and` fails once one fails
+        return deciding if deciding in values else (not deciding if all(value is not None for value in values) else None)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _holds(test.operand, reading)
+        return None if inner is None else not inner
+    if _is_none_test(test):
+        present = _present(test.left, reading)  # type: ignore[attr-defined]  # a Compare, as _is_none_test found
+        return None if present is None else present == isinstance(test.ops[0], ast.IsNot)  # type: ignore[attr-defined]
+    if isinstance(test, ast.Name) and test.id not in reading.known:
+        bound = reading.names.bound.get(test.id)
+        if isinstance(bound, ast.Constant) and (bound.value is None or isinstance(bound.value, bool)):
+            return bool(bound.value)
+    number = host_values.value(with_sizes_known_at(reading.text, test.lineno, test), reading.names)
+    return None if number is None else bool(number)
+
+
+def _is_none_test(test: ast.expr) -> bool:
+    """`x is None` or `x is not None`."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
+
+
+def _present(expression: ast.expr, reading: _Reading) -> bool | None:
+    """Whether a name holds something other than None where it is tested; None where the text does not say."""
+    if not isinstance(expression, ast.Name):
+        return None
+    if expression.id in reading.known:
+        return True
+    bound = reading.names.bound.get(expression.id)
+    if isinstance(bound, ast.Constant):
+        return bound.value is not None
+    return True if isinstance(bound, (ast.Tuple, ast.List, ast.Dict)) else None
 
 
 def _launches(statement: ast.stmt) -> int:

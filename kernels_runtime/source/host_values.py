@@ -15,11 +15,13 @@ import ast
 import copy
 import functools
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kernelcast.kernels_runtime.source import expressions
 from kernelcast.kernels_runtime.source.python_ast import parse_python
+from kernelcast.kernels_runtime.source.triton_text import dotted
 
 # Values past this cannot be sizes on any GPU; refusing early keeps arithmetic sane.
 MAX_VALUE = 2**62
@@ -199,43 +201,88 @@ def scope_at(tree: ast.Module, line: int) -> dict[str, ast.expr]:
     body: list[ast.stmt] = tree.body
     enclosing: ast.AST = tree
     while True:
-        around = next(
-            (
-                node
-                for node in body
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                and node.lineno <= line <= (node.end_lineno or node.lineno)
-            ),
-            None,
-        )
+        around = _around(body, line)
         if around is None:
             return names
         if not isinstance(around, ast.ClassDef):
             parameters = around.args.posonlyargs + around.args.args + around.args.kwonlyargs
             names = {name: bound for name, bound in names.items() if name not in {parameter.arg for parameter in parameters}}
-            names.update(_defaults_never_passed(tree, around, method=isinstance(enclosing, ast.ClassDef)))
+            names.update(_defaults_never_passed(tree, around, enclosing if isinstance(enclosing, ast.ClassDef) else None))
             names.update(bindings(around.body, line))
         enclosing = around
         body = around.body
 
 
-def _defaults_never_passed(tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> dict[str, ast.expr]:
+# Methods Python runs through an instance or the class (`layer(x)`, `Layer(dim)`), not by their own name.
+_CALLED_THROUGH_INSTANCES = frozenset({"forward", "__call__", "__init__"})
+# The models whose `forward` a KernelBench harness calls, with get_inputs()'s tensors and nothing else.
+TIMED_MODELS = ("ModelNew", "Model")
+
+
+def rebound_names(tree: ast.Module, line: int) -> frozenset[str]:
+    """The names bound more than once in the innermost function around `line` (the module, outside any),
+    a parameter counting as one binding: `use_triton = x.is_cuda` then `use_triton = False` under an
+    `if`. `scope_at` gives such a name its last binding above the line, which holds on one path only."""
+    function = _innermost_function(tree, line)
+    parameters = function.args.posonlyargs + function.args.args + function.args.kwonlyargs if function is not None else []
+    counts = Counter(parameter.arg for parameter in parameters)
+    counts.update(name for node in _assignments(function.body if function is not None else tree.body) for name, _ in _bound(node))
+    return frozenset(name for name, count in counts.items() if count > 1)
+
+
+def _innermost_function(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function around `line` whose scope `scope_at` reads, through classes and functions defined inside."""
+    found, body = None, tree.body
+    while (around := _around(body, line)) is not None:
+        found = around if not isinstance(around, ast.ClassDef) else found
+        body = around.body
+    return found
+
+
+def _around(body: list[ast.stmt], line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
+    """The function or class among the statements whose lines hold `line`."""
+    definitions = (node for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+    return next((node for node in definitions if node.lineno <= line <= (node.end_lineno or node.lineno)), None)
+
+
+def _defaults_never_passed(
+    tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef, owner: ast.ClassDef | None
+) -> dict[str, ast.expr]:
     """The function's parameters that no call in the file passes, bound to their defaults: what they
     are whenever it runs (`def add(x, y, BLOCK=1024)` called as `add(x, y)`). A parameter some call
-    passes, or a call with `*args`/`**kwargs`, leaves it to the caller (unknown)."""
+    passes, or a call with `*args`/`**kwargs`, leaves it to the caller (unknown). `owner`: the class of
+    a method; an autograd Function's `forward` is called through `Owner.apply(...)`, its `ctx` not passed,
+    and a module's `forward` through its instances, unknown but for the harness's model."""
     positional = [parameter.arg for parameter in function.args.posonlyargs + function.args.args]
     defaults = dict(zip(positional[len(positional) - len(function.args.defaults) :], function.args.defaults))
     keyword_only = zip(function.args.kwonlyargs, function.args.kw_defaults)
     defaults.update((parameter.arg, default) for parameter, default in keyword_only if default is not None)
-    if not defaults:
+    if not defaults or _tuned(function):
         return {}
-    skipped = 1 if method and positional and not _static(function) else 0
-    for call in _calls_by_callee(tree).get(function.name, ()):
+    skipped = 1 if owner is not None and positional and not _static(function) else 0
+    callers = [(call, skipped) for call in _calls_by_callee(tree).get(function.name, ())]
+    if owner is not None and function.name in _CALLED_THROUGH_INSTANCES:
+        autograd = function.name == "forward" and any(dotted(base).endswith("Function") for base in owner.bases)
+        applied = _applied(tree, owner.name) if autograd else None
+        if applied is not None:
+            callers += [(call, 1) for call in applied]
+        elif not (function.name == "forward" and owner.name in TIMED_MODELS):
+            return {}  # `self.attn(x, mask=m)` runs `forward` through the module: its callers are not found by name
+    for call, before in callers:
         if any(isinstance(argument, ast.Starred) for argument in call.args) or any(keyword.arg is None for keyword in call.keywords):
             return {}
-        passed = {name for name, _ in passed_arguments(function, call, skipped)}
+        passed = {name for name, _ in passed_arguments(function, call, before)}
         defaults = {name: default for name, default in defaults.items() if name not in passed}
     return defaults
+
+
+@functools.lru_cache(maxsize=16)
+def _applied(tree: ast.Module, owner: str) -> tuple[ast.Call, ...] | None:
+    """The calls `Owner.apply(...)` of an autograd Function; None where `Owner.apply` is also named
+    without being called (`fn = Owner.apply`): those calls cannot all be found."""
+    calls = [call for call in _calls_by_callee(tree).get("apply", ()) if dotted(call.func) == f"{owner}.apply"]
+    named = sum(isinstance(node, ast.Attribute) and dotted(node) == f"{owner}.apply" for node in ast.walk(tree))
+    return tuple(calls) if named == len(calls) else None
 
 
 def passed_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, skipped: int = 0) -> list[tuple[str, ast.expr]]:
@@ -259,8 +306,16 @@ def _calls_by_callee(tree: ast.Module) -> dict[str, list[ast.Call]]:
     calls: dict[str, list[ast.Call]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            calls.setdefault(callee_name(node), []).append(node)
+            function = node.func
+            # A Triton launch, `kernel[grid](...)`, calls the kernel.
+            callee = dotted(function.value).split(".")[-1] if isinstance(function, ast.Subscript) else callee_name(node)
+            calls.setdefault(callee, []).append(node)
     return calls
+
+
+def _tuned(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A kernel under `@triton.autotune` or `@triton.heuristics`: they set its parameters, not its launches."""
+    return any(dotted(decorator).split(".")[-1] in ("autotune", "heuristics") for decorator in function.decorator_list)
 
 
 def _static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

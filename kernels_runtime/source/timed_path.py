@@ -116,7 +116,7 @@ def _walked(text: str, inputs: Inputs = ()) -> _Walk | None:
     if tree is None:
         return None
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    timed = classes.get("ModelNew") or classes.get("Model")
+    timed = next((classes[name] for name in host_values.TIMED_MODELS if name in classes), None)
     forward = next((node for node in timed.body if isinstance(node, _FUNCTIONS) and node.name == "forward"), None) if timed else None
     if timed is None or forward is None:
         return None
@@ -136,6 +136,13 @@ def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inpu
     walk = _walked(text, inputs) or _script_walked(text)
     known = walk.known_at.get(line) if walk is not None else None
     return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
+
+
+def names_known_at(text: str, line: int, inputs: Inputs = ()) -> frozenset[str]:
+    """The names the timed call holds a tensor of known shape or a number in at that line: none of them is None."""
+    walk = _walked(text, inputs) or _script_walked(text)
+    known = walk.known_at.get(line) if walk is not None else None
+    return frozenset(known or ())
 
 
 @functools.lru_cache(maxsize=16)
@@ -315,7 +322,23 @@ class _Walk:
                 continue
             self.walked[callee.name] = factor
             self.note(callee.body, factor)
-            self.statements(callee.body, factor, (*stack, callee.name), _passed(callee, skipped, node, known))
+            self.statements(callee.body, factor, (*stack, callee.name), self.passed(callee, skipped, node, known))
+
+    def passed(self, callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
+        """The callee's parameters that the call passes a known tensor or size, or a number the text fixes
+        (`dim=-1`, `keepdim=True`): a test on one (`if dim is None:`) then reads which way it goes."""
+        passed: _Known = {}
+        names: host_values.Values | None = None  # what names mean at the call, read once and only if needed
+        for name, argument in host_values.passed_arguments(callee, call, skipped):
+            if found := _read(argument, known):
+                passed[name] = found
+            elif isinstance(argument, ast.Constant) and isinstance(argument.value, bool):
+                passed[name] = int(argument.value)
+            else:
+                names = self.names_at(call.lineno, known) if names is None else names
+                if isinstance(number := self.value_at(argument, call.lineno, known, names), int):
+                    passed[name] = number
+        return passed
 
     def assigned(self, statement: ast.Assign, known: _Known) -> None:
         target = statement.targets[-1]
@@ -335,9 +358,9 @@ class _Walk:
             return _shape_of(made.args[0], known) if made.args else None
         return factory_shape(_SizesRead(known).visit(copy.deepcopy(value)), {}, self.names_at(line, known))
 
-    def value_at(self, expression: ast.expr, line: int, known: _Known) -> Any:
-        """The expression's value on `line`: the names assigned above it and the sizes known there put in."""
-        return host_values.value(_SizesRead(known).visit(copy.deepcopy(expression)), self.names_at(line, known))
+    def value_at(self, expression: ast.expr, line: int, known: _Known, names: host_values.Values | None = None) -> Any:
+        """The expression's value on `line`: the names assigned above it (`names`, where already read) and the sizes known there put in."""
+        return host_values.value(_SizesRead(known).visit(copy.deepcopy(expression)), self.names_at(line, known) if names is None else names)
 
     def names_at(self, line: int, known: _Known) -> host_values.Values:
         sizes = {name: ast.Constant(size) for name, size in known.items() if isinstance(size, int)}
@@ -566,11 +589,6 @@ def _mapped_over(value: ast.expr) -> tuple[str, ast.expr, list[ast.expr]] | None
     else:
         return None
     return (parameter, body, list(listed.elts)) if isinstance(listed, (ast.Tuple, ast.List)) else None
-
-
-def _passed(callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
-    """The callee's parameters that the call passes a known tensor or size (`skipped`: `self`, for a method)."""
-    return {name: found for name, argument in host_values.passed_arguments(callee, call, skipped) if (found := _read(argument, known))}
 
 
 def _kernelbench_tree(text: str) -> ast.Module | None:
