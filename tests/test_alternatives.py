@@ -201,6 +201,12 @@ def test_guards_on_what_the_timed_call_passes_keep_the_branch_it_takes() -> None
     # Called without dim, the guard's branch runs (and the lines after it are read as written).
     no_dim = GUARDED.replace("mean_dim(x, dim=-1)", "mean_dim(x)")
     assert "torch.mean" in one_path_each(no_dim, python=True)
+    # Reached through a method of a module-level object (`_perf.call_op(x)`, as TritonBench's perf
+    # scripts are run), the call is followed all the same.
+    metrics = "class Metrics:\n    def call_op(self, x):\n        return mean_dim(x, dim=-1)\n\n\n_perf = Metrics()\n\n\n"
+    through_object = GUARDED.replace("class ModelNew(nn.Module):", metrics + "class ModelNew(nn.Module):")
+    through_object = through_object.replace("return mean_dim(x, dim=-1)\n\n\ndef get_inputs", "return _perf.call_op(x)\n\n\ndef get_inputs")
+    assert "_perf.call_op(x)" in through_object and "torch.mean" not in one_path_each(through_object, python=True)
     # A dim the text does not fix leaves its guard undecided; the defaults still decide theirs.
     unknown = GUARDED.replace(
         "def forward(self, x):\n        return mean_dim(x, dim=-1)", "def forward(self, x, d):\n        return mean_dim(x, d)"

@@ -272,6 +272,13 @@ class _Walk:
         self.tree = tree
         self.functions = {node.name: node for node in tree.body if isinstance(node, _FUNCTIONS)}
         self.methods = {node.name: node for node in timed.body if isinstance(node, _FUNCTIONS)} if timed else {}
+        # Module-level objects of the file's own classes (`_perf = Metrics()`), by name: the methods of each.
+        classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+        self.instances = {
+            name: {node.name: node for node in classes[made.func.id].body if isinstance(node, _FUNCTIONS)}
+            for name, made in host_values.bindings(tree.body).items()
+            if isinstance(made, ast.Call) and isinstance(made.func, ast.Name) and made.func.id in classes
+        }
         # A script makes its own tensors (`torch.rand(n)`, `torch.empty_like(x)`); a KernelBench model is given them.
         self.reads_constructors = reads_constructors
         self.guess = _guessed_trips(tree)
@@ -316,6 +323,8 @@ class _Walk:
                 callee, skipped = self.functions.get(function.id), 0
             elif isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) and function.value.id == "self":
                 callee, skipped = self.methods.get(function.attr), 1
+            elif isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) and function.value.id in self.instances:
+                callee, skipped = self.instances[function.value.id].get(function.attr), 1
             else:
                 callee = None
             if callee is None or callee.name in stack or self.walked.get(callee.name, 0.0) >= factor:
