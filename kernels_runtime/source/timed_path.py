@@ -310,8 +310,9 @@ class _Walk:
                     self.statements(body, runs, stack, known)
 
     def calls(self, expression: ast.AST, factor: float, stack: tuple[str, ...], known: _Known) -> None:
-        """Follow each call of a module function (`helper(x)`) or a method (`self.step(x)`) in the expression,
-        its parameters knowing the shapes and sizes of the arguments passed."""
+        """Follow each call of a module function (`helper(x)`), a method (`self.step(x)`) or a method of a
+        module-level object (`_perf.call_op(x)`) in the expression, its parameters knowing the shapes and
+        sizes of the arguments passed."""
         if len(stack) > MAX_DEPTH:
             return
         for node in ast.walk(expression):
