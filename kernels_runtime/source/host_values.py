@@ -223,7 +223,12 @@ def rebound_names(tree: ast.Module, line: int) -> frozenset[str]:
     """The names bound more than once in the innermost function around `line` (the module, outside any),
     a parameter counting as one binding: `use_triton = x.is_cuda` then `use_triton = False` under an
     `if`. `scope_at` gives such a name its last binding above the line, which holds on one path only."""
-    function = _innermost_function(tree, line)
+    return _rebound_in(tree, _innermost_function(tree, line))
+
+
+@functools.lru_cache(maxsize=64)
+def _rebound_in(tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> frozenset[str]:
+    """rebound_names of one scope, read once: a function's tests are read many times an edit."""
     parameters = function.args.posonlyargs + function.args.args + function.args.kwonlyargs if function is not None else []
     counts = Counter(parameter.arg for parameter in parameters)
     counts.update(name for node in _assignments(function.body if function is not None else tree.body) for name, _ in _bound(node))
