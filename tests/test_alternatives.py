@@ -238,10 +238,15 @@ class ModelNew(torch.nn.Module):
 
 
 def test_an_autograd_functions_default_is_passed_through_apply() -> None:
-    """`Scaled.apply(x, True)` passes `squared`, though no call names `forward`: its default then says nothing."""
+    """`Scaled.apply(x, flag)` passes `squared`, though no call names `forward`: its default then says nothing,
+    and what the call passes decides the test where the text fixes it (`Scaled.apply(x, True)`)."""
     assert "torch.square" not in one_path_each(APPLIED, python=True)
-    passed = APPLIED.replace("Scaled.apply(x)", "Scaled.apply(x, True)")
-    assert one_path_each(passed, python=True) == passed
+    unknown = APPLIED.replace(
+        "def forward(self, x):\n        return Scaled.apply(x)", "def forward(self, x, flag):\n        return Scaled.apply(x, flag)"
+    )
+    assert "flag)" in unknown and one_path_each(unknown, python=True) == unknown
+    fixed = one_path_each(APPLIED.replace("Scaled.apply(x)", "Scaled.apply(x, True)"), python=True)
+    assert "torch.square" in fixed and "torch.abs" not in fixed
     aliased = APPLIED.replace("return Scaled.apply(x)", "scaled = Scaled.apply\n        return scaled(x)")
     assert one_path_each(aliased, python=True) == aliased
 

@@ -478,6 +478,36 @@ def test_a_loop_over_a_size_read_from_an_input_runs_that_size_followed_from_get_
     assert set(line_repeats(unknown).values()) == {128.0} and guessed_trips(unknown)
 
 
+def test_an_autograd_functions_forward_is_walked_through_apply_though_it_shares_the_models_name() -> None:
+    # Both are `forward`: walked by name alone, `Scan.forward` read as the model's own calling itself.
+    text = textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Scan(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                out = x.clone()
+                for t in range(1, x.shape[1]):
+                    out[:, t] = out[:, t - 1] + x[:, t]
+                return out
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return Scan.apply(x)
+
+
+        def get_inputs():
+            return [torch.randn(8, 512)]
+        """
+    )
+    assert _repeats_by_line(text)["out[:, t] = out[:, t - 1] + x[:, t]"] == 511
+    assert not guessed_trips(text)
+
+
 def test_get_inputs_shapes_keep_their_places_and_look_through_calls_that_keep_a_shape() -> None:
     text = NAIVE_RECURRENCE.replace("return [q, k,", "return [q, k, torch.tensor([1, 2]), 3 * k,")
     assert kernelbench_input_shapes(text) == [(4, 2048, 16, 128), (4, 2048, 16, 128), None, (4, 2048, 16, 128), (4, 2048, 16)]

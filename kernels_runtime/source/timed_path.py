@@ -12,7 +12,8 @@ Three things make the text a poor count of what it runs:
 - References loop in Python: a recurrence over the sequence launches its few ops once per time
   step, thousands of launches a call, where the text shows each op once. `line_repeats` says how
   many times each line runs per call: the product of the trip counts of the `for ... in range(...)`
-  loops around it, in `forward` and in the module's functions and the class's methods it calls.
+  loops around it, in `forward` and in the module's functions, the class's methods and the autograd
+  Functions' `forward` (through `Owner.apply`) it calls.
   A bound read from a tensor's shape (`b, h, t, d = q.shape`, `x.size(1)`, `*k.shape`) is the size
   of the input `get_inputs()` makes, followed into `forward`'s parameters and through the calls,
   casts, transposes and permutes between: a naive recurrence over the sequence runs T steps, not
@@ -279,6 +280,14 @@ class _Walk:
             for name, made in host_values.bindings(tree.body).items()
             if isinstance(made, ast.Call) and isinstance(made.func, ast.Name) and made.func.id in classes
         }
+        # The file's autograd Functions, by name: `Owner.apply(...)` runs the `forward` of each.
+        self.applied = {
+            name: forward
+            for name, node in classes.items()
+            if any(dotted(base).endswith("Function") for base in node.bases)
+            for forward in node.body
+            if isinstance(forward, _FUNCTIONS) and forward.name == "forward"
+        }
         # A script makes its own tensors (`torch.rand(n)`, `torch.empty_like(x)`); a KernelBench model is given them.
         self.reads_constructors = reads_constructors
         self.guess = _guessed_trips(tree)
@@ -310,9 +319,9 @@ class _Walk:
                     self.statements(body, runs, stack, known)
 
     def calls(self, expression: ast.AST, factor: float, stack: tuple[str, ...], known: _Known) -> None:
-        """Follow each call of a module function (`helper(x)`), a method (`self.step(x)`) or a method of a
-        module-level object (`_perf.call_op(x)`) in the expression, its parameters knowing the shapes and
-        sizes of the arguments passed."""
+        """Follow each call of a module function (`helper(x)`), a method (`self.step(x)`), a method of a
+        module-level object (`_perf.call_op(x)`) or an autograd Function's `forward` (`Owner.apply(x)`, its
+        `ctx` not passed) in the expression, its parameters knowing the shapes and sizes of the arguments passed."""
         if len(stack) > MAX_DEPTH:
             return
         for node in ast.walk(expression):
@@ -320,19 +329,25 @@ class _Walk:
                 continue
             self.known_at.setdefault(node.lineno, dict(known))
             function = node.func
+            key = ""  # the callee's name, or `Owner.forward` for a Function's, which the model's `forward` shares
             if isinstance(function, ast.Name):
                 callee, skipped = self.functions.get(function.id), 0
             elif isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) and function.value.id == "self":
                 callee, skipped = self.methods.get(function.attr), 1
             elif isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) and function.value.id in self.instances:
                 callee, skipped = self.instances[function.value.id].get(function.attr), 1
+            elif isinstance(function, ast.Attribute) and function.attr == "apply" and isinstance(function.value, ast.Name):
+                callee, skipped, key = self.applied.get(function.value.id), 1, f"{function.value.id}.forward"
             else:
                 callee = None
-            if callee is None or callee.name in stack or self.walked.get(callee.name, 0.0) >= factor:
+            if callee is None:
                 continue
-            self.walked[callee.name] = factor
+            key = key or callee.name
+            if key in stack or self.walked.get(key, 0.0) >= factor:
+                continue
+            self.walked[key] = factor
             self.note(callee.body, factor)
-            self.statements(callee.body, factor, (*stack, callee.name), self.passed(callee, skipped, node, known))
+            self.statements(callee.body, factor, (*stack, key), self.passed(callee, skipped, node, known))
 
     def passed(self, callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
         """The callee's parameters that the call passes a known tensor or size, or a number the text fixes
