@@ -267,7 +267,7 @@ def _defaults_never_passed(
     skipped = 1 if owner is not None and positional and not _static(function) else 0
     callers = [(call, skipped) for call in _calls_by_callee(tree).get(function.name, ())]
     if owner is not None and function.name in _CALLED_THROUGH_INSTANCES:
-        autograd = function.name == "forward" and any(dotted(base).endswith("Function") for base in owner.bases)
+        autograd = function.name == "forward" and autograd_function(owner)
         applied = _applied(tree, owner.name) if autograd else None
         if applied is not None:
             callers += [(call, 1) for call in applied]
@@ -282,6 +282,12 @@ def _defaults_never_passed(
 
 
 @functools.lru_cache(maxsize=16)
+def autograd_function(node: ast.ClassDef) -> bool:
+    """A class deriving from an autograd Function (`torch.autograd.Function`, `Function`): its
+    `forward` runs through `Owner.apply(...)`, not by its name."""
+    return any(dotted(base).endswith("Function") for base in node.bases)
+
+
 def _applied(tree: ast.Module, owner: str) -> tuple[ast.Call, ...] | None:
     """The calls `Owner.apply(...)` of an autograd Function; None where `Owner.apply` is also named
     without being called (`fn = Owner.apply`): those calls cannot all be found."""

@@ -284,7 +284,7 @@ class _Walk:
         self.applied = {
             name: forward
             for name, node in classes.items()
-            if any(dotted(base).endswith("Function") for base in node.bases)
+            if host_values.autograd_function(node)
             for forward in node.body
             if isinstance(forward, _FUNCTIONS) and forward.name == "forward"
         }
