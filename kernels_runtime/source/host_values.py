@@ -281,13 +281,13 @@ def _defaults_never_passed(
     return defaults
 
 
-@functools.lru_cache(maxsize=16)
 def autograd_function(node: ast.ClassDef) -> bool:
     """A class deriving from an autograd Function (`torch.autograd.Function`, `Function`): its
     `forward` runs through `Owner.apply(...)`, not by its name."""
     return any(dotted(base).endswith("Function") for base in node.bases)
 
 
+@functools.lru_cache(maxsize=16)
 def _applied(tree: ast.Module, owner: str) -> tuple[ast.Call, ...] | None:
     """The calls `Owner.apply(...)` of an autograd Function; None where `Owner.apply` is also named
     without being called (`fn = Owner.apply`): those calls cannot all be found."""
