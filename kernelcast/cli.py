@@ -195,6 +195,10 @@ def _absolute_reference(spec: str | None) -> str | None:
     return f"{Path(path_text).resolve() if path_text else ''}{separator}{kernel}"
 
 
+# How `kernelcast facts` names the languages a KernelBench ModelNew's kernels are written in.
+_LANGUAGE_WORDS = {"cuda": "CUDA", "triton": "Triton"}
+
+
 def _facts(args: argparse.Namespace) -> int:
     from kernelcast import paths
     from kernelcast.analysis import fill_facts
@@ -221,11 +225,12 @@ def _facts(args: argparse.Namespace) -> int:
     for result in analysis.results:
         print(f"{analysis.path.name}:{result.kernel.signature.start_line + 1}: {result.kernel.name}")
         if result.kernel.container == "kernelbench":
-            inside = [r.kernel.name for r in analysis.results if r.part_of == result.kernel.name]
+            inside = [r.kernel for r in analysis.results if r.part_of == result.kernel.name]
+            languages = " and ".join(sorted({_LANGUAGE_WORDS.get(kernel.language, kernel.language) for kernel in inside}))
             print(
-                f"    compiled as its CUDA kernels: {', '.join(inside)}"
+                f"    compiled as its {languages} kernels: {', '.join(kernel.name for kernel in inside)}"
                 if inside
-                else "    no compilable kernel: no CUDA in load_inline strings"
+                else "    no compilable kernel: no CUDA in load_inline strings and no @triton.jit kernel"
             )
         elif result.facts is not None:
             for line in result.facts.hover_lines(markdown=False):

@@ -83,6 +83,33 @@ def test_facts_of_a_kernelbench_file_compile_its_cuda_strings_in_plain_words(tmp
     assert "error" not in completed.stdout and "**" not in completed.stdout
 
 
+_TRITON_MODEL_NEW = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, 2 * tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        double_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+        return out
+"""
+
+
+def test_facts_of_a_triton_kernelbench_file_name_its_kernels_triton(tmp_path: Path, workspace: Path) -> None:
+    """The ModelNew line names the language its kernels are in: a Triton solution was said to compile as CUDA."""
+    (workspace / "solution.py").write_text(_TRITON_MODEL_NEW)
+    completed = _run(tmp_path, "facts", str(workspace / "solution.py"))
+    assert "ModelNew\n    compiled as its Triton kernels: double_kernel" in completed.stdout, completed.stdout + completed.stderr
+    assert "CUDA" not in completed.stdout
+
+
 def test_facts_exit_codes_for_no_kernels_and_compile_errors(tmp_path: Path, workspace: Path) -> None:
     (workspace / "empty.cu").write_text("// nothing here yet\n")
     empty = _run(tmp_path, "facts", str(workspace / "empty.cu"))
