@@ -106,7 +106,12 @@ def test_a_client_of_other_code_replaces_the_service_instead_of_joining_it(tmp_p
                 await client.close()
 
         asyncio.run(forecast())
-        assert old.wait(timeout=15) == 0, "the old service was stopped"
+        try:
+            exit_code = old.wait(timeout=limit(15))
+        except subprocess.TimeoutExpired:
+            old.kill()
+            pytest.fail(f"the replaced service pid {old.pid} did not exit; its stderr:\n{old.communicate()[1]}")
+        assert exit_code == 0, "the old service was stopped"
         state = read_state(state_dir)
         assert state["pid"] != old.pid and state["build"] == code_build() == _health(state_dir)["build"]
     finally:
