@@ -7,7 +7,8 @@ compiles with `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
 Registers and shared memory depend on the JIT's specialization (docs/measure.md): pointers and
 ints divisible by 16 get `tt.divisibility=16`, ints equal to 1 become constexprs. Without a
 launch spec the argument values are guessed (pointers 16-byte aligned fp32, sizes multiples
-of 16, the last stride of each `stride_<t>*` group equal to 1) and the notes say so.
+of 16, the last stride of each `stride_<t>*` group equal to 1) and the notes say so; what the
+body does with a parameter guides the guess (`_pointers_by_use`, `_numeric_constexprs`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,11 @@ class TritonKernel:
     config_constexprs: dict[str, Any]  # first triton.Config of an @triton.autotune, if literal
     config_num_warps: int | None = None
     config_num_stages: int | None = None
+    # Constexprs the body computes with (not only tests for truth): a guess of None breaks the compile.
+    numeric_constexprs: set[str] = field(default_factory=set)
+    # Parameters without a pointer's name that the body loads or stores through (`tl.load(table + i)`),
+    # with the pointer type guessed for each.
+    pointers_by_use: dict[str, str] = field(default_factory=dict)
 
 
 def triton_available() -> bool:
@@ -143,7 +150,74 @@ def _kernel_of(function: ast.FunctionDef) -> TritonKernel:
         if ok:
             defaults[param] = value
     config, num_warps, num_stages = _first_autotune_config(function)
-    return TritonKernel(function.name, params, constexpr, defaults, config, num_warps, num_stages)
+    numeric = _numeric_constexprs(function, constexpr)
+    pointers = _pointers_by_use(function, set(params) - constexpr)
+    return TritonKernel(function.name, params, constexpr, defaults, config, num_warps, num_stages, numeric, pointers)
+
+
+def _numeric_constexprs(function: ast.FunctionDef, constexpr: set[str]) -> set[str]:
+    """The constexprs used other than as a truth test (`if HAS_BIAS:`, `not EVEN_K`, `A and B`,
+    `W is None`): in arithmetic, a call, a shape or a range, where a guessed None fails the compile."""
+    tested: set[int] = set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            tested.add(id(node.test))
+        elif isinstance(node, ast.BoolOp):
+            tested.update(id(value) for value in node.values)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            tested.add(id(node.operand))
+        elif isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            tested.update(id(value) for value in (node.left, *node.comparators))
+    return {
+        node.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Name) and node.id in constexpr and isinstance(node.ctx, ast.Load) and id(node) not in tested
+    }
+
+
+_MEMORY_CALLS = ("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or")
+
+
+def _pointers_by_use(function: ast.FunctionDef, runtime: set[str]) -> dict[str, str]:
+    """Run-time parameters that a `tl.load`/`tl.store` address is the sum of, with the locals it
+    was summed into followed: where one such parameter stands alone in an address and none there
+    has a pointer's name, it is the pointer (`tl.load(lora_indices + batch)`), whatever it is called.
+    One whose loaded values go into another address is a table of indices (`*i32`), else `*fp32`."""
+    assigned = {
+        target.id: node.value
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def summed(node: ast.AST, seen: frozenset[str]) -> set[str]:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            return summed(node.left, seen) | summed(node.right, seen)
+        if isinstance(node, ast.Name) and node.id in runtime:
+            return {node.id}
+        if isinstance(node, ast.Name) and node.id in assigned and node.id not in seen:
+            return summed(assigned[node.id], seen | {node.id})
+        return set()
+
+    accesses = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MEMORY_CALLS:
+            address = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"), None)
+            if address is not None:
+                accesses.append((node, address))
+    in_addresses = {name.id for _, address in accesses for name in ast.walk(address) if isinstance(name, ast.Name)}
+    loaded_into = {id(value): name for name, value in assigned.items()}
+    pointers: dict[str, str] = {}
+    for call, address in accesses:
+        candidates = summed(address, frozenset())
+        if len(candidates) == 1 and not any(_guess_type(name).startswith("*") for name in candidates):
+            (name,) = candidates
+            if loaded_into.get(id(call)) in in_addresses:
+                pointers[name] = "*i32"
+            else:
+                pointers.setdefault(name, "*fp32")
+    return pointers
 
 
 def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:
@@ -202,13 +276,24 @@ def _is_constant(value: ast.AST) -> bool:
     return _literal(value)[0]
 
 
-def _guess_constexpr(name: str) -> Any:
+# A constexpr the body computes with and nothing gives (a channel count, a block the host
+# computes): a power of two, so a shape or `tl.arange` of it compiles, and a multiple of 16.
+NUMERIC_CONSTEXPR_GUESS = 16
+# A convolution's kernel extent (`KH`, `K_W`, `KERNEL_SIZE`) is small: its loops are unrolled, and at 16 a
+# 2-D or 3-D one took past the compile's time limit.
+KERNEL_EXTENT_GUESS = 3
+_KERNEL_EXTENT = re.compile(r"K_?[HWD]|KERNEL_?(?:SIZE|[HWD])", re.IGNORECASE)
+
+
+def _guess_constexpr(name: str, numeric: bool) -> Any:
     upper = name.upper()
     if upper.startswith(("BLOCK", "XBLOCK", "RBLOCK", "YBLOCK")) or upper.endswith("BLOCK_SIZE"):
         return 64 if upper[-2:] in ("_M", "_N", "_K") else 1024
     if upper.startswith("GROUP"):
         return 8
-    return None  # flags and optional modes: the branch they guard stays off
+    if not numeric:
+        return None  # flags and optional modes: the branch they guard stays off
+    return KERNEL_EXTENT_GUESS if _KERNEL_EXTENT.fullmatch(name) else NUMERIC_CONSTEXPR_GUESS
 
 
 def _guess_type(name: str) -> str:
@@ -271,7 +356,7 @@ def specialize(
                     values[param] = source[param]
                     break
             else:
-                values[param] = _guess_constexpr(param)
+                values[param] = _guess_constexpr(param, param in kernel.numeric_constexprs)
                 guessed.append(f"{param}={values[param]}")
             types[param] = "constexpr"
             continue
@@ -280,7 +365,7 @@ def specialize(
             if param in unit_strides:
                 given = 1
             else:
-                given = _guess_type(param)
+                given = kernel.pointers_by_use.get(param) or _guess_type(param)
                 guessed.append(f"{param}: {given}")
         if isinstance(given, bool):
             types[param] = "i1"

@@ -118,3 +118,58 @@ def test_a_block_and_num_warps_edit_compiles_each_side_with_its_own_launch(tmp_p
     (result,) = with_facts(tmp_path / "add_triton.py", tmp_path).results
     assert result.facts is not None and result.reference_facts is not None, result.facts_error
     assert (result.reference_facts.threads_per_block, result.facts.threads_per_block) == (2 * 32, 8 * 32)
+
+
+# What LLM-written KernelBench kernels do: sizes as constexprs the launch passes from run-time
+# values, a flag that guards a branch, and an index table loaded through a parameter without a
+# pointer's name. Guessed None and i32, their offline compile failed.
+_SIZES_AS_CONSTEXPRS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather_scale_kernel(x_ptr, table, out_ptr, offset, total, Cout: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    row = tl.load(table + pid)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < total
+    channel = offsets % Cout
+    x = tl.load(x_ptr + offset + row * BLOCK_SIZE + offsets, mask=mask)
+    if HAS_BIAS:
+        x = x + 1.0
+    tl.store(out_ptr + offsets, x * channel, mask=mask)
+"""
+
+
+def test_a_constexpr_computed_with_is_guessed_a_number_and_a_flag_stays_off():
+    _, kernels = extract_kernels(_SIZES_AS_CONSTEXPRS)
+    types, values, _, notes = specialize(kernels["gather_scale_kernel"], None, None)
+    assert values["Cout"] == triton_facts.NUMERIC_CONSTEXPR_GUESS and values["HAS_BIAS"] is None
+    assert any(f"Cout={triton_facts.NUMERIC_CONSTEXPR_GUESS}" in note for note in notes)
+
+
+def test_a_kernel_extent_is_guessed_small():
+    """Unrolled over KH × KW at 16 each, a convolution's offline compile ran past its time limit."""
+    conv = _SIZES_AS_CONSTEXPRS.replace("Cout: tl.constexpr", "KH: tl.constexpr, K_W: tl.constexpr").replace(
+        "channel = offsets % Cout", "channel = offsets % (KH * K_W)"
+    )
+    _, kernels = extract_kernels(conv)
+    _, values, _, _ = specialize(kernels["gather_scale_kernel"], None, None)
+    assert values["KH"] == values["K_W"] == triton_facts.KERNEL_EXTENT_GUESS
+
+
+def test_a_parameter_loaded_through_is_a_pointer_whatever_its_name():
+    """TritonBench's `_bgmv_expand_slice_kernel` loads `lora_indices + cur_batch`: read as an i32 it failed to compile."""
+    _, kernels = extract_kernels(_SIZES_AS_CONSTEXPRS)
+    types, _, _, _ = specialize(kernels["gather_scale_kernel"], None, None)
+    assert types["table"] == "*i32"  # its values go into an address: indices
+    assert types["x_ptr"] == "*fp32"
+    assert types["offset"] == "i32" and types["total"] == "i32"  # summed beside a named pointer: an offset
+
+
+def test_sizes_as_constexprs_and_a_table_by_use_compile_offline():
+    pytest.importorskip("triton")
+    result = compile_facts(_SIZES_AS_CONSTEXPRS, "triton", H100)
+    assert result.error is None, result.error
+    assert result.kernels["gather_scale_kernel"].registers > 0
