@@ -100,7 +100,7 @@ class TritonKernel:
     config_constexprs: dict[str, Any]  # first triton.Config of an @triton.autotune, if literal
     config_num_warps: int | None = None
     config_num_stages: int | None = None
-    # Constexprs the body computes with (not only tests for truth): a guess of None breaks the compile.
+    # Constexprs the body computes with (not modes it tests): a guess of None breaks the compile.
     numeric_constexprs: set[str] = field(default_factory=set)
     # Parameters without a pointer's name that the body loads or stores through (`tl.load(table + i)`),
     # with the pointer type guessed for each.
@@ -156,23 +156,35 @@ def _kernel_of(function: ast.FunctionDef) -> TritonKernel:
 
 
 def _numeric_constexprs(function: ast.FunctionDef, constexpr: set[str]) -> set[str]:
-    """The constexprs used other than as a truth test (`if HAS_BIAS:`, `not EVEN_K`, `A and B`,
-    `W is None`): in arithmetic, a call, a shape or a range, where a guessed None fails the compile."""
-    tested: set[int] = set()
+    """The constexprs the body computes with: an operand of arithmetic or of an ordering, a
+    positional argument (`tl.arange(0, C)`, `range(KH)`) or a shape's entry, where a guessed None
+    fails the compile. One only tested (`if HAS_BIAS:`), compared for equality (`ACTIVATION == 1`)
+    or passed by keyword (`allow_tf32=ALLOW_TF32`) is a mode: None leaves it off, as the JIT's
+    default would."""
+    numeric: set[str] = set()
+
+    def add(node: ast.AST) -> None:
+        if isinstance(node, ast.Name) and node.id in constexpr:
+            numeric.add(node.id)
+
     for node in ast.walk(function):
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
-            tested.add(id(node.test))
-        elif isinstance(node, ast.BoolOp):
-            tested.update(id(value) for value in node.values)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            tested.add(id(node.operand))
-        elif isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-            tested.update(id(value) for value in (node.left, *node.comparators))
-    return {
-        node.id
-        for node in ast.walk(function)
-        if isinstance(node, ast.Name) and node.id in constexpr and isinstance(node.ctx, ast.Load) and id(node) not in tested
-    }
+        if isinstance(node, ast.BinOp):
+            add(node.left)
+            add(node.right)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            add(node.operand)
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+            for operand in (node.left, *node.comparators):
+                add(operand)
+        elif isinstance(node, ast.Call):
+            for argument in node.args:
+                add(argument)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for element in node.elts:
+                add(element)
+        elif isinstance(node, ast.AugAssign):
+            add(node.value)
+    return numeric
 
 
 _MEMORY_CALLS = ("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or")

@@ -149,6 +149,18 @@ def test_a_constexpr_computed_with_is_guessed_a_number_and_a_flag_stays_off():
     assert any(f"Cout={triton_facts.NUMERIC_CONSTEXPR_GUESS}" in note for note in notes)
 
 
+def test_a_constexpr_compared_for_equality_or_passed_by_keyword_is_a_mode_left_off():
+    """At 16, `allow_tf32=ALLOW_TF32` and `if ACTIVATION == 1:` compiled another kernel than the
+    JIT's defaults give: a matmul's registers went from 255 to 128."""
+    modes = _SIZES_AS_CONSTEXPRS.replace(
+        "HAS_BIAS: tl.constexpr", "HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr"
+    )
+    modes = modes.replace("if HAS_BIAS:", "if ACTIVATION == 1:\n        x = tl.dot(x, x, allow_tf32=ALLOW_TF32)\n    if HAS_BIAS:")
+    _, kernels = extract_kernels(modes)
+    _, values, _, _ = specialize(kernels["gather_scale_kernel"], None, None)
+    assert values["ACTIVATION"] is None and values["ALLOW_TF32"] is None and values["Cout"] == triton_facts.NUMERIC_CONSTEXPR_GUESS
+
+
 def test_a_kernel_extent_is_guessed_small():
     """Unrolled over KH × KW at 16 each, a convolution's offline compile ran past its time limit."""
     conv = _SIZES_AS_CONSTEXPRS.replace("Cout: tl.constexpr", "KH: tl.constexpr, K_W: tl.constexpr").replace(
