@@ -91,7 +91,8 @@ def test_a_client_of_other_code_replaces_the_service_instead_of_joining_it(tmp_p
     before = package_file.stat()
     try:
         _announced(old)
-        old_build = read_state(state_dir)["build"]
+        old_state = read_state(state_dir)
+        old_build = old_state["build"]
         os.utime(package_file, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # the code changed since
         code_build.cache_clear()
         assert code_build() != old_build
@@ -109,8 +110,13 @@ def test_a_client_of_other_code_replaces_the_service_instead_of_joining_it(tmp_p
         try:
             exit_code = old.wait(timeout=limit(15))
         except subprocess.TimeoutExpired:
+            headers = {"Authorization": f"Bearer {read_or_create_token(state_dir)}"}
+            try:
+                answer = f"answers its health check ({httpx.get(old_state['url'] + '/v1/health', headers=headers, timeout=5).status_code})"
+            except httpx.HTTPError as error:
+                answer = f"does not answer its health check ({error!r})"
             old.kill()
-            pytest.fail(f"the replaced service pid {old.pid} did not exit; its stderr:\n{old.communicate()[1]}")
+            pytest.fail(f"the replaced service pid {old.pid} did not exit and {answer}; its stderr:\n{old.communicate()[1]}")
         assert exit_code == 0, "the old service was stopped"
         state = read_state(state_dir)
         assert state["pid"] != old.pid and state["build"] == code_build() == _health(state_dir)["build"]
