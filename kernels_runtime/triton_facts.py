@@ -223,12 +223,15 @@ def _pointers_by_use(function: ast.FunctionDef, runtime: set[str]) -> dict[str, 
     pointers: dict[str, str] = {}
     for call, address in accesses:
         candidates = summed(address, frozenset())
-        if len(candidates) == 1 and not any(_guess_type(name).startswith("*") for name in candidates):
-            (name,) = candidates
-            if loaded_into.get(id(call)) in in_addresses:
-                pointers[name] = "*i32"
-            else:
-                pointers.setdefault(name, "*fp32")
+        if len(candidates) != 1:
+            continue  # none, or a pointer summed with an offset: the name tells which
+        (name,) = candidates
+        if _guess_type(name).startswith("*"):
+            continue  # a pointer by its name already
+        if loaded_into.get(id(call)) in in_addresses:
+            pointers[name] = "*i32"
+        else:
+            pointers.setdefault(name, "*fp32")
     return pointers
 
 
