@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -79,6 +81,25 @@ def test_serve_stop_stops_the_running_service(tmp_path: Path) -> None:
         assert process.wait(timeout=10) == 0 and read_state(state_dir) is None
         again = subprocess.run([KERNELCAST, "serve", "--stop", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=30)
         assert again.returncode == 0 and "no service running" in again.stdout
+    finally:
+        process.kill()
+
+
+def test_a_service_takes_connections_once_it_says_where_it_listens(tmp_path: Path) -> None:
+    """A client that reads the state file may connect at once. A refusal reads as "no service
+    here" (stop_service then drops the state file), so a stop or an upgrade racing the service's
+    start would leave it running unseen. Stopped right after it announced itself, the service's
+    socket must still take a connection (the kernel queues it until the service runs again)."""
+    state_dir = tmp_path / "service"
+    process = _serve(state_dir)
+    try:
+        _announced(process)
+        process.send_signal(signal.SIGSTOP)
+        url = httpx.URL(read_state(state_dir)["url"])
+        try:
+            socket.create_connection((url.host, url.port), timeout=limit(5)).close()
+        finally:
+            process.send_signal(signal.SIGCONT)
     finally:
         process.kill()
 

@@ -210,7 +210,7 @@ def serve(
     idle_timeout_min: float = DEFAULT_IDLE_TIMEOUT_MIN,
 ) -> None:
     """Run until stopped or idle for `idle_timeout_min` (0: never); writes the state file once
-    the socket is bound and says on stdout where it listens and where its token is."""
+    the socket listens and says on stdout where it listens and where its token is."""
     import uvicorn
 
     _require_loopback(host)
@@ -223,6 +223,9 @@ def serve(
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
+    # Listening before the state file names it: a client that reads the file may connect at once,
+    # and a refused connection reads as "no service here" (stop_service drops the file).
+    listener.listen(socket.SOMAXCONN)
     bound_port = listener.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     state = {
