@@ -172,7 +172,7 @@ def toolchain() -> dict[str, Any]:
 
 
 # Raised when the way facts are read from a compile changes, so facts cached before are made again.
-FACTS_VERSION = 3
+FACTS_VERSION = 4
 
 
 def cache_key(code: str, language: str, arch: str, options: dict[str, Any]) -> str:

@@ -187,9 +187,6 @@ def _numeric_constexprs(function: ast.FunctionDef, constexpr: set[str]) -> set[s
     return numeric
 
 
-_MEMORY_CALLS = ("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or")
-
-
 def _pointers_by_use(function: ast.FunctionDef, runtime: set[str]) -> dict[str, str]:
     """Run-time parameters that a `tl.load`/`tl.store` address is the sum of, with the locals it
     was summed into followed: where one such parameter stands alone in an address and none there
@@ -214,7 +211,7 @@ def _pointers_by_use(function: ast.FunctionDef, runtime: set[str]) -> dict[str, 
 
     accesses = []
     for node in ast.walk(function):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MEMORY_CALLS:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _accesses_memory(node.func.attr):
             address = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"), None)
             if address is not None:
                 accesses.append((node, address))
@@ -233,6 +230,11 @@ def _pointers_by_use(function: ast.FunctionDef, runtime: set[str]) -> dict[str, 
         else:
             pointers.setdefault(name, "*fp32")
     return pointers
+
+
+def _accesses_memory(call: str) -> bool:
+    """`tl.load`, `tl.store` and every `tl.atomic_*`, as loop_trips counts them."""
+    return call in ("load", "store") or call.startswith("atomic_")
 
 
 def extract_kernels(code: str) -> tuple[str, dict[str, TritonKernel]]:

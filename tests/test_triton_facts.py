@@ -178,6 +178,12 @@ def test_a_parameter_loaded_through_is_a_pointer_whatever_its_name():
     assert types["table"] == "*i32"  # its values go into an address: indices
     assert types["x_ptr"] == "*fp32"
     assert types["offset"] == "i32" and types["total"] == "i32"  # summed beside a named pointer: an offset
+    _, kernels = extract_kernels(
+        _SIZES_AS_CONSTEXPRS.replace("tl.store(out_ptr + offsets", "tl.atomic_xor(flags + pid, 1)\n    tl.store(out_ptr + offsets").replace(
+            "total,", "total, flags,"
+        )
+    )
+    assert specialize(kernels["gather_scale_kernel"], None, None)[0]["flags"] == "*fp32", "an atomic's address is one too"
 
 
 def test_sizes_as_constexprs_and_a_table_by_use_compile_offline():
