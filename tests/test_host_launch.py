@@ -191,6 +191,23 @@ def test_a_triton_launch_reads_its_keywords_module_constants_and_grid_lambda() -
     assert default_warps.options["num_warps"] == 4  # what Triton launches with
 
 
+def test_a_grid_function_that_returns_its_grid_reads_as_the_lambda_would() -> None:
+    """`def grid(meta): return (...)` is how many LLM-written wrappers spell the grid lambda; a grid
+    function that computes more than one expression is left to run time, and so is the name of a
+    grid rebound by such a function after an assignment."""
+    as_function = TRITON.replace(
+        '    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)\n',
+        '    def grid(meta):\n        """One program a block."""\n        return (triton.cdiv(n, meta["BLOCK_SIZE"]),)\n\n',
+    )
+    assert as_function != TRITON
+    launch = host_launch(as_function, "add_kernel", "triton", python_file=True)
+    assert launch.grid == (1 << 14,) and launch.guessed == ()
+    two_steps = as_function.replace("        return (triton.cdiv(", "        blocks = 1\n        return (triton.cdiv(")
+    assert host_launch(two_steps, "add_kernel", "triton", python_file=True).guessed == ("grid",)
+    rebound = two_steps.replace("    def grid(meta):", "    grid = (7,)\n    def grid(meta):")
+    assert host_launch(rebound, "add_kernel", "triton", python_file=True).guessed == ("grid",)
+
+
 def test_a_block_size_passed_by_position_and_a_wrappers_default_are_read() -> None:
     """`BLOCK_SIZE: "tl.constexpr"` (a string annotation, as Triton also reads it) passed by position,
     its value a default of the wrapper no call overrides: TritonBench's human add kernel launches

@@ -148,7 +148,9 @@ def parse_module(text: str) -> ast.Module | None:
 
 def bindings(statements: list[ast.stmt], before_line: int | None = None) -> dict[str, ast.expr]:
     """Names the statements assign (`a = e`, `a: int = e`, `a, b = e1, e2`), nested blocks included, the
-    last assignment above `before_line` winning; a name assigned otherwise (`a += 1`, a loop) is unknown."""
+    last assignment above `before_line` winning; a name assigned otherwise (`a += 1`, a loop) is unknown.
+    A function that only returns an expression (`def grid(meta): return (cdiv(n, meta["BLOCK"]),)`) is
+    bound as the lambda it is; any other function defined here binds its name to nothing known."""
     found: dict[str, ast.expr] = {}
     for node in sorted(_assignments(statements), key=lambda node: (node.lineno, node.col_offset)):
         if before_line is not None and node.lineno >= before_line:
@@ -159,11 +161,12 @@ def bindings(statements: list[ast.stmt], before_line: int | None = None) -> dict
 
 
 def _assignments(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Assignments among the statements and inside their blocks, not inside nested functions or classes."""
+    """Assignments among the statements and inside their blocks, and the functions they define; not
+    what nested functions or classes assign."""
     stack = list(statements)
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.FunctionDef, ast.AsyncFunctionDef)):
             yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
@@ -183,6 +186,20 @@ def _bound(node: ast.stmt) -> Iterator[tuple[str, ast.expr]]:
         yield node.target.id, UNKNOWN
     elif isinstance(node, ast.For):
         yield from ((name.id, UNKNOWN) for name in ast.walk(node.target) if isinstance(name, ast.Name))
+    elif isinstance(node, ast.FunctionDef):
+        yield node.name, _as_lambda(node) or UNKNOWN
+    elif isinstance(node, ast.AsyncFunctionDef):
+        yield node.name, UNKNOWN
+
+
+def _as_lambda(function: ast.FunctionDef) -> ast.Lambda | None:
+    """`def f(meta): return e` (a docstring allowed, no decorator) as `lambda meta: e`, else None."""
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if function.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    return ast.copy_location(ast.Lambda(args=function.args, body=body[0].value), function)
 
 
 def _pairs(target: ast.expr, bound: ast.expr) -> Iterator[tuple[str, ast.expr]]:
