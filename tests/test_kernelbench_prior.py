@@ -14,6 +14,7 @@ import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
+from kernelcast.models.embedded.boosted import BoostedTrees
 from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
@@ -26,12 +27,14 @@ from kernelcast.models.embedded.kernelbench_prior import (
 )
 from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, pair_kind
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
+from workshop.training import kernelbench_prior
 from workshop.training.kernelbench_prior import (
     MISS_QUANTILES,
     Measured,
     fit,
     fit_prior,
     fitted_kinds,
+    forest_pool,
     grow_trees,
     held_out_lines,
     out_of_source_centres,
@@ -323,6 +326,22 @@ def test_a_line_is_fitted_on_forecasts_of_trees_that_never_saw_the_source() -> N
     # Grown on all three, every source weighing the same, the trees meet the three where they lie.
     everything = data.corrected(grow_trees(data, range(len(pairs))), range(len(pairs)))
     assert np.mean(everything[:40]) > 1.0 and np.mean(everything[40:]) < -1.0
+
+
+def test_trees_are_the_same_whatever_the_number_of_processes_growing_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each seed's forest grows on one thread in a pool of one process a CPU: a refit on another
+    # machine must ship the same trees.
+    pairs, features = _three_sources(3)
+    data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), [AGAINST_PROBLEM] * len(pairs))
+    grown = {}
+    for workers in (1, 3):
+        monkeypatch.setattr(kernelbench_prior, "default_jobs", lambda: workers)
+        forest_pool.cache_clear()
+        grown[workers] = grow_trees(data, range(len(pairs)))
+        forest_pool().shutdown()
+    forest_pool.cache_clear()
+    for name in BoostedTrees.ARRAYS:
+        assert np.array_equal(getattr(grown[1], name), getattr(grown[3], name)), name
 
 
 def test_a_library_kernels_line_is_fitted_on_and_reads_the_weights_forecast() -> None:
