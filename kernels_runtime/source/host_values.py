@@ -194,9 +194,7 @@ def _bound(node: ast.stmt) -> Iterator[tuple[str, ast.expr]]:
 
 def _as_lambda(function: ast.FunctionDef) -> ast.Lambda | None:
     """`def f(meta): return e` (a docstring allowed, no decorator) as `lambda meta: e`, else None."""
-    body = function.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-        body = body[1:]
+    body = function.body[1:] if ast.get_docstring(function, clean=False) is not None else function.body
     if function.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
     return ast.copy_location(ast.Lambda(args=function.args, body=body[0].value), function)
