@@ -268,6 +268,25 @@ def test_a_triton_launch_in_a_kernelbench_file_reads_its_sizes_from_the_inputs_g
     assert unknown.guessed == ("grid",) and unknown.sizes == {}
 
 
+@pytest.mark.parametrize(
+    "sized",
+    [
+        "out = torch.empty_like(x)\n    rows = out.numel() // n_cols",  # a tensor the helper allocates
+        "out = torch.empty(x.shape[0], n_cols, device=x.device)\n    rows = out.size(0)",
+        "rows = x.reshape(-1, 16, n_cols).shape[0] * 16",  # regrouped: the -1 takes what is left
+        "rows = x.view(x.shape[0] // 2, 2 * n_cols).flatten().numel() // n_cols",
+        "rows = x.unsqueeze(0).squeeze().unsqueeze(-1).shape[0]",
+    ],
+)
+def test_sizes_read_through_tensors_the_timed_call_allocates_and_reshapes_reach_the_grid(sized: str) -> None:
+    """A helper that reads its grid off an output it allocates, or off a reshaped view of its input,
+    launches a grid the inputs fix; a reshape that does not fit its tensor leaves the grid guessed."""
+    text = ROW_SUMS.replace("    row_sums[(rows,)]", f"    {sized}\n    row_sums[(rows,)]")
+    assert host_launch(text, "row_sums", "triton", python_file=True).grid == (4096,)
+    misfit = ROW_SUMS.replace("    row_sums[(rows,)]", "    rows = x.reshape(-1, 3).shape[0]\n    row_sums[(rows,)]")
+    assert host_launch(misfit, "row_sums", "triton", python_file=True).guessed == ("grid",)
+
+
 def test_a_number_the_timed_call_passes_a_wrapper_reaches_its_launch() -> None:
     """`summed(x, 256)` from `forward`: the wrapper's block parameter is 256 at its launch, not unknown."""
     passed = ROW_SUMS.replace("def summed(x):", "def summed(x, block):").replace("BLOCK=1024)", "BLOCK=block)")

@@ -16,10 +16,12 @@ Three things make the text a poor count of what it runs:
   Functions' `forward` (through `Owner.apply`) it calls.
   A bound read from a tensor's shape (`b, h, t, d = q.shape`, `x.size(1)`, `*k.shape`) is the size
   of the input `get_inputs()` makes, followed into `forward`'s parameters and through the calls,
-  casts, transposes and permutes between: a naive recurrence over the sequence runs T steps, not
-  the middle one of B, T, H and D. A bound the text does not fix even so is read as the median of
-  the file's size constants: a host loop runs over one of the problem's dimensions, and a guess
-  within a few octaves of the truth is all a log-time forecast needs.
+  casts, transposes, permutes, reshapes and views between, and into the tensors the call allocates
+  from known sizes (`torch.empty_like(x)`, `torch.empty(m, n)`): a naive recurrence over the
+  sequence runs T steps, not the middle one of B, T, H and D. A bound the text does not fix even
+  so is read as the median of the file's size constants: a host loop runs over one of the
+  problem's dimensions, and a guess within a few octaves of the truth is all a log-time forecast
+  needs.
   Loops over anything but `range` (a module list, a tuple) and `while` loops count once.
 - A Triton kernel defined inside a function (its `@triton.jit` indented), in any Python file, is
   a new kernel object each call: Triton finds its binary on disk but loads it again, and an
@@ -164,7 +166,7 @@ def _script_walked(text: str) -> _Walk | None:
             script.append(node)
     if not script:
         return None
-    walk = _Walk(tree, None, reads_constructors=True)
+    walk = _Walk(tree, None)
     walk.statements(script, 1.0, ("<script>",), {})
     return walk
 
@@ -269,7 +271,7 @@ def _timed_configs(kernel: ast.FunctionDef, names: dict[str, ast.expr]) -> int:
 class _Walk:
     """Follows the timed call through its statements, loops and calls, noting how often each line runs."""
 
-    def __init__(self, tree: ast.Module, timed: ast.ClassDef | None, reads_constructors: bool = False) -> None:
+    def __init__(self, tree: ast.Module, timed: ast.ClassDef | None) -> None:
         self.tree = tree
         self.functions = {node.name: node for node in tree.body if isinstance(node, _FUNCTIONS)}
         self.methods = {node.name: node for node in timed.body if isinstance(node, _FUNCTIONS)} if timed else {}
@@ -288,8 +290,6 @@ class _Walk:
             for forward in node.body
             if isinstance(forward, _FUNCTIONS) and forward.name == "forward"
         }
-        # A script makes its own tensors (`torch.rand(n)`, `torch.empty_like(x)`); a KernelBench model is given them.
-        self.reads_constructors = reads_constructors
         self.guess = _guessed_trips(tree)
         self.repeats: dict[int, float] = {}
         # The most runs a function was walked with: walking it again with as few adds nothing, and
@@ -367,7 +367,7 @@ class _Walk:
 
     def assigned(self, statement: ast.Assign, known: _Known) -> None:
         target = statement.targets[-1]
-        made = self.constructed(statement.value, statement.lineno, known) if self.reads_constructors else None
+        made = self.constructed(statement.value, statement.lineno, known)
         if made is not None and isinstance(target, ast.Name):
             known[target.id] = made
         else:
@@ -379,9 +379,11 @@ class _Walk:
         made = value
         while isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute) and made.func.attr in _SAME_SHAPE:
             made = made.func.value
-        if isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute) and made.func.attr in _LIKE_CONSTRUCTORS:
+        if not isinstance(made, ast.Call):  # a sum thousands of terms long is no constructor, and too deep to copy
+            return None
+        if isinstance(made.func, ast.Attribute) and made.func.attr in _LIKE_CONSTRUCTORS:
             return _shape_of(made.args[0], known) if made.args else None
-        return factory_shape(_SizesRead(known).visit(copy.deepcopy(value)), {}, self.names_at(line, known))
+        return factory_shape(_SizesRead(known).visit(copy.deepcopy(made)), {}, self.names_at(line, known))
 
     def value_at(self, expression: ast.expr, line: int, known: _Known, names: host_values.Values | None = None) -> Any:
         """The expression's value on `line`: the names assigned above it (`names`, where already read) and the sizes known there put in."""
@@ -468,16 +470,40 @@ def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
     for method, arguments in reversed(methods):
         if shape is None:
             return None
-        shape = _method_shape(shape, method, arguments)
+        shape = _method_shape(shape, method, _numbers(arguments, known))
     return shape
 
 
-def _method_shape(shape: tuple[int, ...], method: str, arguments: list[ast.expr]) -> tuple[int, ...] | None:
-    """The shape `tensor.method(*arguments)` gives a tensor of `shape`, where the method keeps or reorders it."""
-    axes = [argument.value for argument in arguments if isinstance(argument, ast.Constant) and isinstance(argument.value, int)]
+def _numbers(arguments: list[ast.expr], known: _Known) -> list[int | None]:
+    """A method's arguments as the numbers the known sizes make them (`-1, n_cols`), a single tuple or list
+    argument spelt out (`.view((b, -1))`); None where one is not fixed."""
+    if len(arguments) == 1 and isinstance(arguments[0], (ast.Tuple, ast.List)):
+        arguments = list(arguments[0].elts)
+    plain = host_values.Values({}, host_values.PYTHON)
+    numbers = [host_values.value(_SizesRead(known).visit(copy.deepcopy(argument)), plain) for argument in arguments]
+    return [number if isinstance(number, int) and not isinstance(number, bool) else None for number in numbers]
+
+
+def _method_shape(shape: tuple[int, ...], method: str, arguments: list[int | None]) -> tuple[int, ...] | None:
+    """The shape `tensor.method(*arguments)` gives a tensor of `shape`, where the method keeps, reorders or
+    regroups it (`reshape`/`view` with at most one -1, `flatten`, `unsqueeze`, `squeeze`)."""
     if method in _SAME_SHAPE:
         return shape
-    if method in ("transpose", "swapaxes") and len(axes) == 2 and all(-len(shape) <= axis < len(shape) for axis in axes):
+    axes = [axis for axis in arguments if axis is not None]
+    if len(axes) < len(arguments):
+        return None
+    if method in ("reshape", "view"):
+        return _regrouped(shape, axes)
+    within = all(-len(shape) <= axis < len(shape) for axis in axes)
+    if method == "flatten" and len(axes) <= 2 and within:
+        first, last = (axis % len(shape) for axis in axes + [0, -1][len(axes) :])
+        return (*shape[:first], math.prod(shape[first : last + 1]), *shape[last + 1 :]) if first <= last else None
+    if method == "unsqueeze" and len(axes) == 1 and -len(shape) - 1 <= axes[0] <= len(shape):
+        at = axes[0] % (len(shape) + 1)
+        return (*shape[:at], 1, *shape[at:])
+    if method == "squeeze" and len(axes) <= 1 and within:
+        return tuple(size for at, size in enumerate(shape) if size != 1 or axes and at != axes[0] % len(shape))
+    if method in ("transpose", "swapaxes") and len(axes) == 2 and within:
         swapped = list(shape)
         swapped[axes[0]], swapped[axes[1]] = shape[axes[1]], shape[axes[0]]
         return tuple(swapped)
@@ -486,6 +512,19 @@ def _method_shape(shape: tuple[int, ...], method: str, arguments: list[ast.expr]
     if method == "t" and len(shape) == 2:
         return shape[::-1]
     return None
+
+
+def _regrouped(shape: tuple[int, ...], sizes: list[int]) -> tuple[int, ...] | None:
+    """`reshape(*sizes)` of a tensor of `shape`: one -1 takes what the others leave; None where they do not fit."""
+    count = math.prod(shape)
+    rest = math.prod(size for size in sizes if size != -1)
+    if sizes.count(-1) > 1 or any(size < -1 for size in sizes) or rest <= 0 and count:
+        return None
+    if -1 in sizes:
+        if count % rest:
+            return None
+        sizes = [count // rest if size == -1 else size for size in sizes]
+    return tuple(sizes) if math.prod(sizes) == count else None
 
 
 def _size_of(expression: ast.expr, known: _Known) -> int | None:
