@@ -518,10 +518,10 @@ def _regrouped(shape: tuple[int, ...], sizes: list[int]) -> tuple[int, ...] | No
     """`reshape(*sizes)` of a tensor of `shape`: one -1 takes what the others leave; None where they do not fit."""
     count = math.prod(shape)
     rest = math.prod(size for size in sizes if size != -1)
-    if sizes.count(-1) > 1 or any(size < -1 for size in sizes) or rest <= 0 and count:
+    if sizes.count(-1) > 1 or any(size < -1 for size in sizes):
         return None
     if -1 in sizes:
-        if count % rest:
+        if rest == 0 or count % rest:  # an empty tensor's -1 could be anything
             return None
         sizes = [count // rest if size == -1 else size for size in sizes]
     return tuple(sizes) if math.prod(sizes) == count else None
