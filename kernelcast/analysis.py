@@ -37,7 +37,8 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     find_launch_spec,
     kernelbench_input_shapes,
 )
-from kernelcast.kernels_runtime.source.timed_path import Inputs, guessed_trips
+from kernelcast.kernels_runtime.source.model_layers import kernelbench_init_values
+from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, guessed_trips
 from kernelcast.project_config import ProjectConfig, load_project_config
 from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
 from kernelcast.settings import Settings
@@ -294,7 +295,7 @@ _GUESSED_WORDS = {
 
 
 def _stated_launches(
-    analysis: FileAnalysis, result: KernelResult, elements: int | None = None, inputs: Inputs = ()
+    analysis: FileAnalysis, result: KernelResult, elements: int | None = None, inputs: Inputs = NO_INPUTS
 ) -> tuple[LaunchSpec | None, LaunchSpec | None, list[str]]:
     """The reference's and the candidate's launch as the request states them, and which were assumed.
     Each side's compiler facts are compiled with these too: a launch that stands in for a side's
@@ -395,7 +396,13 @@ def _preprocessor_lines(file_text: str) -> tuple[str, ...]:
 
 
 def _side(
-    code: str, language: str, name: str | None, facts: KernelFacts | None, file_text: str, launch: LaunchSpec | None, inputs: Inputs = ()
+    code: str,
+    language: str,
+    name: str | None,
+    facts: KernelFacts | None,
+    file_text: str,
+    launch: LaunchSpec | None,
+    inputs: Inputs = NO_INPUTS,
 ) -> KernelSide:
     if language == "cuda":
         preamble = [line for line in _preprocessor_lines(file_text) if line not in code]
@@ -411,7 +418,7 @@ def _side(
 
 
 @functools.lru_cache(maxsize=8)
-def embedded_launches(file_text: str, inputs: Inputs = ()) -> tuple[LaunchSpec, ...]:
+def embedded_launches(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[LaunchSpec, ...]:
     """The launches a KernelBench ModelNew's host code makes of its own kernels (load_inline CUDA,
     Triton): what a block-size or `num_warps` edit of such a file changes. Sizes are read from the
     inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs); sizes it
@@ -695,13 +702,14 @@ def _discovered(file_text: str, path: str) -> tuple[DiscoveredKernel, ...]:
 
 @functools.lru_cache(maxsize=8)
 def problem_inputs(reference_text: str) -> Inputs:
-    """The input shapes a KernelBench problem file's `get_inputs()` makes: a `ModelNew` file without
-    one of its own is timed on these (KernelBench passes both models the same inputs). Read once
-    per text: every forecast of an edit reads its reference again."""
-    return tuple(kernelbench_input_shapes(reference_text))
+    """The input shapes a KernelBench problem file's `get_inputs()` makes and the values its
+    `get_init_inputs()` returns: a `ModelNew` file without its own is built and timed with these
+    (KernelBench builds and calls both models alike). Read once per text: every forecast of an
+    edit reads its reference again."""
+    return Inputs(tuple(kernelbench_input_shapes(reference_text)), kernelbench_init_values(reference_text))
 
 
-def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs = ()) -> tuple[KernelSide, str | None]:
+def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs = NO_INPUTS) -> tuple[KernelSide, str | None]:
     """A request's side with the compiler facts and launch the editor attaches, its code read
     as a file (its macros, its launch pragma), when it has no facts yet and is CUDA or Triton;
     with why none could be compiled. `inputs`: the problem's (problem_inputs)."""

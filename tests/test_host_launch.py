@@ -444,16 +444,16 @@ def get_init_inputs():
 """
 
 
-def _modelnew_launches_in_the_editor_and_the_batch(solution: str, folder: Path) -> tuple[list[dict], list[dict]]:
-    """The launches a `ModelNew` solution beside PROBLEM is read as making: as the editor builds its
-    request, and as the batch computes them for the same pair sent bare."""
-    (folder / "problem.py").write_text(PROBLEM)
+def _modelnew_launches_in_the_editor_and_the_batch(solution: str, folder: Path, problem: str = PROBLEM) -> tuple[list[dict], list[dict]]:
+    """The launches a `ModelNew` solution beside its problem's file is read as making: as the editor builds
+    its request, and as the batch computes them for the same pair sent bare."""
+    (folder / "problem.py").write_text(problem)
     path = folder / "solution.py"
     path.write_text(solution)
     analysis = analyse_text(path.as_uri(), 1, solution, path, folder, Settings(), SPECS["H100-SXM"], str(folder / "problem.py::Model"))
     (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
     request = build_request(analysis, result, problem_sizes(result, path, folder), 0.8)
-    bare = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
+    bare = ForecastRequest(KernelSide(problem, "pytorch", "Model"), KernelSide(solution, "triton", "ModelNew"), request.hardware)
     batch = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
     return request.candidate.facts["launches"], batch.candidate.facts["launches"]
 
@@ -514,6 +514,72 @@ def test_a_modelnew_without_get_inputs_reads_its_launch_sizes_from_its_problems_
     assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
     alone = host_launch(solution, "row_sums", "triton", python_file=True)
     assert alone.guessed == ("grid",) and alone.sizes == {}
+
+
+CONV_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+batch_size, in_channels, out_channels, kernel_size = 16, 32, 64, 3
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, 130, 258)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, 2]
+"""
+CONV_SOLUTION = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bias_relu(x_ptr, bias_ptr, n, plane, channels, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    b = tl.load(bias_ptr + (offs // plane) % channels, mask=offs < n)
+    tl.store(x_ptr + offs, tl.maximum(x + b, 0.0), mask=offs < n)
+
+
+def fused(y, bias):
+    n = y.numel()
+    bias_relu[(triton.cdiv(n, 1024),)](y, bias, n, y.shape[2] * y.shape[3], bias.shape[0], BLOCK=1024)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, bias=False)
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def forward(self, x):
+        return fused(self.conv(x), self.bias)
+"""
+
+
+def test_a_modelnew_reads_its_sizes_through_the_layers_and_parameters_its_problem_builds(tmp_path: Path) -> None:
+    """The launch's grid is the conv's output, (16, 64, 64, 128) for a 130 x 258 input, 3 x 3 kernel,
+    stride 2 as get_init_inputs() builds it, and its channels the parameter's: read in the editor and
+    the batch alike, where the solution alone guesses them."""
+    editor, batch = _modelnew_launches_in_the_editor_and_the_batch(CONV_SOLUTION, tmp_path, CONV_PROBLEM)
+    (launch,) = editor
+    assert launch["grid"] == [16 * 64 * 64 * 128 // 1024]
+    assert [arg["value"] for arg in launch["args"]] == [None, None, 16 * 64 * 64 * 128, 64 * 128, 64]
+    assert batch == editor
+    assert host_launch(CONV_SOLUTION, "bias_relu", "triton", python_file=True).guessed == ("grid",)
 
 
 SOFTMAX = """import torch

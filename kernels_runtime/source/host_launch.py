@@ -12,9 +12,11 @@ all read as 1.00×):
   configs of `@triton.autotune` (one config is known; several make the launch one of them).
 
 In a KernelBench file, a size read from the inputs its `get_inputs()` makes (`rows, n_cols = x.shape`
-in a helper `forward` calls, `x.numel()`) is fixed by the text too: the timed call's walk
-(timed_path.py) knows it at the launch. A `ModelNew` file without a `get_inputs()` of its own is
-read with its problem file's (`inputs`): KernelBench passes both models the same inputs.
+in a helper `forward` calls, `x.numel()`), or from what its model's `__init__` built with the values
+`get_init_inputs()` returns (`self.conv.weight.shape`, the output of `self.conv(x)`), is fixed by
+the text too: the timed call's walk (timed_path.py) knows it at the launch. A `ModelNew` file
+without those functions of its own is read with its problem file's (`inputs`): KernelBench builds
+and calls both models alike.
 
 What the code fixes is kept, what it leaves to run time is guessed and named in `guessed`:
 `"grid"` where the grid depends on sizes the text does not state (`n = x.numel()`; the unknowns
@@ -50,7 +52,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     parse_launch_pragma,
     template_for,
 )
-from kernelcast.kernels_runtime.source.timed_path import Inputs, with_sizes_known_at
+from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, with_sizes_known_at
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, constexpr_parameters, dotted, triton_kernels
 
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
@@ -78,12 +80,12 @@ class _Site:
 
 
 def host_launch(
-    file_text: str, kernel_name: str, language: str, *, python_file: bool, elements: int | None = None, inputs: Inputs = ()
+    file_text: str, kernel_name: str, language: str, *, python_file: bool, elements: int | None = None, inputs: Inputs = NO_INPUTS
 ) -> LaunchSpec | None:
     """The kernel's first launch in its file as a launch spec (`kind` "kernel", `pragma` ""), or None
     where the file launches it nowhere this reader understands. `elements`: the problem's size,
-    which unknown sizes in a grid are read as (DEFAULT_ELEMENTS when None); `inputs`: the shapes
-    the problem's `get_inputs()` makes, for a KernelBench file without its own."""
+    which unknown sizes in a grid are read as (DEFAULT_ELEMENTS when None); `inputs`: what the
+    problem file gives its models (timed_path.Inputs), for a KernelBench file without its own."""
     if language == "cuda":
         site = next(iter(_cupy_sites(file_text, inputs).get(kernel_name, ())), None) if python_file else None
         site = site or next(iter(_cuda_sites(cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)

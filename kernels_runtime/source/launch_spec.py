@@ -808,14 +808,26 @@ def kernelbench_input_shapes(file_text: str) -> list[tuple[int, ...] | None]:
     assigned such calls first, with the module's constants), or None where it is not literal. A factory
     wrapped in calls, methods or arithmetic (`torch.randn(n, d).sigmoid()`, `F.normalize(torch.randn(n, d))`,
     `scale * torch.randn(n, d)`) gives its shape: inputs are made so, and a wrapper that reshapes them is rare."""
+    found = harness_list(file_text, "get_inputs")
+    if found is None:
+        return []
+    items, values = found
+    return [factory_shape(item, values.bound, values, _WRAPPING_DEPTH) for item in items]
+
+
+def harness_list(file_text: str, function_name: str) -> tuple[list[ast.expr], host_values.Values] | None:
+    """The items of the list a module-level function returns (KernelBench's `get_inputs`,
+    `get_init_inputs`), and the names they read: the module's and the function's own; None
+    where the file has no such function returning a list or tuple display."""
     tree = host_values.parse_module(file_text)
-    function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "get_inputs"), None) if tree else None
+    function = (
+        next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function_name), None) if tree else None
+    )
     returned = next((node.value for node in ast.walk(function) if isinstance(node, ast.Return)), None) if function else None
     if tree is None or function is None or not isinstance(returned, (ast.List, ast.Tuple)):
-        return []
+        return None
     bound = {**host_values.bindings(tree.body), **host_values.bindings(function.body)}
-    values = host_values.Values(bound, host_values.PYTHON)
-    return [factory_shape(item, bound, values, _WRAPPING_DEPTH) for item in returned.elts]
+    return list(returned.elts), host_values.Values(bound, host_values.PYTHON)
 
 
 def factory_shape(

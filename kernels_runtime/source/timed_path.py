@@ -48,10 +48,12 @@ import math
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.launch_spec import factory_shape, kernelbench_input_shapes
+from kernelcast.kernels_runtime.source.model_layers import InitValue, Layer, kernelbench_init_values, model_attributes
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, kernels_of
 
@@ -73,6 +75,19 @@ GUESSED_CONFIGS = 4
 # The harness calls these itself, outside the timed call; they are not dead code.
 _HARNESS_ENTRIES = frozenset({"get_inputs", "get_init_inputs"})
 _MODEL_CLASS = re.compile(r"^class\s+Model(?:New)?\b", re.M)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the KernelBench harness gives a model, read from a problem file: it builds `Model(*init)`
+    and calls it on tensors of `shapes` (None where `get_inputs()` or `get_init_inputs()` is not literal)."""
+
+    shapes: tuple[tuple[int, ...] | None, ...] = ()
+    init: tuple[InitValue, ...] = ()
+
+
+NO_INPUTS = Inputs()
+
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
@@ -112,9 +127,10 @@ def guessed_trips(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _walked(text: str, inputs: Inputs = ()) -> _Walk | None:
-    """The timed call of a KernelBench file, walked, its inputs those its `get_inputs()` makes, else
-    `inputs`; None where the file has no model's `forward`. Shared: read only."""
+def _walked(text: str, inputs: Inputs = NO_INPUTS) -> _Walk | None:
+    """The timed call of a KernelBench file, walked from what its model's `__init__` built, its inputs
+    those its `get_inputs()` makes and its init values those its `get_init_inputs()` returns, else
+    `inputs`' (its problem file's); None where the file has no model's `forward`. Shared: read only."""
     tree = _kernelbench_tree(text)
     if tree is None:
         return None
@@ -125,12 +141,13 @@ def _walked(text: str, inputs: Inputs = ()) -> _Walk | None:
         return None
     walk = _Walk(tree, timed)
     parameters = [parameter.arg for parameter in forward.args.args[1:]]
-    shapes = zip(parameters, kernelbench_input_shapes(text) or inputs)
-    walk.statements(forward.body, 1.0, (forward.name,), {name: shape for name, shape in shapes if shape})
+    shapes = zip(parameters, kernelbench_input_shapes(text) or inputs.shapes)
+    built = model_attributes(tree, timed, kernelbench_init_values(text) or inputs.init)
+    walk.statements(forward.body, 1.0, (forward.name,), {**built, **{name: shape for name, shape in shapes if shape}})
     return walk
 
 
-def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inputs = ()) -> ast.expr:
+def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inputs = NO_INPUTS) -> ast.expr:
     """The expression with each size the timed call knows at that line put in as its number: a name
     read from an input's shape (`n_cols = x.shape[1]` earlier), `x.shape[1]`, `x.size(1)`, `x.numel()`
     of a tensor whose shape `get_inputs()` fixes. `inputs`: the problem's input shapes, for a file
@@ -141,7 +158,7 @@ def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inpu
     return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
 
 
-def names_known_at(text: str, line: int, inputs: Inputs = ()) -> frozenset[str]:
+def names_known_at(text: str, line: int, inputs: Inputs = NO_INPUTS) -> frozenset[str]:
     """The names the timed call holds a tensor of known shape or a number in at that line: none of them is None."""
     walk = _walked(text, inputs) or _script_walked(text)
     known = walk.known_at.get(line) if walk is not None else None
@@ -352,7 +369,7 @@ class _Walk:
     def passed(self, callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
         """The callee's parameters that the call passes a known tensor or size, or a number the text fixes
         (`dim=-1`, `keepdim=True`): a test on one (`if dim is None:`) then reads which way it goes."""
-        passed: _Known = {}
+        passed: _Known = {name: found for name, found in known.items() if name.startswith("self.")}  # the model's own
         names: host_values.Values | None = None  # what names mean at the call, read once and only if needed
         for name, argument in host_values.passed_arguments(callee, call, skipped):
             if found := _read(argument, known):
@@ -433,14 +450,20 @@ class _Walk:
         return len(items)
 
 
-# The shapes a KernelBench problem's `get_inputs()` makes, in order (None: not literal).
-Inputs = tuple["tuple[int, ...] | None", ...]
-# A name's tensor shape, or the size read from one (`n, d = x.shape`).
-_Known = dict[str, "tuple[int, ...] | int"]
+# A name's tensor shape, or the size read from one (`n, d = x.shape`); by its dotted name, what the
+# model's `__init__` left on `self` (model_layers.model_attributes: a Layer too).
+_Known = dict[str, "tuple[int, ...] | int | Layer"]
 # Tensor methods that keep their tensor's shape: casts, copies, moves and elementwise maths.
 _SAME_SHAPE = frozenset(
     "float half bfloat16 double to contiguous clone detach cuda cpu type_as abs neg exp log sqrt rsqrt sigmoid tanh relu "
     "sin cos square reciprocal".split()
+)
+# torch's functions that return their first argument's shape (`torch.relu(x)`, `F.gelu(x)`): the
+# methods above, activations, dropout and the norms.
+_TORCH_FUNCTIONS = frozenset({"torch", "F", "nn.functional", "torch.nn.functional"})
+_SAME_SHAPE_FUNCTIONS = _SAME_SHAPE | frozenset(
+    "gelu silu leaky_relu elu selu celu softplus hardtanh hardswish hardsigmoid mish relu6 dropout softmax log_softmax "
+    "layer_norm group_norm batch_norm instance_norm rms_norm clamp clip".split()
 )
 
 
@@ -459,11 +482,15 @@ def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
     if operands:
         return next(filter(None, (_shape_of(operand, known) for operand in [expression, *reversed(operands)])), None)
     methods: list[tuple[str, list[ast.expr]]] = []
-    while isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute):
+    while isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute) and not _called(expression, known):
         methods.append((expression.func.attr, expression.args))
         expression = expression.func.value
-    if isinstance(expression, ast.Name):
-        found = known.get(expression.id)
+    if isinstance(expression, ast.Call) and _called(expression, known):  # `self.conv(x)`, `F.relu(x)`
+        layer = known.get(dotted(expression))
+        shape = _shape_of(expression.args[0], known) if expression.args else None
+        shape = layer.output(shape) if isinstance(layer, Layer) else shape
+    elif isinstance(expression, (ast.Name, ast.Attribute)):
+        found = known.get(dotted(expression))
         shape = found if isinstance(found, tuple) else None
     else:
         shape = _shape_of(expression, known) if isinstance(expression, ast.BinOp) else None  # `(x * 2).float()`
@@ -571,10 +598,19 @@ def _dimensioned(expression: ast.expr) -> ast.expr | None:
 
 
 def _read(expression: ast.expr, known: _Known) -> tuple[int, ...] | int | None:
-    """What an expression is, of the known shapes and sizes: a name's, a size read from a shape, or a tensor's shape."""
-    if isinstance(expression, ast.Name):
-        return known.get(expression.id)
-    return _size_of(expression, known) or _shape_of(expression, known)
+    """What an expression is, of the known shapes and sizes: a name's (`self.weight`'s too), a size read
+    from a shape, or a tensor's shape."""
+    if isinstance(expression, (ast.Name, ast.Attribute)) and isinstance(found := known.get(dotted(expression)), (tuple, int)):
+        return found
+    return None if isinstance(expression, ast.Name) else _size_of(expression, known) or _shape_of(expression, known)
+
+
+def _called(call: ast.Call, known: _Known) -> bool:
+    """Whether the call runs a layer `__init__` built (`self.conv(x)`) or a function of torch that keeps its
+    first argument's shape (`torch.relu(x)`, `F.gelu(x)`), not a method of the tensor before its dot."""
+    callee = dotted(call)
+    owner, _, function = callee.rpartition(".")
+    return isinstance(known.get(callee), Layer) or owner in _TORCH_FUNCTIONS and function in _SAME_SHAPE_FUNCTIONS
 
 
 class _SizesRead(ast.NodeTransformer):
@@ -590,6 +626,10 @@ class _SizesRead(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.AST:
         size = self.known.get(node.id)
         return ast.Constant(size) if isinstance(size, int) and isinstance(node.ctx, ast.Load) else node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        size = self.known.get(dotted(node))  # `self.out_features`
+        return ast.Constant(size) if isinstance(size, int) and isinstance(node.ctx, ast.Load) else self.generic_visit(node)
 
 
 def _note_assignment(statement: ast.Assign, known: _Known) -> None:

@@ -59,6 +59,7 @@ READER_MODULES = (
     "kernelcast.kernels_runtime.source.loop_trips",
     "kernelcast.kernels_runtime.source.alternatives",
     "kernelcast.kernels_runtime.source.timed_path",
+    "kernelcast.kernels_runtime.source.model_layers",
     "kernelcast.kernels_runtime.source.host_values",
     "kernelcast.kernels_runtime.source.expressions",
     "kernelcast.kernels_runtime.source.python_ast",
