@@ -48,6 +48,14 @@ def test_a_layer_returns_and_holds_the_shapes_torch_documents(written: str, give
     assert built.get("self.layer.weight") == weight
 
 
+def test_a_layer_built_without_a_bias_has_none() -> None:
+    built = _built("nn.ConvTranspose2d(16, 8, 4, 2, 1, 0, 1, False)")  # bias=False by position
+    assert built["self.layer.weight"] == (16, 8, 4, 4) and "self.layer.bias" not in built
+    built = _built("nn.Linear(4, 8, bias=False)")
+    assert built["self.layer.weight"] == (8, 4) and "self.layer.bias" not in built
+    assert _built("nn.Linear(4, 8)")["self.layer.bias"] == (8,)
+
+
 def test_a_layer_not_read_or_a_size_not_fixed_is_no_shape() -> None:
     assert _built("nn.Sequential(nn.Linear(4, 4))") == {}
     built = _built("nn.Conv2d(3, channels, 3)")  # `channels` bound nowhere

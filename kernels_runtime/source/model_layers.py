@@ -66,7 +66,7 @@ class Layer:
         if found is None:
             return {}
         weight, bias = found
-        return {"weight": weight, **({"bias": bias} if bias else {})}
+        return {"weight": weight, **({"bias": bias} if bias and self.arguments.get("bias") is not False else {})}
 
     def _weight(self) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
         given = self.arguments
@@ -204,8 +204,8 @@ def _attribute(name: str, value: ast.expr, values: host_values.Values) -> dict[s
     a_layer = callee.startswith(("nn.", "torch.nn.")) or callee == kind
     if isinstance(value, ast.Call) and a_layer and (kind in _SIGNATURES or kind in _SAME_SHAPE):
         layer = Layer(kind, _arguments(value, _SIGNATURES.get(kind, ()), values))
-        numbers = {f"{name}.{key}": number for key, number in layer.arguments.items() if isinstance(number, int)}
-        return {name: layer, **{f"{name}.{key}": shape for key, shape in layer.parameters().items()}, **numbers}
+        numbers = {f"{name}.{key}": number for key, number in layer.arguments.items() if type(number) is int}  # not bias=False
+        return {name: layer, **numbers, **{f"{name}.{key}": shape for key, shape in layer.parameters().items()}}
     if isinstance(value, ast.Call) and kind == "Parameter" and value.args:
         shape = factory_shape(value.args[0], values.bound, values)
         return {name: shape} if shape else {}
@@ -220,8 +220,8 @@ def _arguments(call: ast.Call, signature: Sequence[str], values: host_values.Val
 
 
 def _number_or_numbers(expression: ast.expr, values: host_values.Values) -> InitValue:
-    """A number, a tuple of numbers, or a string constant (`padding="same"`); None otherwise."""
-    if isinstance(expression, ast.Constant) and isinstance(expression.value, str):
+    """A number, a tuple of numbers, or a string or bool constant (`padding="same"`, `bias=False`); None otherwise."""
+    if isinstance(expression, ast.Constant) and isinstance(expression.value, (str, bool)):
         return expression.value
     if isinstance(expression, ast.Name) and isinstance(values.bound.get(expression.id), (ast.Tuple, ast.List)):
         expression = values.bound[expression.id]
