@@ -287,6 +287,14 @@ def test_sizes_read_through_tensors_the_timed_call_allocates_and_reshapes_reach_
     assert host_launch(misfit, "row_sums", "triton", python_file=True).guessed == ("grid",)
 
 
+def test_a_tensor_made_and_then_reshaped_is_not_read_as_the_shape_it_was_made_with() -> None:
+    """`torch.zeros(x.numel()).view(rows, -1)` is not the flat tensor the factory makes: its rows are not
+    4096 x 65536, and a grid read off them is left to run time, not misread."""
+    made = "    flat = torch.zeros(x.numel()).view(x.shape[0], -1)\n    rows = flat.shape[0] * 2\n    row_sums[(rows,)]"
+    text = ROW_SUMS.replace("    row_sums[(rows,)]", made)
+    assert host_launch(text, "row_sums", "triton", python_file=True).guessed == ("grid",)
+
+
 def test_a_number_the_timed_call_passes_a_wrapper_reaches_its_launch() -> None:
     """`summed(x, 256)` from `forward`: the wrapper's block parameter is 256 at its launch, not unknown."""
     passed = ROW_SUMS.replace("def summed(x):", "def summed(x, block):").replace("BLOCK=1024)", "BLOCK=block)")

@@ -106,10 +106,7 @@ class Layer:
             return (*shape, dimension) if dimension is not None else None
         if self.kind == "Flatten":
             first, last = _ints(given, "start_dim", "end_dim")
-            if first is None or last is None or not shape:
-                return None
-            first, last = first % len(shape), last % len(shape)
-            return (*shape[:first], math.prod(shape[first : last + 1]), *shape[last + 1 :]) if first <= last else None
+            return flattened(shape, first, last) if first is not None and last is not None else None
         spatial = int(self.kind[-2]) if self.kind[-1] == "d" and self.kind[-2].isdigit() else 0
         if not spatial or len(shape) < spatial + 1:
             return None
@@ -150,6 +147,14 @@ class Layer:
         if any(s <= 0 for s in stride):
             return None
         return tuple((size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in zip(sizes, kernel, stride, padding, dilation))
+
+
+def flattened(shape: tuple[int, ...], first: int, last: int) -> tuple[int, ...] | None:
+    """`flatten(first, last)` of a tensor of `shape` (negative dims count from the end); None out of range."""
+    if not all(-len(shape) <= dim < len(shape) for dim in (first, last)):
+        return None
+    first, last = first % len(shape), last % len(shape)
+    return (*shape[:first], math.prod(shape[first : last + 1]), *shape[last + 1 :]) if first <= last else None
 
 
 def _ints(given: Mapping[str, InitValue], *names: str) -> list[int | None]:

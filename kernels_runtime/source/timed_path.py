@@ -53,7 +53,7 @@ from typing import Any
 
 from kernelcast.kernels_runtime.source import host_values
 from kernelcast.kernels_runtime.source.launch_spec import factory_shape, kernelbench_input_shapes
-from kernelcast.kernels_runtime.source.model_layers import InitValue, Layer, kernelbench_init_values, model_attributes
+from kernelcast.kernels_runtime.source.model_layers import InitValue, Layer, flattened, kernelbench_init_values, model_attributes
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, dotted, kernels_of
 
@@ -400,7 +400,7 @@ class _Walk:
             return None
         if isinstance(made.func, ast.Attribute) and made.func.attr in _LIKE_CONSTRUCTORS:
             return _shape_of(made.args[0], known) if made.args else None
-        return factory_shape(_SizesRead(known).visit(copy.deepcopy(made)), {}, self.names_at(line, known))
+        return factory_shape(_SizesRead(known).visit(copy.deepcopy(made)), {}, self.names_at(line, known), depth=0)
 
     def value_at(self, expression: ast.expr, line: int, known: _Known, names: host_values.Values | None = None) -> Any:
         """The expression's value on `line`: the names assigned above it (`names`, where already read) and the sizes known there put in."""
@@ -522,9 +522,8 @@ def _method_shape(shape: tuple[int, ...], method: str, arguments: list[int | Non
     if method in ("reshape", "view"):
         return _regrouped(shape, axes)
     within = all(-len(shape) <= axis < len(shape) for axis in axes)
-    if method == "flatten" and len(axes) <= 2 and within:
-        first, last = (axis % len(shape) for axis in axes + [0, -1][len(axes) :])
-        return (*shape[:first], math.prod(shape[first : last + 1]), *shape[last + 1 :]) if first <= last else None
+    if method == "flatten" and len(axes) <= 2:
+        return flattened(shape, *(axes + [0, -1][len(axes) :]))
     if method == "unsqueeze" and len(axes) == 1 and -len(shape) - 1 <= axes[0] <= len(shape):
         at = axes[0] % (len(shape) + 1)
         return (*shape[:at], 1, *shape[at:])
