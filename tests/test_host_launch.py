@@ -131,6 +131,49 @@ def test_the_wrapper_in_a_load_inline_string_gives_the_launch() -> None:
     assert launch.block == (512,) and launch.grid == (512,) and launch.guessed == ("grid",)
 
 
+RELU_MODEL = """
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return relu.relu_cuda(x.contiguous())
+
+
+def get_inputs():
+    return [torch.rand(4096, 1000)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "grid"),
+    [
+        ("", (8000,)),  # x.numel(): 4096 x 1000 elements, 512 threads a block
+        ("auto size = x.numel();", (8000,)),
+        ("auto size = x.size(0) * x.size(-1);", (8000,)),  # a negative axis counts from the last
+        ("int64_t size = x.sizes()[0];", (8,)),  # C++'s own spelling of a shape
+        ("int size = 7 * 512;", (7,)),  # a local value stands: only the wrapper's parameters are read from the caller
+    ],
+)
+def test_a_load_inline_wrapper_reads_its_sizes_from_what_the_timed_call_passes_it(wrapper: str, grid: tuple[int, ...]) -> None:
+    """`relu.relu_cuda(x)` in `forward` passes the wrapper a tensor of the shape `get_inputs()` makes: the
+    launch's grid is read off `x.numel()` or `x.size(i)` in the C++, not guessed."""
+    text = (LOAD_INLINE + RELU_MODEL).replace("auto size = x.numel();", wrapper or "auto size = x.numel();")
+    launch = host_launch(text, "relu_kernel", "cuda", python_file=True)
+    assert (launch.grid, launch.block, launch.guessed) == (grid, (512,), ())
+
+
+def test_a_number_the_timed_call_passes_a_load_inline_wrapper_reaches_its_launch() -> None:
+    """An int parameter of the C++ wrapper is what the Python call passes it; a call the timed path does not
+    make, or a file with no inputs, leaves the grid guessed."""
+    passed = (LOAD_INLINE + RELU_MODEL).replace("relu_cuda(torch::Tensor x)", "relu_cuda(torch::Tensor x, int64_t block)")
+    passed = passed.replace("const int block_size = BLOCK;", "const int block_size = block;").replace("(x.contiguous())", "(x, 2 * 128)")
+    launch = host_launch(passed, "relu_kernel", "cuda", python_file=True)
+    assert (launch.grid, launch.block, launch.guessed) == ((16000,), (256,), ())
+    not_timed = (LOAD_INLINE + RELU_MODEL).replace("return relu.relu_cuda(x.contiguous())", "return x")
+    assert host_launch(not_timed, "relu_kernel", "cuda", python_file=True).guessed == ("grid",)
+    no_inputs = (LOAD_INLINE + RELU_MODEL).split("\n\ndef get_inputs")[0]
+    assert host_launch(no_inputs, "relu_kernel", "cuda", python_file=True).guessed == ("grid",)
+
+
 CUPY = '''import cupy
 
 source = r"""
@@ -276,6 +319,7 @@ def test_a_triton_launch_in_a_kernelbench_file_reads_its_sizes_from_the_inputs_g
         "rows = x.reshape(-1, 16, n_cols).shape[0] * 16",  # regrouped: the -1 takes what is left
         "rows = x.view(x.shape[0] // 2, 2 * n_cols).flatten().numel() // n_cols",
         "rows = x.unsqueeze(0).squeeze().unsqueeze(-1).shape[0]",
+        "rows = x.shape[-2] * x.size(-1) // n_cols",  # a negative axis counts from the last
     ],
 )
 def test_sizes_read_through_tensors_the_timed_call_allocates_and_reshapes_reach_the_grid(sized: str) -> None:
@@ -293,6 +337,34 @@ def test_a_tensor_made_and_then_reshaped_is_not_read_as_the_shape_it_was_made_wi
     made = "    flat = torch.zeros(x.numel()).view(x.shape[0], -1)\n    rows = flat.shape[0] * 2\n    row_sums[(rows,)]"
     text = ROW_SUMS.replace("    row_sums[(rows,)]", made)
     assert host_launch(text, "row_sums", "triton", python_file=True).guessed == ("grid",)
+
+
+HALVES = """
+
+def halves(x):
+    if x.dim() == 2:
+        return x.reshape(x.shape[0] * 2, -1)
+    return {other}
+"""
+
+
+@pytest.mark.parametrize(
+    ("forward", "other", "grid"),
+    [
+        ("return summed(halves(x))", "x.reshape(x.shape[0] * 2, -1)", (8192,)),  # a call's argument is walked first
+        ("y = halves(x)\n        return summed(y)", "x.reshape(-1, x.shape[1] // 2)", (8192,)),  # both returns agree
+        ("y = halves(x).float()\n        return summed(y)", "x.reshape(-1, x.shape[1] // 2)", (8192,)),
+        ("y = halves(x)\n        return summed(y)", "x.t()", None),  # the returns disagree
+        ("y = halves(x)\n        return summed(y)", "None", None),
+    ],
+)
+def test_the_shape_a_helper_returns_reaches_the_launches_after_it(forward: str, other: str, grid: tuple[int, ...] | None) -> None:
+    """`y = helper(x)` in a timed call knows the shape the helper returns where each of its `return`s gives
+    the same known shape, so a later launch reads its grid off `y`; where they differ it stays guessed."""
+    helper = HALVES.format(other=other)
+    text = ROW_SUMS.replace("return summed(x.contiguous())", forward).replace("\n\nclass ModelNew", helper + "\n\nclass ModelNew")
+    launch = host_launch(text, "row_sums", "triton", python_file=True)
+    assert (launch.grid, launch.guessed) == ((grid, ()) if grid else (launch.grid, ("grid",)))
 
 
 def test_a_number_the_timed_call_passes_a_wrapper_reaches_its_launch() -> None:

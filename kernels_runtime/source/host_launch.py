@@ -14,7 +14,9 @@ all read as 1.00×):
 In a KernelBench file, a size read from the inputs its `get_inputs()` makes (`rows, n_cols = x.shape`
 in a helper `forward` calls, `x.numel()`), or from what its model's `__init__` built with the values
 `get_init_inputs()` returns (`self.conv.weight.shape`, the output of `self.conv(x)`), is fixed by
-the text too: the timed call's walk (timed_path.py) knows it at the launch. A `ModelNew` file
+the text too: the timed call's walk (timed_path.py) knows it at the launch. A launch in a load_inline
+wrapper's C++ reads `x.numel()`, `x.size(0)` and the wrapper's int parameters off what the timed call
+passes the wrapper (`ext.relu_cuda(x)`). A `ModelNew` file
 without those functions of its own is read with its problem file's (`inputs`): KernelBench builds
 and calls both models alike.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import functools
 import math
 import re
@@ -52,7 +55,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     parse_launch_pragma,
     template_for,
 )
-from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, with_sizes_known_at
+from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, passed_to, with_sizes_known_at, with_sizes_of
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, constexpr_parameters, dotted, triton_kernels
 
 # Elements a grid is guessed for when nothing states the problem's size (the pragma template's N).
@@ -77,6 +80,8 @@ class _Site:
     dialect: expressions.Dialect
     configs: tuple[Mapping[str, int], ...] = ()  # Triton autotune configs: constexprs with num_warps/num_stages
     configs_unread: bool = False  # an autotune whose configs are not literal
+    # CUDA: the host function the launch is in, and its parameters' names (a load_inline wrapper Python calls).
+    host_function: tuple[str, tuple[str, ...]] | None = None
 
 
 def host_launch(
@@ -89,6 +94,8 @@ def host_launch(
     if language == "cuda":
         site = next(iter(_cupy_sites(file_text, inputs).get(kernel_name, ())), None) if python_file else None
         site = site or next(iter(_cuda_sites(cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)
+        if python_file and site is not None and site.host_function is not None:
+            site = _sized_by_the_caller(site, site.host_function, file_text, inputs)
     elif language == "triton":
         site = next(iter(_triton_sites(file_text, inputs).get(kernel_name, ())), None)
     else:
@@ -165,6 +172,29 @@ def _allocated_bytes(site: _Site, declarations: Sequence[tuple[str, str]]) -> di
         if size:
             sizes[name] = size
     return sizes
+
+
+def _sized_by_the_caller(site: _Site, host_function: tuple[str, tuple[str, ...]], file_text: str, inputs: Inputs) -> _Site:
+    """A launch in a load_inline wrapper (`torch::Tensor f(torch::Tensor x, int dim)`) with the sizes of what the
+    timed call passes `f` put in for its parameters: `x.numel()`, `x.size(0)`, `dim`. A parameter the wrapper
+    declares again locally keeps the local value."""
+    name, parameters = host_function
+    passed = passed_to(file_text, name, inputs) or ()
+    known = {parameter: found for parameter, found in zip(parameters, passed) if found is not None and parameter not in site.names}
+    if not known:
+        return site
+
+    def sized(expression: ast.expr) -> ast.expr:
+        return with_sizes_of(expression, known)
+
+    return dataclasses.replace(
+        site,
+        grid=tuple(map(sized, site.grid)),
+        block=tuple(map(sized, site.block)) if site.block is not None else None,
+        smem=sized(site.smem) if site.smem is not None else None,
+        args=tuple(map(sized, site.args)),
+        names={bound: sized(expression) for bound, expression in site.names.items()},
+    )
 
 
 # --- binding a site ----------------------------------------------------------------------------------
@@ -312,13 +342,15 @@ def _cuda_sites(text: str) -> dict[str, tuple[_Site, ...]]:
     sites: dict[str, list[_Site]] = {}
     scopes: list[dict[str, ast.expr | Dims]] = [{}]
     statement: list[str] = []
+    host_function: tuple[str, tuple[str, ...]] | None = None  # the function whose body the scan is in
+    function_depth = 0  # how many scopes are open with its body's
     index = 0
     while index < len(tokens):
         token = tokens[index]
         if token == "<<" and index + 1 < len(tokens) and tokens[index + 1] == "<":
             site, index = _cuda_site(tokens, partners, index, scopes, macros, dialect)
             if site is not None:
-                sites.setdefault(site.kernel, []).append(site)
+                sites.setdefault(site.kernel, []).append(dataclasses.replace(site, host_function=host_function))
             statement = []
             continue
         if token == "{" and _initializer(statement):
@@ -332,13 +364,40 @@ def _cuda_sites(text: str) -> dict[str, tuple[_Site, ...]]:
                 _allocate(statement, scopes, macros)
             elif token == "{":
                 scopes.append({})
+                if host_function is None and (host_function := _function_header(statement)) is not None:
+                    function_depth = len(scopes)
             elif len(scopes) > 1:
                 scopes.pop()
+                if len(scopes) < function_depth:
+                    host_function, function_depth = None, 0
             statement = []
         else:
             statement.append(token)
         index += 1
     return {name: tuple(found) for name, found in sites.items()}
+
+
+def _function_header(statement: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(name, parameter names) of a function definition's tokens before its `{`: `torch::Tensor f(torch::Tensor x,
+    int64_t dim)` gives ("f", ("x", "dim")); None for anything else (a namespace, a struct, a control statement)."""
+    opening = next((index for index, token in enumerate(statement) if token == "("), None)
+    if opening is None or opening == 0 or not _IDENTIFIER.match(name := statement[opening - 1]) or name in _CONTROL:
+        return None
+    closing = next((index for index in range(len(statement) - 1, opening, -1) if statement[index] == ")"), None)
+    if closing is None or any(token not in _AFTER_PARAMETERS for token in statement[closing + 1 :]):
+        return None
+    parameters = []
+    for part in _split(list(statement[opening + 1 : closing]), ","):
+        declared = part[: _first_top_level(part, "=")] if _first_top_level(part, "=") is not None else part
+        names = [token for token in declared if _IDENTIFIER.match(token)]
+        if not names:
+            return None if part else (name, ())
+        parameters.append(names[-1])
+    return name, tuple(parameters)
+
+
+# What may stand between a function's parameter list and its body.
+_AFTER_PARAMETERS = frozenset({"const", "noexcept", "override"})
 
 
 def _initializer(statement: Sequence[str]) -> bool:

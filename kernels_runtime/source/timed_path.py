@@ -17,7 +17,8 @@ Three things make the text a poor count of what it runs:
   A bound read from a tensor's shape (`b, h, t, d = q.shape`, `x.size(1)`, `*k.shape`) is the size
   of the input `get_inputs()` makes, followed into `forward`'s parameters and through the calls,
   casts, transposes, permutes, reshapes and views between, and into the tensors the call allocates
-  from known sizes (`torch.empty_like(x)`, `torch.empty(m, n)`): a naive recurrence over the
+  from known sizes (`torch.empty_like(x)`, `torch.empty(m, n)`) and the helpers it calls return
+  (`y = linear(x, w)`, where each of the helper's `return`s gives one shape): a naive recurrence over the
   sequence runs T steps, not the middle one of B, T, H and D. A bound the text does not fix even
   so is read as the median of the file's size constants: a host loop runs over one of the
   problem's dimensions, and a guess within a few octaves of the truth is all a log-time forecast
@@ -156,6 +157,39 @@ def with_sizes_known_at(text: str, line: int, expression: ast.expr, inputs: Inpu
     walk = _walked(text, inputs) or _script_walked(text)
     known = walk.known_at.get(line) if walk is not None else None
     return _SizesRead(known).visit(copy.deepcopy(expression)) if known else expression
+
+
+def passed_to(text: str, function: str, inputs: Inputs = NO_INPUTS) -> tuple[tuple[int, ...] | int | None, ...] | None:
+    """What the timed call passes, positionally, at its first call of `function` by that name, bare or as an
+    attribute (`self.ext.sigmoid_cuda(x)`, a load_inline module's C++ function): each argument's shape where
+    it is a tensor of known shape, its number where it is a size or a number the text fixes, else None.
+    None where the timed call does not reach such a call."""
+    walk = _walked(text, inputs)
+    if walk is None:
+        return None
+    calls = sorted(
+        (node.lineno, node.col_offset, node)
+        for node in ast.walk(walk.tree)
+        if isinstance(node, ast.Call) and node.lineno in walk.known_at and dotted(node).rpartition(".")[2] == function
+    )
+    if not calls:
+        return None
+    call = calls[0][2]
+    known = walk.known_at[call.lineno]
+    passed = []
+    for argument in call.args:
+        found = _read(argument, known)
+        if found is None and not isinstance(argument, ast.Starred):
+            number = walk.value_at(argument, call.lineno, known)
+            found = number if type(number) is int else None
+        passed.append(found)
+    return tuple(passed)
+
+
+def with_sizes_of(expression: ast.expr, known: dict[str, tuple[int, ...] | int]) -> ast.expr:
+    """The expression with the sizes `known` fixes put in as numbers: a name holding a number, and `x.numel()`,
+    `x.size(1)`, `x.sizes()[1]`, `x.dim()` of a name holding a shape."""
+    return _SizesRead(dict(known)).visit(copy.deepcopy(expression))
 
 
 def names_known_at(text: str, line: int, inputs: Inputs = NO_INPUTS) -> frozenset[str]:
@@ -341,9 +375,7 @@ class _Walk:
         `ctx` not passed) in the expression, its parameters knowing the shapes and sizes of the arguments passed."""
         if len(stack) > MAX_DEPTH:
             return
-        for node in ast.walk(expression):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in _calls_inside_first(expression):
             self.known_at.setdefault(node.lineno, dict(known))
             function = node.func
             key = ""  # the callee's name, or `Owner.forward` for a Function's, which the model's `forward` shares
@@ -364,7 +396,10 @@ class _Walk:
                 continue
             self.walked[key] = factor
             self.note(callee.body, factor)
-            self.statements(callee.body, factor, (*stack, key), self.passed(callee, skipped, node, known))
+            inside = self.passed(callee, skipped, node, known)
+            self.statements(callee.body, factor, (*stack, key), inside)
+            if (shape := _returned_shape(callee, inside)) is not None:
+                known[_returned_key(node)] = shape
 
     def passed(self, callee: ast.FunctionDef | ast.AsyncFunctionDef, skipped: int, call: ast.Call, known: _Known) -> _Known:
         """The callee's parameters that the call passes a known tensor or size, or a number the text fixes
@@ -489,8 +524,8 @@ def _shape_of(expression: ast.expr, known: _Known) -> tuple[int, ...] | None:
         layer = known.get(dotted(expression))
         shape = _shape_of(expression.args[0], known) if expression.args else None
         shape = layer.output(shape) if isinstance(layer, Layer) else shape
-    elif isinstance(expression, (ast.Name, ast.Attribute)):
-        found = known.get(dotted(expression))
+    elif isinstance(expression, (ast.Name, ast.Attribute, ast.Call)):  # a call: a helper the walk followed
+        found = known.get(_returned_key(expression) if isinstance(expression, ast.Call) else dotted(expression))
         shape = found if isinstance(found, tuple) else None
     else:
         shape = _shape_of(expression, known) if isinstance(expression, ast.BinOp) else None  # `(x * 2).float()`
@@ -564,6 +599,8 @@ def _size_of(expression: ast.expr, known: _Known) -> int | None:
         return len(shape) if shape is not None else None
     if isinstance(expression, ast.Subscript) and isinstance(expression.value, ast.Attribute) and expression.value.attr == "shape":
         shape, index = _shape_of(expression.value.value, known), expression.slice
+    elif isinstance(expression, ast.Subscript) and _method_call(expression.value, "sizes") and not expression.value.args:  # type: ignore[attr-defined]
+        shape, index = _shape_of(expression.value.func.value, known), expression.slice  # type: ignore[attr-defined]  # C++: x.sizes()[1]
     elif (
         isinstance(expression, ast.Call)
         and isinstance(expression.func, ast.Attribute)
@@ -575,13 +612,18 @@ def _size_of(expression: ast.expr, known: _Known) -> int | None:
         shape, index = _shape_of(expression.args[0], known), ast.Constant(0)
     else:
         return None
-    if (
-        shape is None
-        or not (isinstance(index, ast.Constant) and isinstance(index.value, int))
-        or not -len(shape) <= index.value < len(shape)
-    ):
+    axis = _axis(index)
+    if shape is None or axis is None or not -len(shape) <= axis < len(shape):
         return None
-    return shape[index.value]
+    return shape[axis]
+
+
+def _axis(index: ast.expr) -> int | None:
+    """An axis written as a literal: `1`, or `-1` (a minus the tree keeps apart from its number)."""
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        axis = _axis(index.operand)
+        return -axis if axis is not None else None
+    return index.value if isinstance(index, ast.Constant) and type(index.value) is int else None
 
 
 def _dimensioned(expression: ast.expr) -> ast.expr | None:
@@ -708,6 +750,43 @@ def _main_guard(node: ast.stmt) -> bool:
 
 def _names(node: ast.AST) -> Iterator[str]:
     return (child.id for child in ast.walk(node) if isinstance(child, ast.Name))
+
+
+def _calls_inside_first(expression: ast.AST) -> Iterator[ast.Call]:
+    """The calls in an expression, each after the calls among its arguments: `g(f(x))` walks `f` first, so
+    `g`'s parameter knows the shape `f` returns. Walked, not recursed: a long sum nests deeper than the stack."""
+    pending: list[tuple[ast.AST, bool]] = [(expression, False)]
+    while pending:
+        node, children_done = pending.pop()
+        if children_done:
+            if isinstance(node, ast.Call):
+                yield node
+            continue
+        pending.append((node, True))
+        pending.extend((child, False) for child in reversed(list(ast.iter_child_nodes(node))))
+
+
+def _returned_key(call: ast.Call) -> str:
+    """Where `known` keeps the shape a followed call returned: by the call's place, which no name can spell."""
+    return f"{call.lineno}:{call.col_offset}()"
+
+
+def _returned_shape(function: ast.FunctionDef | ast.AsyncFunctionDef, known: _Known) -> tuple[int, ...] | None:
+    """The shape of the tensor a function returns, read after the walk of its body: where each of its
+    `return`s gives one known shape, the same one."""
+    shapes = {_shape_of(node.value, known) if node.value else None for node in _own_returns(function.body)}
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def _own_returns(statements: list[ast.stmt]) -> Iterator[ast.Return]:
+    """The `return` statements of a function body, not those of the functions and classes it defines."""
+    for statement in statements:
+        if isinstance(statement, ast.Return):
+            yield statement
+        elif not isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
+            for block in _BLOCKS:
+                for child in getattr(statement, block, None) or []:
+                    yield from _own_returns(child.body if isinstance(child, ast.ExceptHandler) else [child])
 
 
 def _own_expressions(statement: ast.stmt) -> Iterator[ast.AST]:
