@@ -129,6 +129,11 @@ def _prior_words(details: dict[str, Any]) -> str | None:
     )
     if details.get("few_sources_of_kind"):
         words += " Fewer than two sources measured this kind of pair in this language, so the interval is wider still."
+    if details.get("launches_read") is False:
+        words += (
+            " The launches ModelNew makes of its own kernels are not read, as the line was fitted (read with them, the"
+            " held-out sources were forecast worse): a block size or num_warps edit does not move this forecast; measure it."
+        )
     return words
 
 

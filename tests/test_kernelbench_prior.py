@@ -233,6 +233,7 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
     spread = forecast.provenance["details"]["source_spread_log2"]
     text = "\n".join(_forecast_lines(forecast))
     assert f"Read as a KernelBench {AGAINST_PROBLEM} pair" in text and f"disagree here by ±{spread:.2f} octaves" in text
+    assert "launches ModelNew makes of its own kernels are not read" in text
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = Forecaster(["embedded"]).forecast(
         ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE)
@@ -292,10 +293,9 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     assert details["mean_log2"] != 0.0 and details["kernelbench_prior"] == SOLUTION_EDIT  # through the edits' line
     same, _ = editor_request({**line, "candidate": {"code": LAUNCHING_SOLUTION + "\n", "language": "cuda", "name": "ModelNew"}}, 0.8, False)
     assert forecaster.forecast(same).provenance["details"]["mean_log2"] == 0.0
-    # Against its problem the weights read the pair without those launches, the trees with them.
+    # Against its problem the pair is read through the line, as it was fitted: without those launches.
     against = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), edit.candidate, HARDWARE, None)
     assert (pair_features(against) == pair_features(without_launches(against))).all()
-    assert not (pair_features(against, solution_launches=True) == pair_features(without_launches(against))).all()
     assert not (pair_features(edit) == pair_features(without_launches(edit))).all()
 
 
@@ -412,6 +412,8 @@ def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wid
     details = {"kernelbench_prior": AGAINST_PROBLEM, "source_spread_log2": 0.3}
     assert "Fewer than two sources" in str(_prior_words({**details, "few_sources_of_kind": True}))
     assert "Fewer than two sources" not in str(_prior_words(details))
+    # An edit of one solution is read with its launches, and says nothing of them.
+    assert "not read" not in str(_prior_words({**details, "kernelbench_prior": SOLUTION_EDIT, "launches_read": True}))
 
 
 def test_the_widening_is_how_much_more_pairs_no_second_source_supported_missed() -> None:

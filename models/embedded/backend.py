@@ -286,10 +286,7 @@ class EmbeddedBackend:
         centre, across_sources = mean.copy(), np.zeros(len(requests))
         if self.prior is not None and read:
             read_kinds = [prior_applied[i] for i in read]
-            with_launches = [
-                pair_features(requests[i], solution_launches=True) if prior_applied[i] in SOLUTION_KINDS else features[i] for i in read
-            ]
-            centre[read], across_sources[read] = self.prior.read(np.stack(with_launches), mean[read], sd[read], read_kinds)
+            centre[read], across_sources[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds)
         probabilities, few_sources = [], [False] * len(requests)
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
@@ -330,6 +327,7 @@ class EmbeddedBackend:
             }
             if applied:
                 details["kernelbench_prior"] = applied
+                details["launches_read"] = applied not in SOLUTION_KINDS
                 details["source_spread_log2"] = round(spread, 4)
                 details["few_sources_of_kind"] = few
             if calls:

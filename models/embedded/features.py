@@ -863,21 +863,19 @@ def without_launches(request: ForecastRequest) -> ForecastRequest:
     return replace(request, reference=side(request.reference), candidate=side(request.candidate))
 
 
-def pair_features(request: ForecastRequest, host_loops: bool = True, solution_launches: bool = False) -> np.ndarray:
+def pair_features(request: ForecastRequest, host_loops: bool = True) -> np.ndarray:
     """(2, len(FEATURE_NAMES)) rows for the reference and the candidate, each with the shared context
     (`host_loops`: see read_code).
 
     Swapping the sides swaps the rows and nothing else: the model that reads them is
-    antisymmetric by construction. A KernelBench solution against its problem or another solution
-    is read by the weights without the launches its ModelNew makes of its own kernels, and by the
-    KernelBench trees (`kernelbench_prior.py`) with them (`solution_launches`); an edit of one
-    solution is read from them by both. Each source held out, trees given those launches read the
-    CUDA sources better once a load_inline wrapper's sizes were read off what its caller passes it
-    (direction of the trees alone: eh_kernelbench 0.770 -> 0.800, hzeng2000 0.852 -> 0.885,
-    technoabsurdist 0.856 -> 0.882; the Triton sources within 0.002), where the weights given them
-    too read yenhao-huang at 0.766 against 0.814 without. The compiler facts of a ModelNew's own
-    kernels (its heaviest kernel's registers, spills, occupancy and SASS mix), which the editor shows
-    on each kernel, are not given the ModelNew side: the trees given them read
+    antisymmetric by construction. A KernelBench pair read through a fitted line
+    (`kernelbench_prior.py`) is read as the lines were fitted, without the launches its
+    ModelNew makes of its own kernels; an edit of one solution is read from them. The trees
+    given those launches (the weights not), each source held out, read LLMKernel's Triton
+    solutions worse (direction 0.649 -> 0.586): what block sizes and access patterns mean was
+    learnt from the CUDA sources and does not carry over. So were the compiler facts of a
+    ModelNew's own kernels (its heaviest kernel's registers, spills, occupancy and SASS mix), which
+    the editor shows on each kernel but does not give the ModelNew side: the trees given them read
     LLMKernel at 0.647-0.656 where they read it at 0.677 without, and seven KernelBench-style
     sources at 0.716-0.731 where they read them at 0.743 (six seeds each). Nor do the Triton
     choices a solution's text states without its launch (the smallest and largest BLOCK constant,
@@ -885,7 +883,7 @@ def pair_features(request: ForecastRequest, host_loops: bool = True, solution_la
     trees they moved the six KernelBench-style sources other than fla by -0.004 to +0.005,
     LLMKernel not at all (0.677 either way), and fla's 46 pairs by -0.26 to +0.13 from one choice to the next.
     """
-    if pair_kind(request) in SOLUTION_KINDS and not solution_launches:
+    if pair_kind(request) in SOLUTION_KINDS:
         request = without_launches(request)
     sides = (request.reference, request.candidate)
     hardware = Hardware.from_json(request.hardware or {})

@@ -33,8 +33,8 @@ AGAINST_PROBLEM = "solution-vs-problem"
 BETWEEN_SOLUTIONS = "solution-vs-solution"
 LIBRARY_CALL = "library-vs-problem"
 SOLUTION_EDIT = "solution-edit"
-# Pairs whose solutions the weights read without the launches their ModelNew makes and the KernelBench
-# trees with them (features.pair_features; an edit is read with them by both: its launch is what changed).
+# Pairs whose solutions are read without the launches their ModelNew makes, as those lines were fitted
+# (an edit is read with them: its launch is what changed).
 SOLUTION_KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)
 # The order of the kind flags the trees read.
 KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT)

@@ -338,7 +338,7 @@ def measured(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
     details = [forecast.provenance["details"] for forecast in forecast_all(pairs, forecaster)]
     return Measured(
         pairs,
-        np.stack([pair_features(pair.request, solution_launches=True) for pair in pairs]),
+        np.stack([pair_features(pair.request) for pair in pairs]),
         np.array([float(each["mean_log2"]) for each in details]),
         np.array([float(each["spread_log2"]) for each in details]),
         [pair_kind(pair.request) for pair in pairs],
