@@ -873,7 +873,10 @@ def pair_features(request: ForecastRequest, host_loops: bool = True) -> np.ndarr
     ModelNew makes of its own kernels; an edit of one solution is read from them. The trees
     given those launches (the weights not), each source held out, read LLMKernel's Triton
     solutions worse (direction 0.649 -> 0.586): what block sizes and access patterns mean was
-    learnt from the CUDA sources and does not carry over. So were the compiler facts of a
+    learnt from the CUDA sources and does not carry over. With a load_inline wrapper's sizes read off
+    what its caller passes it, the trees and lines refitted on those launches read the ten sources
+    at 0.769 where they read them at 0.771 without (LLMKernel 0.676 -> 0.651, TritonBench 0.606 ->
+    0.564, technoabsurdist 0.859 -> 0.879). So were the compiler facts of a
     ModelNew's own kernels (its heaviest kernel's registers, spills, occupancy and SASS mix), which
     the editor shows on each kernel but does not give the ModelNew side: the trees given them read
     LLMKernel at 0.647-0.656 where they read it at 0.677 without, and seven KernelBench-style
