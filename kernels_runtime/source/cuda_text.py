@@ -324,17 +324,22 @@ class Function:
         return [name for name, _ in self.parameter_declarations(text)]
 
     def parameter_declarations(self, text: str) -> list[tuple[str, str]]:
-        """Each parameter's name and its declaration without it (`const float *`), in order; an array
-        parameter (`float x[N]`) reads as a pointer, its extent not taken for its name."""
-        found = []
-        for parameter in split_top_level(mask(self.parameter_text(text)), ","):
-            declared = parameter.split("=")[0]
-            extent = declared.find("[")
-            words = list(_IDENTIFIER.finditer(declared[: extent if extent >= 0 else None]))
-            if words and [word.group() for word in words] != ["void"]:
-                name = words[-1]
-                found.append((name.group(), declared[: name.start()].strip() + (" *" if extent >= 0 else "")))
-        return found
+        return parameter_declarations(self.parameter_text(text))
+
+
+def parameter_declarations(parameter_text: str) -> list[tuple[str, str]]:
+    """Each parameter's name and its declaration without it (`const float *`), in order, of the text
+    inside a parameter list's parentheses; an array parameter (`float x[N]`) reads as a pointer, its
+    extent not taken for its name."""
+    found = []
+    for parameter in split_top_level(mask(parameter_text), ","):
+        declared = parameter.split("=")[0]
+        extent = declared.find("[")
+        words = list(_IDENTIFIER.finditer(declared[: extent if extent >= 0 else None]))
+        if words and [word.group() for word in words] != ["void"]:
+            name = words[-1]
+            found.append((name.group(), declared[: name.start()].strip() + (" *" if extent >= 0 else "")))
+    return found
 
 
 def split_top_level(text: str, separator: str) -> list[str]:

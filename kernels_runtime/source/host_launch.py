@@ -94,8 +94,8 @@ def host_launch(
     if language == "cuda":
         site = next(iter(_cupy_sites(file_text, inputs).get(kernel_name, ())), None) if python_file else None
         site = site or next(iter(_cuda_sites(cuda_text_of(file_text) if python_file else file_text).get(kernel_name, ())), None)
-        if python_file and site is not None and site.host_function is not None:
-            site = _sized_by_the_caller(site, site.host_function, file_text, inputs)
+        if python_file and site is not None:
+            site = _sized_by_the_caller(site, file_text, inputs)
     elif language == "triton":
         site = next(iter(_triton_sites(file_text, inputs).get(kernel_name, ())), None)
     else:
@@ -174,11 +174,13 @@ def _allocated_bytes(site: _Site, declarations: Sequence[tuple[str, str]]) -> di
     return sizes
 
 
-def _sized_by_the_caller(site: _Site, host_function: tuple[str, tuple[str, ...]], file_text: str, inputs: Inputs) -> _Site:
+def _sized_by_the_caller(site: _Site, file_text: str, inputs: Inputs) -> _Site:
     """A launch in a load_inline wrapper (`torch::Tensor f(torch::Tensor x, int dim)`) with the sizes of what the
     timed call passes `f` put in for its parameters: `x.numel()`, `x.size(0)`, `dim`. A parameter the wrapper
-    declares again locally keeps the local value."""
-    name, parameters = host_function
+    declares again locally keeps the local value; a launch in no function is as it was."""
+    if site.host_function is None:
+        return site
+    name, parameters = site.host_function
     passed = passed_to(file_text, name, inputs) or ()
     known = {parameter: found for parameter, found in zip(parameters, passed) if found is not None and parameter not in site.names}
     if not known:
@@ -386,14 +388,8 @@ def _function_header(statement: Sequence[str]) -> tuple[str, tuple[str, ...]] | 
     closing = next((index for index in range(len(statement) - 1, opening, -1) if statement[index] == ")"), None)
     if closing is None or any(token not in _AFTER_PARAMETERS for token in statement[closing + 1 :]):
         return None
-    parameters = []
-    for part in _split(list(statement[opening + 1 : closing]), ","):
-        declared = part[: _first_top_level(part, "=")] if _first_top_level(part, "=") is not None else part
-        names = [token for token in declared if _IDENTIFIER.match(token)]
-        if not names:
-            return None if part else (name, ())
-        parameters.append(names[-1])
-    return name, tuple(parameters)
+    declared = cuda_text.parameter_declarations(" ".join(statement[opening + 1 : closing]))
+    return name, tuple(parameter for parameter, _ in declared)
 
 
 # What may stand between a function's parameter list and its body.
