@@ -48,7 +48,7 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,14 +176,10 @@ def passed_to(text: str, function: str, inputs: Inputs = NO_INPUTS) -> tuple[tup
         return None
     call = calls[0][2]
     known = walk.known_at[call.lineno]
-    passed = []
-    for argument in call.args:
-        found = _read(argument, known)
-        if found is None and not isinstance(argument, ast.Starred):
-            number = walk.value_at(argument, call.lineno, known)
-            found = number if type(number) is int else None
-        passed.append(found)
-    return tuple(passed)
+    names = functools.cache(lambda: walk.names_at(call.lineno, known))
+    return tuple(
+        None if isinstance(argument, ast.Starred) else walk.argument(argument, call.lineno, known, names) for argument in call.args
+    )
 
 
 def with_sizes_of(expression: ast.expr, known: dict[str, tuple[int, ...] | int]) -> ast.expr:
@@ -405,17 +401,23 @@ class _Walk:
         """The callee's parameters that the call passes a known tensor or size, or a number the text fixes
         (`dim=-1`, `keepdim=True`): a test on one (`if dim is None:`) then reads which way it goes."""
         passed: _Known = {name: found for name, found in known.items() if name.startswith("self.")}  # the model's own
-        names: host_values.Values | None = None  # what names mean at the call, read once and only if needed
+        names = functools.cache(lambda: self.names_at(call.lineno, known))  # read once and only if needed
         for name, argument in host_values.passed_arguments(callee, call, skipped):
-            if found := _read(argument, known):
+            if (found := self.argument(argument, call.lineno, known, names)) is not None:
                 passed[name] = found
-            elif isinstance(argument, ast.Constant) and isinstance(argument.value, bool):
-                passed[name] = int(argument.value)
-            else:
-                names = self.names_at(call.lineno, known) if names is None else names
-                if isinstance(number := self.value_at(argument, call.lineno, known, names), int):
-                    passed[name] = number
         return passed
+
+    def argument(
+        self, argument: ast.expr, line: int, known: _Known, names: Callable[[], host_values.Values]
+    ) -> tuple[int, ...] | int | None:
+        """What a call on `line` passes in one argument: a known tensor's shape or a size, a bool as 0 or 1,
+        a number the text fixes (`names`: what names mean at the call); None for anything else."""
+        if found := _read(argument, known):
+            return found
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, bool):
+            return int(argument.value)
+        number = self.value_at(argument, line, known, names())
+        return number if isinstance(number, int) else None
 
     def assigned(self, statement: ast.Assign, known: _Known) -> None:
         target = statement.targets[-1]
