@@ -876,9 +876,9 @@ def pair_features(request: ForecastRequest, host_loops: bool = True) -> np.ndarr
     learnt from the CUDA sources and does not carry over. With a load_inline wrapper's sizes read off
     what its caller passes it, the trees and lines refitted on those launches read the ten sources
     at 0.769 where they read them at 0.771 without (LLMKernel 0.676 -> 0.651, TritonBench 0.606 ->
-    0.564, technoabsurdist 0.859 -> 0.879). So were the compiler facts of a
-    ModelNew's own kernels (its heaviest kernel's registers, spills, occupancy and SASS mix), which
-    the editor shows on each kernel but does not give the ModelNew side: the trees given them read
+    0.564, technoabsurdist 0.859 -> 0.879). Nor does the ModelNew side get the compiler facts of its
+    own kernels (its heaviest kernel's registers, spills, occupancy and SASS mix), though the editor
+    shows them on each kernel: the trees given them read
     LLMKernel at 0.647-0.656 where they read it at 0.677 without, and seven KernelBench-style
     sources at 0.716-0.731 where they read them at 0.743 (six seeds each). Nor do the Triton
     choices a solution's text states without its launch (the smallest and largest BLOCK constant,
