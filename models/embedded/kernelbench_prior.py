@@ -37,6 +37,10 @@ Triton (direction ECE LLMKernel 0.056 -> 0.016, TritonBench 0.058 -> 0.030) but 
 Triton source held out the Triton lines rested on the two small others and on flash-linear-attention's
 far-apart forms: within one bin fell on LLMKernel 0.69 -> 0.63 and, over the ten sources, 0.674 ->
 0.655, and the forecasts sure enough not to defer from 39% of pairs to 35%.
+Last, a direction temperature per kind and candidate language (where two sources measured it) makes
+the forecast as sure of its direction as the lines' forecasts of sources left out of their fit were
+right, after the service's calibration: the bins on each side keep their shape, only how much of
+the mass lies on the faster side moves, so a pair's most probable bin rarely changes.
 All are judged with each source held out in turn (workshop/training/kernelbench_prior.py): the
 trees that forecast a source's pairs never saw that source, nor did the lines.
 """
