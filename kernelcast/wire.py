@@ -75,7 +75,8 @@ def with_direction_temperature(rows: np.ndarray, value: float) -> np.ndarray:
     faster = np.clip(rows[:, half:].sum(axis=1), 1e-9, 1.0 - 1e-9)
     tempered = 1.0 / (1.0 + np.exp(-np.log(faster / (1.0 - faster)) / value))
     scaled = rows * np.repeat(np.stack([(1.0 - tempered) / (1.0 - faster), tempered / faster], axis=1), half, axis=1)
-    return scaled / scaled.sum(axis=1, keepdims=True)
+    normalised: np.ndarray = scaled / scaled.sum(axis=1, keepdims=True)
+    return normalised
 
 
 def _quantile_log2(probabilities: Sequence[float], q: float) -> float:
