@@ -16,7 +16,10 @@ import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Half-octave bins symmetric around S = 1, as edges in s = log2 S.
 LOG2_EDGES: tuple[float, ...] = (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)
@@ -61,6 +64,19 @@ def normal_bin_probabilities(mean_log2: float, sd_log2: float) -> list[float]:
     probs = [max(cuts[i + 1] - cuts[i], 0.0) for i in range(NUM_BINS)]
     total = sum(probs)
     return [p / total for p in probs]
+
+
+def with_direction_temperature(rows: np.ndarray, value: float) -> np.ndarray:
+    """(N, 8) bin probabilities with the log-odds of P(S ≥ 1) divided by `value`; each side keeps
+    its own shape. numpy is imported here, not at start-up: the language server starts without it."""
+    import numpy as np
+
+    half = NUM_BINS // 2
+    faster = np.clip(rows[:, half:].sum(axis=1), 1e-9, 1.0 - 1e-9)
+    tempered = 1.0 / (1.0 + np.exp(-np.log(faster / (1.0 - faster)) / value))
+    scaled = rows * np.repeat(np.stack([(1.0 - tempered) / (1.0 - faster), tempered / faster], axis=1), half, axis=1)
+    normalised: np.ndarray = scaled / scaled.sum(axis=1, keepdims=True)
+    return normalised
 
 
 def _quantile_log2(probabilities: Sequence[float], q: float) -> float:

@@ -26,12 +26,13 @@ from kernelcast.models.embedded.kernelbench_prior import (
     Line,
 )
 from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, pair_kind
-from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities
+from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
 from workshop.training.kernelbench_prior import (
     MISS_QUANTILES,
     Measured,
     fit,
+    fit_direction_temperatures,
     fit_prior,
     fitted_kinds,
     forest_pool,
@@ -433,3 +434,43 @@ def test_the_widening_is_how_much_more_pairs_no_second_source_supported_missed()
     # A source with fewer than SUPPORT_PAIRS pairs of a kind does not count as measuring it.
     few = [pair for pair in pairs if pair.source != "d" or pair.log2_speedup > 0]
     assert support_of({AGAINST_PROBLEM: list(range(len(few)))}, few, {"a", "b", "d"}) == {AGAINST_PROBLEM: {"cuda": 2}}
+
+
+def test_a_direction_temperature_makes_forecasts_of_unseen_sources_as_sure_as_they_were_right(tmp_path: Path) -> None:
+    """LLM-written CUDA solutions were right more often than the lines said, Triton ones less:
+    each kind and language two sources measured learns how much surer or less sure to be."""
+    leaning_faster = [0.05, 0.05, 0.05, 0.15, 0.3, 0.2, 0.1, 0.1]  # P(faster) 0.7
+    sure_faster = [0.0, 0.0, 0.05, 0.05, 0.3, 0.3, 0.2, 0.1]  # P(faster) 0.9
+    # CUDA sources a and b: forecast 0.7 faster, nine in ten are. Triton c and d: forecast 0.9, seven in ten are.
+    # e alone wrote its pytorch pairs: nothing to learn from one source.
+    rows = [("a", "cuda", leaning_faster, i % 10 != 0) for i in range(SUPPORT_PAIRS)]
+    rows += [("b", "cuda", leaning_faster, i % 10 != 0) for i in range(SUPPORT_PAIRS)]
+    rows += [(source, "triton", sure_faster, i % 10 < 7) for source in "cd" for i in range(SUPPORT_PAIRS)]
+    rows += [("e", "pytorch", sure_faster, True) for _ in range(SUPPORT_PAIRS)]
+    pairs = [
+        SimpleNamespace(source=source, language=language, log2_speedup=1.0 if faster else -1.0) for source, language, _, faster in rows
+    ]
+    data = SimpleNamespace(pairs=pairs, kinds=[AGAINST_PROBLEM] * len(rows))
+    forecasts = {i: row[2] for i, row in enumerate(rows)}
+    temperatures = fit_direction_temperatures(forecasts, data, lambda probabilities, _: probabilities)
+    assert set(temperatures[AGAINST_PROBLEM]) == {"cuda", "triton"}
+    cuda, triton = temperatures[AGAINST_PROBLEM]["cuda"], temperatures[AGAINST_PROBLEM]["triton"]
+    assert cuda < 1.0 < triton
+    # Tempered so, the forecasts say what the measurements did: 0.9 faster and 0.7.
+    prior = KernelBenchPrior({AGAINST_PROBLEM: Line(0.0, 1.0, 0.5)}, {}, direction_temperatures=temperatures)
+    tempered = with_direction_temperature(np.array([leaning_faster, sure_faster]), 1.0)
+    assert tempered[:, 4:].sum(axis=1) == pytest.approx([0.7, 0.9])
+    assert with_direction_temperature(np.array([leaning_faster]), cuda)[0, 4:].sum() == pytest.approx(0.9, abs=0.01)
+    assert with_direction_temperature(np.array([sure_faster]), triton)[0, 4:].sum() == pytest.approx(0.7, abs=0.01)
+    # The prior reads each pair through its kind and language's temperature; any other as the line says.
+    line = prior.lines[AGAINST_PROBLEM]
+    assert sum(prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, "cuda")[4:]) > sum(line.bin_probabilities(0.3, 0.1)[4:])
+    assert prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, "pytorch") == line.bin_probabilities(0.3, 0.1)
+    # The service calibrates after the backend, so the temperature is learnt through its map: a map
+    # that halves the direction's temperature itself leaves twice as much for the lines.
+    sharpened = fit_direction_temperatures(forecasts, data, lambda probabilities, _: with_direction_temperature(probabilities, 0.5))
+    assert sharpened[AGAINST_PROBLEM]["cuda"] == pytest.approx(2 * cuda, rel=0.01)
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior.to_json()))
+    loaded = KernelBenchPrior.load(path)
+    assert loaded is not None and loaded.direction_temperatures == temperatures

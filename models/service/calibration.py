@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.paths import state_home
-from kernelcast.wire import LOG2_EDGES, NUM_BINS, _bin_bounds, bin_of_speedup
+from kernelcast.wire import LOG2_EDGES, NUM_BINS, _bin_bounds, bin_of_speedup, with_direction_temperature
 
 IDENTITY_ID = "identity"
 SHIPPED_PATH = Path(__file__).parents[1] / "weights" / "calibration.json"
@@ -172,7 +172,7 @@ def map_from_json(data: dict[str, Any]) -> CalibrationMap:
     return IsotonicCdf(tuple(map(float, data["x"])), tuple(map(float, data["y"])), int(data.get("fitted_on", 0)))
 
 
-def _best_temperature(loss: Callable[[float], float]) -> float:
+def best_temperature(loss: Callable[[float], float]) -> float:
     """The T in TEMPERATURE_RANGE whose log minimises `loss` (golden-section search on log T)."""
     low, high = (math.log(v) for v in TEMPERATURE_RANGE)
     ratio = (math.sqrt(5) - 1) / 2
@@ -193,16 +193,7 @@ def fit_temperature(probabilities: Any, speedups: Any) -> Temperature:
         calibrated = _with_temperature(rows, math.exp(log_t))
         return float(-np.log(np.maximum(calibrated[np.arange(len(bins)), bins], 1e-12)).mean())
 
-    return Temperature(_best_temperature(loss), len(bins))
-
-
-def with_direction_temperature(rows: np.ndarray, value: float) -> np.ndarray:
-    """P(S ≥ 1) with its log-odds divided by `value`; each side keeps its own shape."""
-    half = NUM_BINS // 2
-    faster = np.clip(rows[:, half:].sum(axis=1), 1e-9, 1.0 - 1e-9)
-    tempered = 1.0 / (1.0 + np.exp(-np.log(faster / (1.0 - faster)) / value))
-    scaled = rows * np.repeat(np.stack([(1.0 - tempered) / (1.0 - faster), tempered / faster], axis=1), half, axis=1)
-    return scaled / scaled.sum(axis=1, keepdims=True)
+    return Temperature(best_temperature(loss), len(bins))
 
 
 def fit_direction_temperature(rows: np.ndarray, speedups: np.ndarray) -> float:
@@ -214,7 +205,7 @@ def fit_direction_temperature(rows: np.ndarray, speedups: np.ndarray) -> float:
         right = np.maximum(np.where(faster, p_faster, 1.0 - p_faster), 1e-12)
         return float(-np.log(right).sum() + log_t**2 / (2.0 * DIRECTION_TEMPERATURE_SD**2))
 
-    return _best_temperature(loss)
+    return best_temperature(loss)
 
 
 def _pav(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,7 +59,8 @@ from kernelcast.models.embedded.kernelbench_prior import (
 )
 from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, kind_flags, pair_kind
 from kernelcast.models.service.calibrated import Forecaster
-from kernelcast.wire import Forecast, LabelledPair, read_pairs
+from kernelcast.models.service.calibration import best_temperature, gpu_class
+from kernelcast.wire import NUM_BINS, Forecast, LabelledPair, read_pairs, with_direction_temperature
 from workshop.training import CLIP_LOG2
 from workshop.training.boosting import TreeSettings, averaged, grow
 
@@ -312,16 +313,97 @@ def problem_folds(pairs: Sequence[LabelledPair], source: str, folds: int) -> lis
     return [set(problems[fold::folds]) for fold in range(min(folds, len(problems)))]
 
 
-def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str]) -> KernelBenchPrior:
+# What the service's calibration does to (N, 8) bin probabilities of these pairs, after the embedded backend.
+ServiceMap = Callable[[np.ndarray, Sequence[LabelledPair]], np.ndarray]
+
+
+def uncalibrated(rows: np.ndarray, pairs: Sequence[LabelledPair]) -> np.ndarray:
+    return rows
+
+
+def shipped_calibration(forecaster: Forecaster) -> ServiceMap:
+    """The forecaster's shipped calibration map of each pair's GPU class (no local learning)."""
+
+    def calibrated(rows: np.ndarray, pairs: Sequence[LabelledPair]) -> np.ndarray:
+        out = rows.copy()
+        by_gpu: dict[str, list[int]] = defaultdict(list)
+        for position, pair in enumerate(pairs):
+            by_gpu[gpu_class(pair.request.hardware.get("compute_capability"))].append(position)
+        for gpu, positions in by_gpu.items():
+            shipped = forecaster.calibration.shipped_map("embedded", gpu)
+            if shipped is not None:
+                out[positions] = shipped.apply_rows(rows[positions])
+        return out
+
+    return calibrated
+
+
+def nested_forecasts(
+    prior: KernelBenchPrior, data: Measured, fitted: dict[str, list[int]], centres: Mapping[int, float], sources: set[str]
+) -> dict[int, list[float]]:
+    """Each pair a line reads forecast as if its source were new: read at the trees' forecast that never
+    saw the source, through the lines fitted without it, as wide as the prior makes it (the members'
+    spread about the pair; the support and widening of every source in `sources`)."""
+    chosen = sorted(centres)
+    _, spread = prior.read(data.features[chosen], data.mean[chosen], data.sd[chosen], [data.kinds[i] for i in chosen])
+    spread_of = dict(zip(chosen, spread.tolist()))
+    forecasts = {}
+    for left_out in sorted(sources):
+        unseen = dataclasses.replace(prior, lines=held_out_lines(fitted, centres, data.pairs, sources - {left_out}))
+        for i in chosen:
+            kind, pair = data.kinds[i], data.pairs[i]
+            if pair.source == left_out and kind in unseen.lines:
+                forecasts[i] = unseen.bin_probabilities(kind, centres[i], float(data.sd[i]), spread_of[i], pair.language)
+    return forecasts
+
+
+def fit_direction_temperatures(
+    forecasts: Mapping[int, Sequence[float]], data: Measured, calibrated: ServiceMap
+) -> dict[str, dict[str, float]]:
+    """For each kind and candidate language that SUPPORTING_SOURCES sources measured (SUPPORT_PAIRS
+    pairs each), the direction temperature under which those forecasts, calibrated as the service
+    calibrates them, make the measured directions most likely, every source weighing the same."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i in sorted(forecasts):
+        groups[(str(data.kinds[i]), data.pairs[i].language)].append(i)
+    temperatures: dict[str, dict[str, float]] = defaultdict(dict)
+    for (kind, language), chosen in sorted(groups.items()):
+        pairs = [data.pairs[i] for i in chosen]
+        if sum(count >= SUPPORT_PAIRS for count in Counter(pair.source for pair in pairs).values()) < SUPPORTING_SOURCES:
+            continue
+        rows = np.array([forecasts[i] for i in chosen])
+        faster = np.array([pair.log2_speedup >= 0 for pair in pairs])
+        weights = source_weights([pair.source for pair in pairs])
+
+        def loss(log_t: float, rows: np.ndarray = rows, pairs: list[LabelledPair] = pairs) -> float:
+            p_faster = calibrated(with_direction_temperature(rows, math.exp(log_t)), pairs)[:, NUM_BINS // 2 :].sum(axis=1)
+            right = np.clip(np.where(faster, p_faster, 1.0 - p_faster), 1e-6, 1.0)
+            return float(-np.sum(weights * np.log(right)) / np.sum(weights))
+
+        temperatures[kind][language] = best_temperature(loss)
+    return dict(temperatures)
+
+
+def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str], calibrated: ServiceMap = uncalibrated) -> KernelBenchPrior:
     """Trees grown on every pair of `sources`, the lines that read them, fitted on their out-of-source
-    forecasts, and the trees that made those forecasts as members."""
+    forecasts, and the trees that made those forecasts as members; then the direction temperatures
+    that the lines' forecasts of each source left out of their fit (`calibrated` as the service
+    calibrates them) call for."""
     read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
     centres, members = out_of_source_centres(data, read, sources)
     centres.update({i: float(data.mean[i]) for i in read if data.kinds[i] in WEIGHTS_ONLY_KINDS})
     lines = held_out_lines(fitted, centres, data.pairs, sources)
     support = support_of(fitted, data.pairs, sources)
     widening = unsupported_widening({kind: fitted[kind] for kind in lines}, centres, data.pairs, sources)
-    return KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members, support, widening)
+    prior = KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members, support, widening)
+    temperatures = fit_direction_temperatures(nested_forecasts(prior, data, fitted, centres, sources), data, calibrated)
+    return dataclasses.replace(prior, direction_temperatures=temperatures)
+
+
+def described_temperatures(prior: KernelBenchPrior) -> str:
+    """`kind/language T` of each direction temperature, for the report."""
+    each = [f"{kind}/{language} {value:.3f}" for kind, by in prior.direction_temperatures.items() for language, value in by.items()]
+    return ", ".join(each) or "none"
 
 
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
@@ -373,7 +455,7 @@ def within_sources(data: Measured, sources: Sequence[str], forecaster: Forecaste
     for source in sources:
         for problems in problem_folds(data.pairs, source, folds):
             rest = subset(data, [i for i, pair in enumerate(data.pairs) if pair.op not in problems])
-            prior = fit_prior(rest, fitted_kinds(rest), every_source)
+            prior = fit_prior(rest, fitted_kinds(rest), every_source, shipped_calibration(forecaster))
             test = [pair for pair in data.pairs if pair.source == source and pair.op in problems]
             forecasts.update(zip([pair.id for pair in test], judged(test, forecaster, prior)[1]))
     judged_pairs = [pair for pair in data.pairs if pair.id in forecasts]
@@ -424,13 +506,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     unread = [pair for pair in pairs if pair.source not in judged_sources]
     held_out_forecasts = dict(zip([pair.id for pair in unread], judged(unread, forecaster, None)[1])) if unread else {}
     for source in judged_sources:
-        prior = fit_prior(data, fitted, every_source - {source})
+        prior = fit_prior(data, fitted, every_source - {source}, shipped_calibration(forecaster))
         own = [pair for pair in pairs if pair.source == source]
         (with_line, forecasts), (without, _) = judged(own, forecaster, prior), judged(own, forecaster, None)
         held_out_forecasts.update(zip([pair.id for pair in own], forecasts))
         held_out[source] = {"with": with_line["overall"], "without": without["overall"]}
         described = "; ".join(f"{kind} {line.intercept:+.2f} + {line.slope:.2f}·t, sd {line.sd:.2f}" for kind, line in prior.lines.items())
         described += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{prior.unsupported_widening:.2f}"
+        described += f"; direction temperatures {described_temperatures(prior)}"
         lines += [
             f"## {source} held out: {described}",
             "",
@@ -455,11 +538,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "members": "trees grown with one source left out each, for " + ", ".join(judged_sources),
         "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in judged_sources},
     }
-    shipped = dataclasses.replace(fit_prior(data, fitted, every_source), meta=meta)
+    shipped = dataclasses.replace(fit_prior(data, fitted, every_source, shipped_calibration(forecaster)), meta=meta)
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
     shipped.save_trees(args.out.with_name(TREES_FILE))
     described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·t, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
     described += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{shipped.unsupported_widening:.3f}"
+    described += f"; direction temperatures {described_temperatures(shipped)}"
     lines += [f"Shipped: {described} (t: the trees' forecast) → {os.path.relpath(args.out)}, {TREES_FILE}"]
     if args.held_out_forecasts:
         rows = [{"id": pair.id, "probabilities": held_out_forecasts[pair.id].probabilities} for pair in pairs]
