@@ -20,12 +20,14 @@ from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
     PRIOR_PATH,
     SUPPORT_PAIRS,
+    SUPPORTING_SOURCES,
     TREES_FILE,
     WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
     Line,
 )
 from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, pair_kind
+from kernelcast.models.service.calibration import TEMPERATURE_RANGE
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
 from workshop.training.kernelbench_prior import (
@@ -244,7 +246,7 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
 
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
-    assert set(data) == {"lines", "support", "unsupported_widening", "meta"}
+    assert set(data) == {"lines", "support", "unsupported_widening", "direction_temperatures", "meta"}
     assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT}
     # Solutions in CUDA came from several sources; a kind too few measured is forecast wider, never narrower.
     assert data["support"][AGAINST_PROBLEM]["cuda"] >= 3 and data["unsupported_widening"] >= 1.0
@@ -257,6 +259,15 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     )
     assert all(len(line["misses"]) == MISS_QUANTILES and line["bandwidth"] > 0 for line in data["lines"].values())
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
+    # A direction temperature only where two sources measured that kind in that language, for both languages of
+    # a solution against its problem.
+    temperatures = data["direction_temperatures"]
+    assert set(temperatures[AGAINST_PROBLEM]) == {"cuda", "triton"}
+    assert all(
+        data["support"][kind][language] >= SUPPORTING_SOURCES and TEMPERATURE_RANGE[0] < value < TEMPERATURE_RANGE[1]
+        for kind, by_language in temperatures.items()
+        for language, value in by_language.items()
+    )
     prior = KernelBenchPrior.load(PRIOR_PATH)
     assert prior is not None and prior.to_json() == data
     # The trees beside them learnt from every measured pair, of more sources than the lines read.
@@ -380,14 +391,16 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")[1] == pytest.approx(math.hypot(0.5, spread[0]))
 
 
-def test_a_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:
+def test_the_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:
     pairs = [SimpleNamespace(source="a", op=f"L1/{n}") for n in range(12)] + [SimpleNamespace(source="b", op="L1/99")]
-    folds = problem_folds(pairs, "a", 5)
-    assert sorted(len(fold) for fold in folds) == [2, 2, 2, 3, 3]
-    assert set().union(*folds) == {f"L1/{n}" for n in range(12)} and sum(len(fold) for fold in folds) == 12
-    assert problem_folds(pairs, "a", 5) == folds
-    # A source with fewer problems than folds gets one fold a problem.
-    assert problem_folds(pairs, "b", 5) == [{"L1/99"}]
+    pairs += [SimpleNamespace(source="b", op="L1/3"), SimpleNamespace(source="c", op="L2/1")]
+    folds = problem_folds(pairs, {"a", "b"}, 5)
+    assert sorted(len(fold) for fold in folds) == [2, 2, 3, 3, 3]
+    # A problem two sources measured is held out of both at once; a source not judged deals none.
+    assert set().union(*folds) == {f"L1/{n}" for n in range(12)} | {"L1/99"} and sum(len(fold) for fold in folds) == 13
+    assert problem_folds(pairs, {"b", "a"}, 5) == folds
+    # Fewer problems than folds: one fold a problem.
+    assert sorted(map(sorted, problem_folds(pairs, {"b"}, 5))) == [["L1/3"], ["L1/99"]]
 
 
 def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wider(tmp_path: Path) -> None:
