@@ -158,7 +158,11 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         assert moved["source_spread_log2"] == pytest.approx(across, abs=1e-3)
         assert moved["spread_log2"] == pytest.approx(max(math.hypot(line.sd, across), plain["spread_log2"]), abs=1e-3)
         widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]))
-        assert shipped.predict(request).probabilities == pytest.approx(widened, abs=1e-4)
+        # Then as sure of its direction as the kind's forecasts in the candidate's language were right.
+        temperature = shipped.prior.direction_temperatures[kind][request.candidate.language]
+        assert temperature != pytest.approx(1.0, abs=0.02)
+        sure_as_right = with_direction_temperature(np.array([widened]), temperature)[0]
+        assert shipped.predict(request).probabilities == pytest.approx(sure_as_right.tolist(), abs=1e-4)
     # Two solutions swapped: the forecast flips exactly, trees and all.
     swapped = ForecastRequest(solutions.candidate, solutions.reference, HARDWARE, None)
     assert shipped.predict(swapped).details["mean_log2"] == pytest.approx(-shipped.predict(solutions).details["mean_log2"], abs=2e-4)
