@@ -405,10 +405,14 @@ def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str], c
     return dataclasses.replace(prior, direction_temperatures=temperatures)
 
 
-def described_temperatures(prior: KernelBenchPrior) -> str:
-    """`kind/language T` of each direction temperature, for the report."""
+def described(prior: KernelBenchPrior, digits: int) -> str:
+    """The prior's lines, widening and direction temperatures in one line of the report."""
+    text = "; ".join(
+        f"{kind} {line.intercept:+.{digits}f} + {line.slope:.{digits}f}·t, sd {line.sd:.{digits}f}" for kind, line in prior.lines.items()
+    )
+    text += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{prior.unsupported_widening:.{digits}f}"
     each = [f"{kind}/{language} {value:.3f}" for kind, by in prior.direction_temperatures.items() for language, value in by.items()]
-    return ", ".join(each) or "none"
+    return text + f"; direction temperatures {', '.join(each) or 'none'}"
 
 
 def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Forecast]:
@@ -515,11 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (with_line, forecasts), (without, _) = judged(own, forecaster, prior), judged(own, forecaster, None)
         held_out_forecasts.update(zip([pair.id for pair in own], forecasts))
         held_out[source] = {"with": with_line["overall"], "without": without["overall"]}
-        described = "; ".join(f"{kind} {line.intercept:+.2f} + {line.slope:.2f}·t, sd {line.sd:.2f}" for kind, line in prior.lines.items())
-        described += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{prior.unsupported_widening:.2f}"
-        described += f"; direction temperatures {described_temperatures(prior)}"
         lines += [
-            f"## {source} held out: {described}",
+            f"## {source} held out: {described(prior, 2)}",
             "",
             "with the trees and lines:",
             "```",
@@ -545,10 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shipped = dataclasses.replace(fit_prior(data, fitted, every_source, shipped_calibration(forecaster)), meta=meta)
     args.out.write_text(json.dumps(shipped.to_json(), indent=1, sort_keys=True) + "\n")
     shipped.save_trees(args.out.with_name(TREES_FILE))
-    described = "; ".join(f"{kind} {line.intercept:+.3f} + {line.slope:.3f}·t, sd {line.sd:.3f}" for kind, line in shipped.lines.items())
-    described += f"; a kind and language fewer than {SUPPORTING_SOURCES} sources measured ×{shipped.unsupported_widening:.3f}"
-    described += f"; direction temperatures {described_temperatures(shipped)}"
-    lines += [f"Shipped: {described} (t: the trees' forecast) → {os.path.relpath(args.out)}, {TREES_FILE}"]
+    lines += [f"Shipped: {described(shipped, 3)} (t: the trees' forecast) → {os.path.relpath(args.out)}, {TREES_FILE}"]
     if args.held_out_forecasts:
         rows = [{"id": pair.id, "probabilities": held_out_forecasts[pair.id].probabilities} for pair in pairs]
         args.held_out_forecasts.write_text("".join(json.dumps(row) + "\n" for row in rows))
