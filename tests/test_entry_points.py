@@ -182,6 +182,33 @@ void loops_only(float* x, int n) {
     assert launched_by(text, False, "nowhere") == ()
 
 
+# CUDA-L2's wrappers pick a launcher's template arguments through a function-like macro.
+MACRO_LAUNCHED = """
+__global__ void scale_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+
+template <int THREADS> void launch_scale(const float* x, float* y, int n) {
+    scale_kernel<<<(n + THREADS - 1) / THREADS, THREADS>>>(x, y, n);
+}
+
+#define LAUNCH_SCALE(threads)                                                  \\
+  launch_scale<(threads)>(x, y, n);
+
+void scale(const float* x, float* y, int n) {
+  LAUNCH_SCALE(256)
+}
+"""
+
+
+def test_a_cuda_host_function_names_what_it_launches_through_a_macro() -> None:
+    """A wrapper that calls its launcher only inside a `#define` was read as launching nothing, so a
+    `kernelcast eval` side named by it got no launch and no facts while its pair's other side had both."""
+    assert launched_by(MACRO_LAUNCHED, False, "scale") == ("scale_kernel",)
+    assert kernel_meant(MACRO_LAUNCHED, "f.cu", "scale", ["scale_kernel"])[0] == "scale_kernel"
+
+
 def test_the_kernel_meant_is_the_name_itself_else_the_first_launched_and_says_so() -> None:
     kernels = ["add_kernel", "scale_kernel"]
     assert kernel_meant(TRITON, "f.py", "scale_kernel", kernels) == ("scale_kernel", None)

@@ -150,14 +150,17 @@ def _callee(call: ast.Call) -> str:
 def _cuda_launches(text: str, name: str, depth: int, seen: set[str]) -> list[str]:
     """The kernels the C/C++ function `name` of `text` launches, and those of the functions it calls.
     A kernel counts as launched where the body names it: `k<<<...>>>`, and also `&k<T>` handed to
-    `cudaLaunchKernel` or a CUTLASS launcher."""
+    `cudaLaunchKernel` or a CUTLASS launcher. A body is read with its function-like macros expanded:
+    a wrapper that picks its launcher through `#define LAUNCH(stages) launch<half, stages>(...)`
+    calls what the macro calls."""
     if name in seen or depth > MAX_CALL_DEPTH:
         return []
     seen.add(name)
     masked = cuda_text.masked(text)
     kernels = {kernel.name for kernel in cuda_text.kernels(text)}
+    macros = cuda_text.MacroTable.of(text)
     launched: list[str] = []
-    for body in _cuda_bodies(masked, name):
+    for body in map(macros.expand_calls, _cuda_bodies(masked, name)):
         for word in _IDENTIFIER.finditer(body):
             if word.group() in kernels:
                 launched.append(word.group())
