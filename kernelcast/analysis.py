@@ -254,25 +254,29 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     reference_launch, candidate_launch, assumed = _stated_launches(analysis, result, elements, inputs)
     if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
-    # Without sizes the forecast is made as for the corpus copies the weights learnt without them,
-    # whose spread covers not knowing the sizes; the request says so, for the hover. A launch with
-    # a grid it read states how much work there is.
-    stating = [launch for launch in (reference_launch, candidate_launch) if launch is not None and GUESSED_GRID not in launch.guessed]
-    if not any(isinstance(value, (int, float)) for value in (problem or {}).values()) and not stating:
-        assumed.append(ASSUMED_SIZES)
     sides = (
         _side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs),
         _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs),
     )
-    assumed += [words for side, words in zip(sides, _GUESSED_LOOPS) if side.language != "cuda" and guessed_trips(side.code)]
     return ForecastRequest(
         reference=sides[0],
         candidate=sides[1],
         hardware={**analysis.hardware.to_json(), "fingerprint": analysis.hardware.fingerprint()},
         problem=_with_precision(problem, reference_launch, candidate_launch),
         threshold=threshold,
-        assumed=tuple(assumed),
+        assumed=(*assumed, *_unstated(problem, (reference_launch, candidate_launch), sides)),
     )
+
+
+def _unstated(problem: dict[str, Any] | None, launches: tuple[LaunchSpec | None, ...], sides: tuple[KernelSide, ...]) -> list[str]:
+    """What a request's launches leave assumed: the problem's sizes, where neither it nor a launch with
+    a grid it read states how much work there is (the forecast is then made as for the corpus copies
+    the weights learnt without sizes, whose spread covers not knowing them), and the trips of a
+    non-CUDA side's host loops whose bounds its text does not fix (reference first)."""
+    stating = [launch for launch in launches if launch is not None and GUESSED_GRID not in launch.guessed]
+    sized = any(isinstance(value, (int, float)) for value in (problem or {}).values())
+    loops = [words for side, words in zip(sides, _GUESSED_LOOPS) if side.language != "cuda" and guessed_trips(side.code)]
+    return ([] if sized or stating else [ASSUMED_SIZES]) + loops
 
 
 @dataclass(frozen=True)
@@ -709,44 +713,99 @@ def problem_inputs(reference_text: str) -> Inputs:
     return Inputs(tuple(kernelbench_input_shapes(reference_text)), kernelbench_init_values(reference_text))
 
 
-def side_with_facts(side: KernelSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs = NO_INPUTS) -> tuple[KernelSide, str | None]:
-    """A request's side with the compiler facts and launch the editor attaches, its code read
-    as a file (its macros, its launch pragma), when it has no facts yet and is CUDA or Triton;
-    with why none could be compiled. `inputs`: the problem's (problem_inputs)."""
+@dataclass(frozen=True)
+class _ReadSide:
+    """A request's side read as a file, before its facts: the kernel its name means (KernelBench's
+    class included) and the launch its file states, or why it gets no facts. No kernel where the
+    side has facts already or is neither CUDA nor Triton."""
+
+    side: KernelSide
+    kernel: str | None = None
+    launch: LaunchSpec | None = None
+    problem: str | None = None
+    code: str = ""  # the kernel's own text, as the editor sends it (the side's whole text for KernelBench's class)
+
+
+def _read_side(side: KernelSide, elements: int | None, inputs: Inputs) -> _ReadSide:
+    """The side's kernel and its launch pragma, else the launch its host code makes, the sizes it
+    leaves to run time read as `elements` (the problem's, as the editor reads them)."""
     if side.facts or side.language not in FACT_LANGUAGES:
-        return side, None
+        return _ReadSide(side)
     name, kernels = _kernel_named(side)
     if name is None and side.name is not None:
-        return side, f"no facts: {no_kernel_meant(side.name, kernels)}"
+        return _ReadSide(side, problem=f"no facts: {no_kernel_meant(side.name, [kernel.name for kernel in kernels])}")
     if name is None:
-        return side, "no facts: name the side's kernel (it holds none or several)"
+        return _ReadSide(side, problem="no facts: name the side's kernel (it holds none or several)")
     if name == KERNELBENCH_CLASS:  # Python, as in the editor: its kernels have facts of their own, the class none
-        return _side(side.code, side.language, name, None, side.code, None, inputs), None
+        return _ReadSide(side, name)
     try:
-        launch = find_launch_spec(side.code, name, side.language)
+        pragma = find_launch_spec(side.code, name, side.language)
     except LaunchSpecError as error:
-        launch = None
-        problem: str | None = f"{name}: launch pragma ignored: {error}"
-    else:
-        problem = None
-        launch = launch or host_launch(side.code, name, side.language, python_file=side.language == "triton")
-    found = _facts_for(side.code, side.language, name, launch, hardware, cache, True)
+        return _ReadSide(side, name, None, f"{name}: launch pragma ignored: {error}")
+    python_file = side.language == "triton"
+    launch = pragma or host_launch(side.code, name, side.language, python_file=python_file, elements=elements, inputs=inputs)
+    code = next((kernel.code for kernel in kernels if kernel.name == name), side.code)
+    return _ReadSide(side, name, launch, code=code)
+
+
+def _with_facts(read: _ReadSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs) -> tuple[KernelSide, str | None]:
+    """The read side with the compiler facts of its kernel, compiled for its launch, and why it has none."""
+    side, name = read.side, read.kernel
+    if name is None:
+        return side, read.problem
+    if name == KERNELBENCH_CLASS:
+        return _side(side.code, side.language, name, None, side.code, None, inputs), None
+    found = _facts_for(side.code, side.language, name, read.launch, hardware, cache, True)
     facts = _named(found, name) if found is not None else None
+    problem = read.problem
     if facts is None and found is not None and found.error:
         problem = f"{name}: no facts: {first_error_line(found.error)}"
-    return _side(side.code, side.language, name, facts, side.code, launch), problem
+    return _side(read.code or side.code, side.language, name, facts, side.code, read.launch), problem
 
 
-def _kernel_named(side: KernelSide) -> tuple[str | None, list[str]]:
+def read_as_the_editor(request: ForecastRequest, hardware: GpuSpec, cache: ResultCache) -> tuple[ForecastRequest, list[str]]:
+    """The request with the compiler facts and launches the editor attaches to sides that have no facts
+    yet and are CUDA or Triton, each side's code read as a file (its macros, its launch pragma, the
+    launch its host code makes on the request's problem), and why a side got none. As in the editor
+    (_launches_or_assumed), a kernel without a launch is launched as the other side's where their
+    parameters match, and what was guessed joins the request's `assumed`: the forecast's spread
+    covers it and its hover names it. `kernelcast eval` reads its pairs so."""
+    inputs = problem_inputs(request.reference.code)
+    elements = _elements(request.problem)
+    reference, candidate = (_read_side(side, elements, inputs) for side in (request.reference, request.candidate))
+    assumed: list[str] = []
+    if not (request.reference.facts or request.candidate.facts):  # given facts state their own launches
+        reference_launch, candidate_launch, assumed = _launches_or_assumed(
+            *(_LaunchedSide(read.code or read.side.code, read.side.language, read.kernel, read.launch) for read in (reference, candidate))
+        )
+        reference, candidate = replace(reference, launch=reference_launch), replace(candidate, launch=candidate_launch)
+    (reference_side, reference_problem), (candidate_side, candidate_problem) = (
+        _with_facts(read, hardware, cache, inputs) for read in (reference, candidate)
+    )
+    # The candidate's launch states sizes the request's problem leaves out, as a batch line's does.
+    problem = {**candidate.launch.problem_sizes(), **(request.problem or {})} if candidate.launch is not None else request.problem
+    assumed += _unstated(problem, (reference.launch, candidate.launch), (reference_side, candidate_side))
+    read = replace(
+        request,
+        reference=reference_side,
+        candidate=candidate_side,
+        problem=_with_precision(problem or None, reference.launch, candidate.launch),
+        assumed=tuple(dict.fromkeys([*request.assumed, *assumed])),
+    )
+    return read, [problem for problem in (reference_problem, candidate_problem) if problem]
+
+
+def _kernel_named(side: KernelSide) -> tuple[str | None, list[DiscoveredKernel]]:
     """The kernel of a side's language its name means (itself, the one a host function of that name
     launches, or KernelBench's class), else the side's one kernel of that language; and its kernels."""
     where = "side.cu" if side.language == "cuda" else "side.py"
-    kernels = [kernel.name for kernel in discover(side.code, where).kernels if kernel.language == side.language]
+    kernels = [kernel for kernel in discover(side.code, where).kernels if kernel.language == side.language]
+    names = [kernel.name for kernel in kernels]
     if side.name == KERNELBENCH_CLASS:
         return side.name, kernels
     if side.name is None:
-        return (kernels[0] if len(kernels) == 1 else None), kernels
-    return kernel_meant(side.code, where, side.name, kernels)[0], kernels
+        return (names[0] if len(names) == 1 else None), kernels
+    return kernel_meant(side.code, where, side.name, names)[0], kernels
 
 
 def _reference_source(reference: Reference, analysis: FileAnalysis) -> str:

@@ -296,16 +296,14 @@ def _forecasts(forecaster: Any, requests: list[ForecastRequest | None]) -> list[
 
 def request_with_facts(request: dict[str, Any]) -> dict[str, Any]:
     """A pair's request (JSON) with facts added to the sides that lack them; runs in a pool worker."""
-    from kernelcast.analysis import problem_inputs, side_with_facts
+    from kernelcast.analysis import read_as_the_editor
     from kernelcast.kernels_runtime.hardware import GpuSpec
 
     parsed = ForecastRequest.from_json(request)
     spec = parsed.hardware
     hardware = GpuSpec.from_json(spec) if "compute_capability" in spec else _hardware(spec.get("key", DEFAULT_GPU))
-    inputs = problem_inputs(parsed.reference.code)
-    parsed.reference, reference_problem = side_with_facts(parsed.reference, hardware, _disk_cache(), inputs)
-    parsed.candidate, candidate_problem = side_with_facts(parsed.candidate, hardware, _disk_cache(), inputs)
-    return {"request": parsed.to_json(), "problems": [p for p in (reference_problem, candidate_problem) if p]}
+    read, problems = read_as_the_editor(parsed, hardware, _disk_cache())
+    return {"request": read.to_json(), "problems": problems}
 
 
 def add_facts(pairs: list[LabelledPair], jobs: int) -> list[str]:

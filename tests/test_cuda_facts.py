@@ -484,18 +484,21 @@ def test_a_kernel_of_half_types_gets_the_headers_torch_gave_it(tmp_path: Path) -
 @needs_nvcc
 def test_a_pair_side_named_by_its_launcher_gets_its_kernels_facts(tmp_path: Path) -> None:
     """`kernelcast eval` adds facts to sides named as TritonBench names them: by the host function."""
-    from kernelcast.analysis import side_with_facts
+    from kernelcast.analysis import read_as_the_editor
     from kernelcast.cache import ResultCache
-    from kernelcast.wire import KernelSide
+    from kernelcast.wire import ForecastRequest, KernelSide
 
     code = (
         source("vector_add.cu")
         + "\nvoid launch_add(const float* a, float* c, int n) { vector_add<<<(n + 255) / 256, 256>>>(a, a, c, n); }\n"
     )
-    side, problem = side_with_facts(KernelSide(code, "cuda", "launch_add"), H100, ResultCache(tmp_path / "cache"))
-    assert problem is None and side.facts is not None and side.facts["registers"] > 0
-    _, missing = side_with_facts(KernelSide(code, "cuda", "no_such_function"), H100, ResultCache(tmp_path / "cache"))
-    assert missing == "no facts: no kernel named 'no_such_function', and no function of that name launches one (kernels: vector_add)"
+    torch = KernelSide("def add(a, b):\n    return a + b\n", "pytorch", None)
+    named = ForecastRequest(torch, KernelSide(code, "cuda", "launch_add"), {})
+    read, problems = read_as_the_editor(named, H100, ResultCache(tmp_path / "cache"))
+    assert problems == [] and read.candidate.facts is not None and read.candidate.facts["registers"] > 0
+    missing = ForecastRequest(torch, KernelSide(code, "cuda", "no_such_function"), {})
+    _, problems = read_as_the_editor(missing, H100, ResultCache(tmp_path / "cache"))
+    assert problems == ["no facts: no kernel named 'no_such_function', and no function of that name launches one (kernels: vector_add)"]
 
 
 @needs_nvcc

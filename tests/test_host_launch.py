@@ -847,3 +847,50 @@ def test_a_program_whose_host_code_fixes_its_launch_runs_as_written() -> None:
     # A buffer the text does not size, or a scalar left to run time, leaves the launch to a pragma.
     assert runnable_host_launch(program.replace("cudaMalloc(&d_b, bytes);", "d_b = d_a;"), "vecAdd") is None
     assert runnable_host_launch(program.replace("(d_a, d_b, d_c, N)", "(d_a, d_b, d_c, atoi(argv[1]))"), "vecAdd") is None
+
+
+def _wrapped(threads: int, through_macro: bool) -> str:
+    """SCALE launched by a launcher that a wrapper `scale_in` calls, directly or through a macro, as CUDA-L2 writes them."""
+    launcher = (
+        f"void launch_scale(const float* x, float* y, int n) {{\n    const int threads = {threads};\n"
+        "    scale<<<(n + threads - 1) / threads, threads>>>(x, y, n);\n}\n"
+    )
+    call = "launch_scale(x, y, n);"
+    if through_macro:
+        launcher += "\n#define LAUNCH_SCALE() \\\n  launch_scale(x, y, n);\n"
+        call = "LAUNCH_SCALE()"
+    return SCALE + "\n" + launcher + "\nvoid scale_in(const float* x, float* y, int n) {\n    " + call + "\n}\n"
+
+
+def test_kernelcast_eval_reads_two_host_launched_kernels_as_the_editor_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kernelcast eval` read each side of a pair alone: a kernel named by its wrapper was launched on a
+    grid guessed for a million elements whatever the pair's problem said, and what was guessed never
+    reached `assumed`. A CUDA-L2 pair whose one wrapper hid its launcher in a macro read 3.7x faster at
+    conf 0.99 (measured 0.72x); the editor's reading of the same two files is the one to give."""
+    from kernelcast.batch import editor_request
+    from kernelcast.models.service.calibrated import Forecaster
+
+    monkeypatch.setenv("KERNELCAST_HOME", str(tmp_path / "home"))
+    elements = 4_000_000
+    line = {
+        "reference": {"code": _wrapped(128, through_macro=False), "language": "cuda", "name": "scale_in"},
+        "candidate": {"code": _wrapped(256, through_macro=True), "language": "cuda", "name": "scale_in"},
+        "problem": {"n": elements},
+        "gpu": "H100-SXM",
+    }
+    editor, _ = editor_request(line, 0.8, True)
+    bare = ForecastRequest(KernelSide(**line["reference"]), KernelSide(**line["candidate"]), editor.hardware, {"n": elements})
+    evaluated = ForecastRequest.from_json(request_with_facts(bare.to_json())["request"])
+    grids = [side.facts["launches"][0]["grid"] for side in (evaluated.reference, evaluated.candidate)]
+    assert grids == [[-(-elements // 128)], [-(-elements // 256)]], "read on the pair's problem"
+    assert {ASSUMED_REFERENCE_GRID, ASSUMED_CANDIDATE_GRID} <= set(evaluated.assumed)
+    for read in (evaluated, editor):
+        read.reference.facts.pop("elapsed_ms", None), read.candidate.facts.pop("elapsed_ms", None)
+    assert (evaluated.reference, evaluated.candidate, evaluated.problem, evaluated.assumed) == (
+        editor.reference,
+        editor.candidate,
+        editor.problem,
+        editor.assumed,
+    )
+    forecaster = Forecaster(["embedded"])
+    assert forecaster.forecast(evaluated).probabilities == forecaster.forecast(editor).probabilities

@@ -289,7 +289,7 @@ LAUNCHING_SOLUTION = (Path(__file__).parent / "data" / "kernelbench_launching_so
 
 
 def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: Path) -> None:
-    from kernelcast.analysis import side_with_facts
+    from kernelcast.analysis import read_as_the_editor
     from kernelcast.batch import editor_request
     from kernelcast.cache import ResultCache
     from kernelcast.models.embedded.features import pair_features, without_launches
@@ -302,8 +302,10 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     assert blocks == [[256], [1024]] and pair_kind(edit) == SOLUTION_EDIT
     # kernelcast eval's path reads the same launches.
     cache = ResultCache(tmp_path / "cache")
-    read, _ = side_with_facts(KernelSide(wide, "cuda", "ModelNew"), SPECS["H100-SXM"], cache)
-    assert read.facts["launches"] == edit.candidate.facts["launches"]
+    bare = ForecastRequest(KernelSide(LAUNCHING_SOLUTION, "cuda", "ModelNew"), KernelSide(wide, "cuda", "ModelNew"), HARDWARE)
+    read, _ = read_as_the_editor(bare, SPECS["H100-SXM"], cache)
+    launches = [side.facts["launches"] for side in (edit.reference, edit.candidate)]
+    assert [side.facts["launches"] for side in (read.reference, read.candidate)] == launches
     forecaster = Forecaster(["embedded"])
     details = forecaster.forecast(edit).provenance["details"]
     assert details["mean_log2"] != 0.0 and details["kernelbench_prior"] == SOLUTION_EDIT  # through the edits' line
