@@ -31,12 +31,14 @@ from kernelcast.models.service.calibration import TEMPERATURE_RANGE
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
 from workshop.training.kernelbench_prior import (
+    JUDGED_ONLY,
     MISS_QUANTILES,
     Measured,
     fit,
     fit_direction_temperatures,
     fit_prior,
     fitted_kinds,
+    fitted_sources,
     forest_pool,
     grow_trees,
     held_out_lines,
@@ -395,6 +397,13 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     assert narrow == line.bin_probabilities(centre, 0.1)
     assert sum(wide[4:]) > sum(narrow[4:]) + 0.2, "less sure it is slower"
     assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")[1] == pytest.approx(math.hypot(0.5, spread[0]))
+
+
+def test_cuda_l2_is_judged_but_never_fitted_on() -> None:
+    """Weighing as much as a whole source in the trees, CUDA-L2's GEMM pairs moved the KernelBench
+    sources' forecasts the wrong way; they are forecast by the weights alone and judged."""
+    pairs = [SimpleNamespace(source=source) for source in ("eh-kernelbench", "cuda-l2", "llmkernel", "cuda-l2")]
+    assert fitted_sources(pairs) == {"eh-kernelbench", "llmkernel"} and JUDGED_ONLY == {"cuda-l2"}
 
 
 def test_the_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:

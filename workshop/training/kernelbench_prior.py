@@ -90,6 +90,14 @@ FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL:
 TREE_SETTINGS = TreeSettings(rounds=600, leaves=15, min_pairs_in_leaf=40, bagging_fraction=0.8, threads=1)
 TREE_SEEDS = 3
 
+# Sources judged but never fitted on. CUDA-L2's HGEMM kernels, which no line reads (the weights alone
+# forecast them), are GEMM only, and shared/data/wild asks their share capped: weighing as much as any
+# other source in the trees, their 335 pairs moved the KernelBench sources' forecasts. Refitted with them,
+# each source held out: eh_kernelbench 0.845 -> 0.830, hzeng2000 0.831 -> 0.782, technoabsurdist
+# 0.877 -> 0.847, LLMKernel 0.670 -> 0.650 (the only other change of that refit read 209 of LLMKernel's
+# and TritonBench's Triton pairs with guessed host loops, none of the CUDA sources').
+JUDGED_ONLY = frozenset({"cuda-l2"})
+
 
 def source_weights(sources: Sequence[str]) -> np.ndarray:
     """1 / (pairs of its source) for each pair: every source weighs the same in all."""
@@ -97,6 +105,11 @@ def source_weights(sources: Sequence[str]) -> np.ndarray:
     for source in sources:
         counts[source] += 1
     return np.array([1.0 / counts[source] for source in sources])
+
+
+def fitted_sources(pairs: Sequence[LabelledPair]) -> set[str]:
+    """The sources the trees, lines and temperatures learn from: every source of the pairs but JUDGED_ONLY."""
+    return {pair.source for pair in pairs} - JUDGED_ONLY
 
 
 def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], mode: str = "line") -> Line:
@@ -501,12 +514,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     forecaster = Forecaster(["embedded"])
     data = measured(pairs, forecaster)
     fitted = fitted_kinds(data)
-    every_source = {pair.source for pair in pairs}
-    judged_sources = sorted({pairs[i].source for indices in fitted.values() for i in indices})
+    every_source = fitted_sources(pairs)
+    trees_pairs = len(data.of(every_source))
+    judged_sources = sorted({pairs[i].source for indices in fitted.values() for i in indices} - JUDGED_ONLY)
     counts = ", ".join(f"{len(indices)} {kind}" for kind, indices in fitted.items())
     lines = [
-        f"# The KernelBench trees and lines, each source held out (trees on {len(pairs)} pairs of {len(every_source)} sources;"
-        f" lines on {counts})",
+        f"# The KernelBench trees and lines, each source held out (trees on {trees_pairs} pairs of {len(every_source)} sources;"
+        f" lines on {counts}; judged, not fitted on: {', '.join(sorted(JUDGED_ONLY))})",
         "",
     ]
     held_out: dict[str, Any] = {}
@@ -539,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {
         "pairs": {kind: len(indices) for kind, indices in fitted.items()},
         "sources": sorted(every_source),
-        "trees": {"pairs": len(pairs), "settings": dataclasses.asdict(TREE_SETTINGS), "seeds": TREE_SEEDS},
+        "trees": {"pairs": trees_pairs, "settings": dataclasses.asdict(TREE_SETTINGS), "seeds": TREE_SEEDS},
         "members": "trees grown with one source left out each, for " + ", ".join(judged_sources),
         "held_out_direction_accuracy": {source: held_out[source]["with"]["direction_accuracy"] for source in judged_sources},
     }
