@@ -723,7 +723,12 @@ class _ReadSide:
     kernel: str | None = None
     launch: LaunchSpec | None = None
     problem: str | None = None
-    code: str = ""  # the kernel's own text, as the editor sends it (the side's whole text for KernelBench's class)
+    own_code: str | None = None  # the kernel's own text, where it is not the side's whole text
+
+    @property
+    def code(self) -> str:
+        """The text the editor sends for the side: its kernel's own, else the side's whole text (KernelBench's class)."""
+        return self.own_code or self.side.code
 
 
 def _read_side(side: KernelSide, elements: int | None, inputs: Inputs) -> _ReadSide:
@@ -744,8 +749,8 @@ def _read_side(side: KernelSide, elements: int | None, inputs: Inputs) -> _ReadS
         return _ReadSide(side, name, None, f"{name}: launch pragma ignored: {error}")
     python_file = side.language == "triton"
     launch = pragma or host_launch(side.code, name, side.language, python_file=python_file, elements=elements, inputs=inputs)
-    code = next((kernel.code for kernel in kernels if kernel.name == name), side.code)
-    return _ReadSide(side, name, launch, code=code)
+    own_code = next((kernel.code for kernel in kernels if kernel.name == name), None)
+    return _ReadSide(side, name, launch, own_code=own_code)
 
 
 def _with_facts(read: _ReadSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs) -> tuple[KernelSide, str | None]:
@@ -760,7 +765,7 @@ def _with_facts(read: _ReadSide, hardware: GpuSpec, cache: ResultCache, inputs: 
     problem = read.problem
     if facts is None and found is not None and found.error:
         problem = f"{name}: no facts: {first_error_line(found.error)}"
-    return _side(read.code or side.code, side.language, name, facts, side.code, read.launch), problem
+    return _side(read.code, side.language, name, facts, side.code, read.launch), problem
 
 
 def read_as_the_editor(request: ForecastRequest, hardware: GpuSpec, cache: ResultCache) -> tuple[ForecastRequest, list[str]]:
@@ -776,7 +781,7 @@ def read_as_the_editor(request: ForecastRequest, hardware: GpuSpec, cache: Resul
     assumed: list[str] = []
     if not (request.reference.facts or request.candidate.facts):  # given facts state their own launches
         reference_launch, candidate_launch, assumed = _launches_or_assumed(
-            *(_LaunchedSide(read.code or read.side.code, read.side.language, read.kernel, read.launch) for read in (reference, candidate))
+            *(_LaunchedSide(read.code, read.side.language, read.kernel, read.launch) for read in (reference, candidate))
         )
         reference, candidate = replace(reference, launch=reference_launch), replace(candidate, launch=candidate_launch)
     (reference_side, reference_problem), (candidate_side, candidate_problem) = (
@@ -785,14 +790,14 @@ def read_as_the_editor(request: ForecastRequest, hardware: GpuSpec, cache: Resul
     # The candidate's launch states sizes the request's problem leaves out, as a batch line's does.
     problem = {**candidate.launch.problem_sizes(), **(request.problem or {})} if candidate.launch is not None else request.problem
     assumed += _unstated(problem, (reference.launch, candidate.launch), (reference_side, candidate_side))
-    read = replace(
+    answer = replace(
         request,
         reference=reference_side,
         candidate=candidate_side,
         problem=_with_precision(problem or None, reference.launch, candidate.launch),
         assumed=tuple(dict.fromkeys([*request.assumed, *assumed])),
     )
-    return read, [problem for problem in (reference_problem, candidate_problem) if problem]
+    return answer, [why for why in (reference_problem, candidate_problem) if why]
 
 
 def _kernel_named(side: KernelSide) -> tuple[str | None, list[DiscoveredKernel]]:
