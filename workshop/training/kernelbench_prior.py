@@ -515,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fitted = fitted_kinds(data)
     every_source = fitted_sources(pairs)
     trees_pairs = len(data.of(every_source))
-    judged_sources = sorted({pairs[i].source for indices in fitted.values() for i in indices} - JUDGED_ONLY)
+    judged_sources = sorted({pairs[i].source for indices in fitted.values() for i in indices} & every_source)
     counts = ", ".join(f"{len(indices)} {kind}" for kind, indices in fitted.items())
     lines = [
         f"# The KernelBench trees and lines, each source held out (trees on {trees_pairs} pairs of {len(every_source)} sources;"
