@@ -22,6 +22,7 @@ REFERENCE_CPU_S = 0.0114
 _ROUNDS = 3
 # `within` reads the machine this often while it waits, and gives up past this many times its idle limit.
 STEP_S = 0.5
+MIN_STEP_S = 0.01
 MAX_STRETCH = 20.0
 
 
@@ -61,11 +62,15 @@ async def within(awaitable: Awaitable[T], idle_s: float) -> T:
     counted = waited = 0.0
     while True:
         step = min(STEP_S, idle_s - counted) if counted < idle_s else STEP_S
-        done, _ = await asyncio.wait({task}, timeout=max(step, 0.01))
+        started = time.perf_counter()
+        done, _ = await asyncio.wait({task}, timeout=max(step, MIN_STEP_S))
         if done:
             return task.result()
-        waited += step
-        counted += step / slowdown(rounds=1)
+        # The time the step took, not the time asked for: on a machine slower than the idle one,
+        # steps shortened to the limit's remainder would otherwise shrink without end.
+        elapsed = time.perf_counter() - started
+        waited += elapsed
+        counted += elapsed / slowdown(rounds=1)
         if counted >= idle_s or waited >= MAX_STRETCH * idle_s:
             task.cancel()
             raise asyncio.TimeoutError(f"{waited:.1f} s ({idle_s:g} s on an idle 2-core machine, counted as this one ran)")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import machine
 import pytest
 from machine import MAX_STRETCH, within
 
@@ -17,6 +18,16 @@ def test_a_hang_fails_within_the_stretch_cap_whatever_the_load() -> None:
     with pytest.raises(asyncio.TimeoutError, match=r"0\.2 s on an idle 2-core machine"):
         asyncio.run(within(asyncio.sleep(60), 0.2))
     assert time.perf_counter() - started < MAX_STRETCH * 0.2 + 1.0
+
+
+def test_a_hang_fails_on_a_machine_slower_than_the_idle_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every step counts a third of its wall time: the limit is reached after three times its idle
+    # seconds, not approached by ever shorter steps.
+    monkeypatch.setattr(machine, "slowdown", lambda rounds=3: 3.0)
+    started = time.perf_counter()
+    with pytest.raises(asyncio.TimeoutError, match=r"0\.2 s on an idle 2-core machine"):
+        asyncio.run(within(asyncio.sleep(60), 0.2))
+    assert 3 * 0.2 <= time.perf_counter() - started < MAX_STRETCH * 0.2
 
 
 def test_load_that_starts_during_the_wait_stretches_the_limit() -> None:
