@@ -31,19 +31,19 @@ from kernelcast.models.service.calibration import TEMPERATURE_RANGE
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
 from workshop.training.kernelbench_prior import (
-    JUDGED_ONLY,
+    CAPPED_SHARES,
     MISS_QUANTILES,
     Measured,
     fit,
     fit_direction_temperatures,
     fit_prior,
     fitted_kinds,
-    fitted_sources,
     forest_pool,
     grow_trees,
     held_out_lines,
     out_of_source_centres,
     problem_folds,
+    source_weights,
     support_of,
     unsupported_widening,
 )
@@ -143,7 +143,8 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
     assert shipped.prior is not None and without.prior is None and shipped.model_id != without.model_id
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     library = kernelbench_pair("triton", LIBRARY_CALLER)
-    for request, kind in ((kernelbench_pair(), AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS), (library, LIBRARY_CALL)):
+    triton_solution = kernelbench_pair("triton", TRITON_SOLUTION)
+    for request, kind in ((triton_solution, AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS), (library, LIBRARY_CALL)):
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
@@ -399,11 +400,14 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")[1] == pytest.approx(math.hypot(0.5, spread[0]))
 
 
-def test_cuda_l2_is_judged_but_never_fitted_on() -> None:
+def test_cuda_l2_weighs_a_tenth_of_a_source_and_every_other_source_the_same() -> None:
     """Weighing as much as a whole source in the trees, CUDA-L2's GEMM pairs moved the KernelBench
-    sources' forecasts the wrong way; they are forecast by the weights alone and judged."""
-    pairs = [SimpleNamespace(source=source) for source in ("eh-kernelbench", "cuda-l2", "llmkernel", "cuda-l2")]
-    assert fitted_sources(pairs) == {"eh-kernelbench", "llmkernel"} and JUDGED_ONLY == {"cuda-l2"}
+    sources' forecasts the wrong way; shared/data/wild asks its share capped."""
+    sources = ["eh-kernelbench"] * 3 + ["cuda-l2"] * 4 + ["llmkernel"]
+    weights = source_weights(sources)
+    totals = {source: sum(w for s, w in zip(sources, weights) if s == source) for source in set(sources)}
+    assert totals == pytest.approx({"eh-kernelbench": 1.0, "llmkernel": 1.0, "cuda-l2": 0.1}) and CAPPED_SHARES == {"cuda-l2": 0.1}
+    assert len(set(weights[3:7])) == 1, "a source's pairs weigh alike"
 
 
 def test_the_sources_problems_are_dealt_into_disjoint_folds_the_same_way_each_run() -> None:
