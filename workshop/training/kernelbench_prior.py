@@ -103,9 +103,7 @@ CAPPED_SHARES = {"cuda-l2": 0.1}
 def source_weights(sources: Sequence[str]) -> np.ndarray:
     """share / (pairs of its source) for each pair: every source weighs the same in all, but those
     CAPPED_SHARES holds down weigh their share of that."""
-    counts: dict[str, int] = defaultdict(int)
-    for source in sources:
-        counts[source] += 1
+    counts = Counter(sources)
     return np.array([CAPPED_SHARES.get(source, 1.0) / counts[source] for source in sources])
 
 
