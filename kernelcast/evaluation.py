@@ -13,6 +13,9 @@ confidence < threshold. Two sets of pairs are used, each for a reason:
 - direction ECE uses every pair, with "right" meaning the true S ≥ 1 side: confidence
   claims P(S ≥ 1) (or its complement), and dropping the near-ties, where a calibrated
   forecaster is right about half the time, would make any forecaster look better calibrated.
+- resolved direction accuracy (beside direction accuracy, never instead of it) uses the
+  direction pairs whose measured 95% interval of S lies on one side of 1: how often the
+  forecast names a direction the measurement itself established.
 """
 
 from __future__ import annotations
@@ -210,24 +213,38 @@ def confusion(probabilities: np.ndarray, bins: np.ndarray) -> list[list[int]]:
     return matrix.tolist()
 
 
+def _interval_bounds(intervals: Any) -> np.ndarray:
+    """(N, 2) lower and upper bounds of measured intervals, NaN for a pair measured without one."""
+    rows = [(np.nan, np.nan) if interval is None else interval for interval in intervals]
+    return np.array(rows, dtype=float).reshape(len(rows), 2)
+
+
 def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if len(values) else None
 
 
 def metrics(
-    probabilities: Any, speedups: Any, groups: Sequence[str] | None = None, threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
+    probabilities: Any,
+    speedups: Any,
+    groups: Sequence[str] | None = None,
+    threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
+    intervals: Any = None,
 ) -> dict[str, Any]:
-    """Every docs/forecast.md metric of one set of pairs; a metric with no pairs to judge is None."""
+    """Every docs/forecast.md metric of one set of pairs; a metric with no pairs to judge is None.
+    `intervals`: each pair's measured 95% interval of S, or None (NaN) where it has none."""
     p = normalised(probabilities)
     s = np.asarray(speedups, dtype=float)
     if len(s) != len(p):
         raise ValueError(f"{len(p)} probability rows but {len(s)} speedups")
+    measured = _interval_bounds([None] * len(s) if intervals is None else intervals)
     bins = true_bins(s)
     predicted = p.argmax(axis=1) + 1
     faster, confidence = direction(p)
     log2_s = np.log2(s)
     right_side = faster == (log2_s >= 0)
     decided = np.abs(log2_s) >= DIRECTION_MIN_LOG2
+    # NaN bounds compare false: a pair measured without an interval is not resolved.
+    resolved = decided & ((measured[:, 1] < 1.0) | (measured[:, 0] > 1.0))
     direction_table = reliability(confidence, right_side)
     winner_confidence = p.max(axis=1)
     winner_table = reliability(winner_confidence, predicted == bins)
@@ -240,6 +257,8 @@ def metrics(
         "n": len(s),
         "n_direction": int(decided.sum()),
         "direction_accuracy": _mean(right_side[decided]),
+        "n_resolved": int(resolved.sum()),
+        "resolved_direction_accuracy": _mean(right_side[resolved]),
         "bin_accuracy": _mean(predicted == bins),
         "within_one_bin": _mean(np.abs(predicted - bins) <= 1),
         "direction_ece": ece(direction_table),
@@ -273,13 +292,16 @@ def evaluate(
     groups: Sequence[str] | None = None,
     threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
     sources: Sequence[str] | None = None,
+    intervals: Sequence[tuple[float, float] | None] | None = None,
 ) -> dict[str, Any]:
     """Metrics overall (pooled) and split by source, candidate language and pair kind
     (docs/forecast.md); with sources, also their mean, which weighs every source alike: a
-    pooled number that one large easy source dominates hides the sources that fail."""
+    pooled number that one large easy source dominates hides the sources that fail.
+    `intervals`: each pair's measured 95% interval of S, or None where it has none."""
     p = np.asarray(probabilities, dtype=float)
     s = np.asarray(speedups, dtype=float)
-    result: dict[str, Any] = {"overall": metrics(p, s, groups, threshold)}
+    bounds = None if intervals is None else _interval_bounds(intervals)
+    result: dict[str, Any] = {"overall": metrics(p, s, groups, threshold, bounds)}
     named_sources = None if sources is None else [source or UNNAMED_SOURCE for source in sources]
     for split, labels in (("by_source", named_sources), ("by_language", languages), ("by_kind", kinds)):
         if labels is None:
@@ -288,14 +310,15 @@ def evaluate(
         result[split] = {}
         for label in sorted(set(labels)):
             chosen = [i for i, value in enumerate(labels) if value == label]
-            result[split][label] = metrics(p[chosen], s[chosen], None if groups is None else [groups[i] for i in chosen], threshold)
+            chosen_groups = None if groups is None else [groups[i] for i in chosen]
+            result[split][label] = metrics(p[chosen], s[chosen], chosen_groups, threshold, None if bounds is None else bounds[chosen])
     if "by_source" in result:
         result["mean_over_sources"] = mean_over(result["by_source"])
     return result
 
 
 # Counts add up over sources; every other number of `metrics` is averaged.
-SUMMED = ("n", "n_direction", "top10_groups")
+SUMMED = ("n", "n_direction", "n_resolved", "top10_groups")
 
 
 def mean_over(splits: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -338,6 +361,7 @@ def _number(value: Any, digits: int = 3) -> str:
 COLUMNS = (
     ("N", "n"),
     ("dir acc", "direction_accuracy"),
+    ("resolved", "resolved_direction_accuracy"),
     ("bin acc", "bin_accuracy"),
     ("±1 bin", "within_one_bin"),
     ("dir ECE", "direction_ece"),
@@ -393,14 +417,16 @@ def report_markdown(report: dict[str, Any], plots: list[str], plot_note: str) ->
         f"- pairs: {report['pairs']} in `{report['pairs_file']}`; forecast: {overall['n']}; failed: {len(report['failed'])}",
         f"- backend `{report['backend']}`, model `{report['model_id']}`, calibration {', '.join(report['calibration_ids']) or '–'}",
         f"- direction metrics over the {overall['n_direction']} pairs with |log2 S| ≥ {DIRECTION_MIN_LOG2}; "
-        f"ECE, bins and scores over all {overall['n']}",
+        f"ECE, bins and scores over all {overall['n']}; resolved: the {overall['n_resolved']} of those whose "
+        "measured 95% interval of S lies on one side of 1",
         "- overall pools every pair; the mean of sources weighs each source alike (a metric a source cannot "
         "judge, e.g. top-10% without groups, is left out of its mean); pairs naming no source are "
         f"“{UNNAMED_SOURCE}”",
         "",
         _markdown_table(report),
         "",
-        "Columns: direction accuracy; most-probable-bin accuracy and within one bin; direction ECE and "
+        "Columns: direction accuracy, and on the pairs whose measurement resolved the direction; "
+        "most-probable-bin accuracy and within one bin; direction ECE and "
         f"winning-class ECE ({ECE_BUCKETS} equal-width buckets); Brier, CRPS, NLL (means, lower is better); "
         "AURC of the risk–coverage curve; direction accuracy of the most confident half (acc@50%); "
         f"accuracy and coverage of forecasts not deferred at the default threshold {overall['threshold']:.2f}; "
@@ -594,6 +620,7 @@ def run(
         languages=[pair.language for pair, _ in done],
         groups=[pair.group for pair, _ in done],
         sources=[pair.source for pair, _ in done],
+        intervals=[pair.ci95 for pair, _ in done],
     )
     first = done[0][1].provenance
     report = {

@@ -385,3 +385,24 @@ def test_pairs_the_backend_cannot_forecast_are_named_and_left_out(tmp_path: Path
     )
     assert nothing.returncode == 1 and "could forecast none of the 2 pairs" in nothing.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_resolved_direction_accuracy_counts_only_pairs_whose_interval_clears_one() -> None:
+    # Four direction pairs, all forecast "faster": two measured faster with intervals clear of 1
+    # (right), one measured slower but with an interval across 1 (wrong, unresolved), one slower
+    # and clear (wrong, resolved); a near-tie and a pair without an interval count in neither.
+    faster_row = np.eye(8)[5]
+    speedups = [2.0, 1.5, 0.8, 0.5, 1.02, 3.0]
+    intervals = [(1.8, 2.2), (1.2, 1.9), (0.6, 1.1), (0.4, 0.6), (0.9, 1.1), None]
+    result = evaluate([faster_row] * 6, speedups, sources=["a"] * 3 + ["b"] * 3, intervals=intervals)
+    overall = result["overall"]
+    assert overall["direction_accuracy"] == pytest.approx(3 / 5)
+    assert overall["n_resolved"] == 3 and overall["resolved_direction_accuracy"] == pytest.approx(2 / 3)
+    assert result["by_source"]["a"]["resolved_direction_accuracy"] == 1.0
+    assert result["by_source"]["b"]["resolved_direction_accuracy"] == 0.0
+    assert result["mean_over_sources"]["n_resolved"] == 3
+    assert "resolved" in summary_table(result).splitlines()[0]
+    # Without intervals nothing is resolved, and direction accuracy is unchanged.
+    plain = evaluate([faster_row] * 6, speedups)["overall"]
+    assert plain["n_resolved"] == 0 and plain["resolved_direction_accuracy"] is None
+    assert plain["direction_accuracy"] == overall["direction_accuracy"]

@@ -453,6 +453,7 @@ def metrics(pairs: Sequence[LabelledPair], forecasts: Sequence[Forecast]) -> dic
         languages=[pair.language for pair in pairs],
         groups=[pair.group for pair in pairs],
         sources=[pair.source for pair in pairs],
+        intervals=[pair.ci95 for pair in pairs],
     )
 
 
