@@ -18,9 +18,18 @@ from kernelcast.models.embedded.backend import (
     EmbeddedBackend,
     TimeModel,
     source_digest,
+    with_dispatch,
     with_pair_term,
 )
-from kernelcast.models.embedded.features import CODE_PATTERNS, FEATURE_NAMES, pair_features, read_code
+from kernelcast.models.embedded.features import (
+    CODE_PATTERNS,
+    DISPATCH_US,
+    FEATURE_NAMES,
+    FLOOR_INDEX,
+    dispatch_shift,
+    pair_features,
+    read_code,
+)
 from kernelcast.wire import ForecastRequest, KernelSide
 
 HARDWARE = SPECS["H100-SXM"].to_json()
@@ -258,7 +267,8 @@ def check(b: int, m: int, k: int, n: int) -> None:
 def _weights_forecast(reference: str, candidate: str, language: str, sizes: dict) -> float:
     """The weights' forecast (log2 S) of a candidate against an eager PyTorch reference."""
     request = ForecastRequest(KernelSide(reference, "pytorch"), KernelSide(candidate, language), HARDWARE, sizes)
-    return float(EmbeddedBackend().model.predict(pair_features(request)[None]).mean[0])
+    rows = pair_features(request)
+    return float(with_dispatch(EmbeddedBackend().model.predict(rows[None]), dispatch_shift(request, rows)[None]).mean[0])
 
 
 def test_a_helion_kernel_reads_as_one_triton_kernel_whose_matmuls_use_tensor_cores() -> None:
@@ -296,10 +306,15 @@ def test_a_kernel_behind_a_librarys_dispatch_layer_pays_its_host_time() -> None:
     reading a bare Triton launch, called them faster."""
     eager = "import torch\n\ndef reference(x):\n    return torch.abs(x)\n"
     small, large = ({"M": n, "N": n, "dtype": "bf16"} for n in (64, 4096))
-    assert _weights_forecast(eager, FLAGGEMS_ABS, "triton", small) < -1.0
+    assert _weights_forecast(eager, FLAGGEMS_ABS, "triton", small) < -2.0
     assert _weights_forecast(eager, FLAGGEMS_ABS, "triton", large) < -0.5
     bare = FLAGGEMS_ABS.replace('@pointwise_dynamic(promotion_methods=[(0, "COMPLEX_TO_FLOAT")])\n', "")
-    assert _weights_forecast(eager, bare, "triton", small) > _weights_forecast(eager, FLAGGEMS_ABS, "triton", small) + 1.0
+    # The layer's 20 µs lengthen the call by what they add to its floor, whatever the weights read.
+    bare_small = ForecastRequest(KernelSide(eager, "pytorch"), KernelSide(bare, "triton"), HARDWARE, small)
+    floor_us = 2.0 ** pair_features(bare_small)[1, FLOOR_INDEX]
+    layer = np.log2((floor_us + DISPATCH_US["@pointwise_dynamic"]) / floor_us)
+    assert layer > 2.0
+    assert _weights_forecast(eager, bare, "triton", small) - _weights_forecast(eager, FLAGGEMS_ABS, "triton", small) == pytest.approx(layer)
     # A layer commented out is no layer, as everything else the reader counts.
     commented = FLAGGEMS_ABS.replace("@pointwise_dynamic", "# @pointwise_dynamic")
     assert _weights_forecast(eager, commented, "triton", small) == pytest.approx(_weights_forecast(eager, bare, "triton", small))

@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
-from kernelcast.models.embedded.features import FEATURE_NAMES, FLOOR_INDEX, kernels_out_of_sight, pair_features, without_launches
+from kernelcast.models.embedded.features import (
+    FEATURE_NAMES,
+    FLOOR_INDEX,
+    dispatch_shift,
+    kernels_out_of_sight,
+    pair_features,
+    without_launches,
+)
 from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS
@@ -240,6 +247,11 @@ class TimeModel:
         return replace(blended, sd=learned_sd(self.spread, features, forecasts))
 
 
+def with_dispatch(prediction: Prediction, shifts: np.ndarray) -> Prediction:
+    """The weights' forecast with each side's time lengthened by `shifts` (N, 2) octaves (features.dispatch_shift)."""
+    return replace(prediction, mean=prediction.mean + shifts[:, 0] - shifts[:, 1], log2_time=prediction.log2_time + shifts)
+
+
 def blend(mlp: Prediction, trees_mean: np.ndarray, weight: float) -> Prediction:
     """The MLP's forecast mixed with the trees' (`weight` of it theirs): the mixture's mean, and
     its variance, which grows with the distance between the two; each side's time takes half the shift."""
@@ -273,7 +285,8 @@ class EmbeddedBackend:
         guesses = [(index, read) for index, request in enumerate(requests) if (read := _read_without_guesses(request)) is not None]
         guessing = [index for index, _ in guesses]
         features = np.stack([*(pair_features(request) for request in requests), *(read for _, read in guesses)])
-        prediction = self.model.predict(features)
+        rows_of = [*requests, *(requests[index] for index in guessing)]
+        prediction = with_dispatch(self.model.predict(features), np.stack([dispatch_shift(r, f) for r, f in zip(rows_of, features)]))
         novelty = self.novelty.scores(features)
         widened = self.novelty.widened(prediction.sd, novelty)
         mean, sd = prediction.mean[: len(requests)].copy(), widened[: len(requests)].copy()
