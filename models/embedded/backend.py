@@ -32,7 +32,7 @@ from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import (
     FEATURE_NAMES,
     FLOOR_INDEX,
-    dispatch_shift,
+    host_shift,
     kernels_out_of_sight,
     pair_features,
     without_launches,
@@ -247,8 +247,8 @@ class TimeModel:
         return replace(blended, sd=learned_sd(self.spread, features, forecasts))
 
 
-def with_dispatch(prediction: Prediction, shifts: np.ndarray) -> Prediction:
-    """The weights' forecast with each side's time lengthened by `shifts` (N, 2) octaves (features.dispatch_shift)."""
+def with_host_shift(prediction: Prediction, shifts: np.ndarray) -> Prediction:
+    """The weights' forecast with each side's time lengthened by `shifts` (N, 2) octaves (features.host_shift)."""
     return replace(prediction, mean=prediction.mean + shifts[:, 0] - shifts[:, 1], log2_time=prediction.log2_time + shifts)
 
 
@@ -286,7 +286,7 @@ class EmbeddedBackend:
         guessing = [index for index, _ in guesses]
         features = np.stack([*(pair_features(request) for request in requests), *(read for _, read in guesses)])
         rows_of = [*requests, *(requests[index] for index in guessing)]
-        prediction = with_dispatch(self.model.predict(features), np.stack([dispatch_shift(r, f) for r, f in zip(rows_of, features)]))
+        prediction = with_host_shift(self.model.predict(features), np.stack([host_shift(r, f) for r, f in zip(rows_of, features)]))
         novelty = self.novelty.scores(features)
         widened = self.novelty.widened(prediction.sd, novelty)
         mean, sd = prediction.mean[: len(requests)].copy(), widened[: len(requests)].copy()
