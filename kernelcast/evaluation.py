@@ -236,7 +236,7 @@ def metrics(
     s = np.asarray(speedups, dtype=float)
     if len(s) != len(p):
         raise ValueError(f"{len(p)} probability rows but {len(s)} speedups")
-    measured = _interval_bounds([None] * len(s) if intervals is None else intervals)
+    measured = np.full((len(s), 2), np.nan) if intervals is None else _interval_bounds(intervals)
     bins = true_bins(s)
     predicted = p.argmax(axis=1) + 1
     faster, confidence = direction(p)
@@ -300,8 +300,7 @@ def evaluate(
     `intervals`: each pair's measured 95% interval of S, or None where it has none."""
     p = np.asarray(probabilities, dtype=float)
     s = np.asarray(speedups, dtype=float)
-    bounds = None if intervals is None else _interval_bounds(intervals)
-    result: dict[str, Any] = {"overall": metrics(p, s, groups, threshold, bounds)}
+    result: dict[str, Any] = {"overall": metrics(p, s, groups, threshold, intervals)}
     named_sources = None if sources is None else [source or UNNAMED_SOURCE for source in sources]
     for split, labels in (("by_source", named_sources), ("by_language", languages), ("by_kind", kinds)):
         if labels is None:
@@ -311,7 +310,8 @@ def evaluate(
         for label in sorted(set(labels)):
             chosen = [i for i, value in enumerate(labels) if value == label]
             chosen_groups = None if groups is None else [groups[i] for i in chosen]
-            result[split][label] = metrics(p[chosen], s[chosen], chosen_groups, threshold, None if bounds is None else bounds[chosen])
+            chosen_intervals = None if intervals is None else [intervals[i] for i in chosen]
+            result[split][label] = metrics(p[chosen], s[chosen], chosen_groups, threshold, chosen_intervals)
     if "by_source" in result:
         result["mean_over_sources"] = mean_over(result["by_source"])
     return result

@@ -18,7 +18,7 @@ from kernelcast.models.embedded.backend import (
     EmbeddedBackend,
     TimeModel,
     source_digest,
-    with_host_shift,
+    weights_forecast,
     with_pair_term,
 )
 from kernelcast.models.embedded.features import (
@@ -268,8 +268,7 @@ def check(b: int, m: int, k: int, n: int) -> None:
 def _weights_forecast(reference: str, candidate: str, language: str, sizes: dict) -> float:
     """The weights' forecast (log2 S) of a candidate against an eager PyTorch reference."""
     request = ForecastRequest(KernelSide(reference, "pytorch"), KernelSide(candidate, language), HARDWARE, sizes)
-    rows = pair_features(request)
-    return float(with_host_shift(EmbeddedBackend().model.predict(rows[None]), host_shift(request, rows)[None]).mean[0])
+    return float(weights_forecast(EmbeddedBackend().model, [request], pair_features(request)[None]).mean[0])
 
 
 def test_a_helion_kernel_reads_as_one_triton_kernel_whose_matmuls_use_tensor_cores() -> None:

@@ -247,8 +247,11 @@ class TimeModel:
         return replace(blended, sd=learned_sd(self.spread, features, forecasts))
 
 
-def with_host_shift(prediction: Prediction, shifts: np.ndarray) -> Prediction:
-    """The weights' forecast with each side's time lengthened by `shifts` (N, 2) octaves (features.host_shift)."""
+def weights_forecast(model: TimeModel, requests: Sequence[ForecastRequest], features: np.ndarray) -> Prediction:
+    """The weights' forecast of `features` (N, 2, F), row i read from requests[i], each side's time
+    lengthened by the host work the weights never saw (features.host_shift)."""
+    prediction = model.predict(features)
+    shifts = np.stack([host_shift(request, rows) for request, rows in zip(requests, features)])
     return replace(prediction, mean=prediction.mean + shifts[:, 0] - shifts[:, 1], log2_time=prediction.log2_time + shifts)
 
 
@@ -285,8 +288,7 @@ class EmbeddedBackend:
         guesses = [(index, read) for index, request in enumerate(requests) if (read := _read_without_guesses(request)) is not None]
         guessing = [index for index, _ in guesses]
         features = np.stack([*(pair_features(request) for request in requests), *(read for _, read in guesses)])
-        rows_of = [*requests, *(requests[index] for index in guessing)]
-        prediction = with_host_shift(self.model.predict(features), np.stack([host_shift(r, f) for r, f in zip(rows_of, features)]))
+        prediction = weights_forecast(self.model, [*requests, *(requests[index] for index in guessing)], features)
         novelty = self.novelty.scores(features)
         widened = self.novelty.widened(prediction.sd, novelty)
         mean, sd = prediction.mean[: len(requests)].copy(), widened[: len(requests)].copy()
