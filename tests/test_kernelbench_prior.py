@@ -26,7 +26,14 @@ from kernelcast.models.embedded.kernelbench_prior import (
     KernelBenchPrior,
     Line,
 )
-from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, pair_kind
+from kernelcast.models.embedded.pair_kinds import (
+    AGAINST_PROBLEM,
+    BETWEEN_SOLUTIONS,
+    COMPILED_AGAINST_EAGER,
+    LIBRARY_CALL,
+    SOLUTION_EDIT,
+    pair_kind,
+)
 from kernelcast.models.service.calibration import TEMPERATURE_RANGE
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
@@ -78,6 +85,13 @@ LIBRARY_CALLER = PROBLEM + (
 )
 
 
+# The problem under torch.compile, as a user wraps it.
+COMPILED = PROBLEM + (
+    "\nclass ModelNew(Model):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.compiled = torch.compile(super().forward)\n\n    def forward(self, x):\n        return self.compiled(x)\n"
+)
+
+
 def kernelbench_pair(candidate_language: str = "cuda", candidate: str = SOLUTION) -> ForecastRequest:
     return ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(candidate, candidate_language, "ModelNew"), HARDWARE, None)
 
@@ -104,6 +118,14 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
     assert pair_kind(sgemm) is None
+    # The problem under torch.compile against itself eager, either way round, has a line of its own;
+    # compiled on both sides, or only in a comment, it has none.
+    compiled = kernelbench_pair("pytorch", COMPILED)
+    assert pair_kind(compiled) == COMPILED_AGAINST_EAGER
+    assert pair_kind(ForecastRequest(compiled.candidate, compiled.reference, HARDWARE)) == COMPILED_AGAINST_EAGER
+    assert pair_kind(ForecastRequest(compiled.candidate, compiled.candidate, HARDWARE)) is None
+    commented = COMPILED.replace("self.compiled = torch.compile(super().forward)", "self.compiled = super().forward  # torch.compile(")
+    assert pair_kind(kernelbench_pair("pytorch", commented)) is None
     # A prior with one line only reads that kind.
     only_problem = KernelBenchPrior({AGAINST_PROBLEM: Line(-1.0, 1.0, 1.0)})
     assert only_problem.applies(kernelbench_pair()) == AGAINST_PROBLEM and only_problem.applies(solutions) is None
@@ -144,12 +166,15 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
     solutions = ForecastRequest(KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE, None)
     library = kernelbench_pair("triton", LIBRARY_CALLER)
     triton_solution = kernelbench_pair("triton", TRITON_SOLUTION)
-    for request, kind in ((triton_solution, AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS), (library, LIBRARY_CALL)):
+    compiled = kernelbench_pair("pytorch", COMPILED)
+    kinds = ((triton_solution, AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS), (library, LIBRARY_CALL))
+    for request, kind in (*kinds, (compiled, COMPILED_AGAINST_EAGER)):
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
         # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair;
-        # a library's kernel's line reads the weights' forecast itself, which no source's trees move.
+        # a library's kernel's line, and the compiled problem's, read the weights' forecast itself,
+        # which no source's trees move.
         read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])
         centre, across = float(read[0][0]), float(read[1][0])
         if kind in WEIGHTS_ONLY_KINDS:

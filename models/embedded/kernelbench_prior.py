@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, forecast_rows_both_ways, read_both_ways
-from kernelcast.models.embedded.pair_kinds import LIBRARY_CALL, kind_flags, pair_kind
+from kernelcast.models.embedded.pair_kinds import COMPILED_AGAINST_EAGER, LIBRARY_CALL, kind_flags, pair_kind
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities, with_direction_temperature
 
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
@@ -68,8 +68,9 @@ TREES_FILE = "kernelbench_trees.npz"
 MEMBERS_FILE = "kernelbench_members.npz"
 # Kinds whose line reads the weights' forecast, not the trees': a library's kernel against its problem.
 # With each library held out, the trees (grown mostly on LLM-written solutions) moved the weights'
-# forecast the wrong way more often than the right (helion 0.72 -> 0.56, Liger 0.76 -> 0.72).
-WEIGHTS_ONLY_KINDS = (LIBRARY_CALL,)
+# forecast the wrong way more often than the right (helion 0.72 -> 0.56, Liger 0.76 -> 0.72). And a
+# problem under torch.compile against itself eager, whose line learns only how sure to be.
+WEIGHTS_ONLY_KINDS = (LIBRARY_CALL, COMPILED_AGAINST_EAGER)
 # A kind of pair in one candidate language is supported when this many sources measured it, each at
 # least SUPPORT_PAIRS pairs: then how far a new source lands was seen at least once.
 SUPPORTING_SOURCES = 2

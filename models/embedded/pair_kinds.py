@@ -29,14 +29,18 @@ _MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.M)
 _MODEL = re.compile(r"^class\s+Model\b", re.M)
 _WRAPPER = re.compile(r"^class\s+ModelNew\s*\(\s*Model\s*\)", re.M)
 _OWN_KERNELS = ("cuda", "triton")
+# A call of torch.compile on a line that is not a comment.
+_TORCH_COMPILE = re.compile(r"^[^#\n]*\btorch\.compile\s*\(", re.M)
 AGAINST_PROBLEM = "solution-vs-problem"
 BETWEEN_SOLUTIONS = "solution-vs-solution"
 LIBRARY_CALL = "library-vs-problem"
 SOLUTION_EDIT = "solution-edit"
+COMPILED_AGAINST_EAGER = "compiled-vs-eager"
 # Pairs whose solutions are read without the launches their ModelNew makes, as those lines were fitted
 # (an edit is read with them: its launch is what changed).
 SOLUTION_KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS)
-# The order of the kind flags the trees read.
+# The order of the kind flags the trees read. A problem compiled against itself eager is read by
+# the weights alone (kernelbench_prior.WEIGHTS_ONLY_KINDS), so the trees carry no flag for it.
 KINDS = (AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT)
 EDITED_LINES = 2
 
@@ -62,12 +66,24 @@ def _an_edit(reference: str, candidate: str) -> bool:
     return len(before) == len(after) and sum(old != new for old, new in zip(before, after)) <= EDITED_LINES
 
 
+def _compiled_against_eager(reference: KernelSide, candidate: KernelSide) -> bool:
+    """A PyTorch problem run through torch.compile on one side and eager on the other."""
+    if reference.language != "pytorch" or candidate.language != "pytorch":
+        return False
+    if not (_MODEL.search(reference.code) and _MODEL.search(candidate.code)):
+        return False
+    return bool(_TORCH_COMPILE.search(reference.code)) != bool(_TORCH_COMPILE.search(candidate.code))
+
+
 def pair_kind(request: ForecastRequest) -> str | None:
     """Which line a pair is read through, or None: a solution with its own kernels against the
     PyTorch problem it solves, two such solutions against each other, or one edited; a
     `ModelNew(Model)` that calls a library's kernel on the problem's inputs, against the problem,
-    or two of them against each other (as two solutions)."""
+    or two of them against each other (as two solutions); a problem under torch.compile against
+    itself eager, either way round."""
     reference, candidate = request.reference, request.candidate
+    if _compiled_against_eager(reference, candidate):
+        return COMPILED_AGAINST_EAGER
     against_problem = reference.language == "pytorch" and bool(_MODEL.search(reference.code))
     if _solution(candidate):
         if against_problem:

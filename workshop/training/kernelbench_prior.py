@@ -57,7 +57,15 @@ from kernelcast.models.embedded.kernelbench_prior import (
     KernelBenchPrior,
     Line,
 )
-from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, kind_flags, pair_kind
+from kernelcast.models.embedded.pair_kinds import (
+    AGAINST_PROBLEM,
+    BETWEEN_SOLUTIONS,
+    COMPILED_AGAINST_EAGER,
+    LIBRARY_CALL,
+    SOLUTION_EDIT,
+    kind_flags,
+    pair_kind,
+)
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import best_temperature, gpu_class
 from kernelcast.wire import NUM_BINS, Forecast, LabelledPair, read_pairs, with_direction_temperature
@@ -68,7 +76,13 @@ from workshop.training.boosting import TreeSettings, averaged, grow
 # arbitrary, so the line runs through the origin); or the weights' mean kept and only how far it
 # missed learnt, as wide on either side ("symmetric": the libraries disagree, and a line fitted
 # on some did worse on the others than none).
-FIT_MODES = {AGAINST_PROBLEM: "line", BETWEEN_SOLUTIONS: "origin", LIBRARY_CALL: "symmetric", SOLUTION_EDIT: "origin"}
+FIT_MODES = {
+    AGAINST_PROBLEM: "line",
+    BETWEEN_SOLUTIONS: "origin",
+    LIBRARY_CALL: "symmetric",
+    SOLUTION_EDIT: "origin",
+    COMPILED_AGAINST_EAGER: "symmetric",
+}
 
 
 # Small trees: a few thousand pairs of a dozen sources, where the weights' trees saw half a million
