@@ -123,10 +123,16 @@ def _prior_words(details: dict[str, Any]) -> str | None:
     if not kind:
         return None
     spread = float(details.get("source_spread_log2", 0.0))
-    words = (
-        f"Read as a KernelBench {kind} pair, through trees and a line fitted on kernels others wrote and we measured. "
-        f"Trees fitted each without one of those sources disagree here by ±{spread:.2f} octaves; the interval includes that."
-    )
+    if details.get("trees_read") is False:
+        words = (
+            f"Read as a KernelBench {kind} pair, through a line on the weights' own forecast, as wide and as sure"
+            " as it was right on sources of kernels others wrote and we measured, each left out of its fit."
+        )
+    else:
+        words = (
+            f"Read as a KernelBench {kind} pair, through trees and a line fitted on kernels others wrote and we measured. "
+            f"Trees fitted each without one of those sources disagree here by ±{spread:.2f} octaves; the interval includes that."
+        )
     if details.get("few_sources_of_kind"):
         words += " Fewer than two sources measured this kind of pair in this language, so the interval is wider still."
     if details.get("launches_read") is False:

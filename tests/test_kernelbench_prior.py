@@ -172,6 +172,7 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
         assert moved["kernelbench_prior"] == kind and "kernelbench_prior" not in plain
+        assert moved["trees_read"] == (kind not in WEIGHTS_ONLY_KINDS)
         # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair;
         # a library's kernel's line, and the compiled problem's, read the weights' forecast itself,
         # which no source's trees move.
@@ -472,6 +473,10 @@ def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wid
     assert "Fewer than two sources" not in str(_prior_words(details))
     # An edit of one solution is read with its launches, and says nothing of them.
     assert "not read" not in str(_prior_words({**details, "kernelbench_prior": SOLUTION_EDIT, "launches_read": True}))
+    # A line on the weights' own forecast says so, and nothing of trees.
+    compiled = str(_prior_words({"kernelbench_prior": COMPILED_AGAINST_EAGER, "source_spread_log2": 0.0, "trees_read": False}))
+    assert "on the weights' own forecast" in compiled and "Trees" not in compiled
+    assert "Trees fitted each without" in str(_prior_words({**details, "trees_read": True}))
 
 
 def test_the_widening_is_how_much_more_pairs_no_second_source_supported_missed() -> None:

@@ -37,7 +37,7 @@ from kernelcast.models.embedded.features import (
     pair_features,
     without_launches,
 )
-from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, KernelBenchPrior
+from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, WEIGHTS_ONLY_KINDS, KernelBenchPrior
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
@@ -342,6 +342,7 @@ class EmbeddedBackend:
             }
             if applied:
                 details["kernelbench_prior"] = applied
+                details["trees_read"] = applied not in WEIGHTS_ONLY_KINDS
                 details["launches_read"] = applied not in SOLUTION_KINDS
                 details["source_spread_log2"] = round(spread, 4)
                 details["few_sources_of_kind"] = few

@@ -7,7 +7,7 @@ which calls cuBLAS and cuDNN: measured on the real-world corpus, two in three ar
 the weights call five in six faster. Most FlagGems operators measured slower than aten eager,
 by most on the smallest tensors, where the weights call them faster.
 
-So four kinds of pair (pair_kinds.py) are forecast in two steps. Trees fitted to every measured
+So five kinds of pair (pair_kinds.py) are forecast in two steps. Trees fitted to every measured
 real-world pair read the pair's features, the weights' forecast and the kind of pair, and forecast
 log2 S (`boosted.corrected`): what the weights could not learn from generated code. A line per
 kind then reads that forecast t, mean' = intercept + slope·t, and the forecast takes the shape of
@@ -26,7 +26,9 @@ the sources disagree about a pair, the forecast defers; where they agree, it sta
 - a `ModelNew(Model)` that calls a library's kernel (FlagGems, Liger, ...) against the problem.
   Libraries disagree, and trees grown mostly on LLM-written solutions moved a held-out library's
   forecasts the wrong way, so that line reads the weights' forecast itself (WEIGHTS_ONLY_KINDS)
-  and learns only its spread: how far it missed on libraries left out, as wide on either side.
+  and learns only its spread: how far it missed on libraries left out, as wide on either side;
+- a problem under torch.compile against itself eager, read likewise by the weights alone, whose
+  direction they called right more often than they said.
 A kind of pair in a candidate language that fewer than SUPPORTING_SOURCES sources measured (LLM-written
 Triton solutions came from one source but for a few) has no second author to say how far a new
 author's code of that kind lands: its spread widens by how much more such pairs missed, when their

@@ -6,14 +6,15 @@ from measured real-world pairs, and judge them with each source held out in turn
 
 Before the lines, trees learn from every measured real-world pair, of every kind: they read the
 pair's features, the weights' forecast (mean and spread, no line applied) and which kind of pair it
-is, and forecast log2 S (`boosted.corrected`, antisymmetric), every source weighing the same. Four
+is, and forecast log2 S (`boosted.corrected`, antisymmetric), every source weighing the same. Five
 lines then read the trees' forecast, each fitted on the pairs it reads (`fitted_kinds`,
 `FIT_MODES`): a `ModelNew` with its own CUDA or Triton kernels against the PyTorch problem
 (llm-vs-eager and llm-vs-compile); two such solutions of one problem against each other (variant
 pairs, both ways round, so that line runs through the origin); one solution with its launch edited
 (edit pairs, through the origin too); a `ModelNew(Model)` calling a library's kernel against the
 problem (library-vs-eager and library-vs-compile), which reads the weights' forecast, not the
-trees' (WEIGHTS_ONLY_KINDS). A line is fitted by least squares on forecasts of sources the trees
+trees' (WEIGHTS_ONLY_KINDS); the problem under torch.compile against itself eager
+(inductor-vs-eager), which reads it too. A line is fitted by least squares on forecasts of sources the trees
 did not see (each source's pairs forecast by trees grown on the others), every source weighing the same
 whatever its number of pairs; its spread is how far it missed on sources left out of its fit
 (`held_out_lines`; a source counts there with SUPPORT_PAIRS pairs of the kind or more), never
