@@ -280,16 +280,15 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
     assert set(data) == {"lines", "support", "unsupported_widening", "direction_temperatures", "meta"}
-    assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT}
+    assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, COMPILED_AGAINST_EAGER}
     # Solutions in CUDA came from several sources; a kind too few measured is forecast wider, never narrower.
     assert data["support"][AGAINST_PROBLEM]["cuda"] >= 3 and data["unsupported_widening"] >= 1.0
     # Two solutions, or a solution and its edit, come in either order: those lines run through the origin.
     assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0 and data["lines"][SOLUTION_EDIT]["intercept"] == 0.0
-    # A library call keeps the weights' mean; its misses are as wide on either side.
-    library = data["lines"][LIBRARY_CALL]
-    assert (library["intercept"], library["slope"]) == (0.0, 1.0) and library["misses"] == pytest.approx(
-        [-m for m in library["misses"][::-1]]
-    )
+    # A library call, and a compiled problem, keep the weights' mean; their misses are as wide on either side.
+    for kind in WEIGHTS_ONLY_KINDS:
+        line = data["lines"][kind]
+        assert (line["intercept"], line["slope"]) == (0.0, 1.0) and line["misses"] == pytest.approx([-m for m in line["misses"][::-1]])
     assert all(len(line["misses"]) == MISS_QUANTILES and line["bandwidth"] > 0 for line in data["lines"].values())
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     # A direction temperature only where two sources measured that kind in that language, for both languages of
