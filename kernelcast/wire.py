@@ -305,6 +305,10 @@ class ForecastRequest:
         )
 
 
+# How a forecast's details name a side's CuTe or CUTLASS header among the code out of its sight.
+TEMPLATES_OUT_OF_SIGHT = "CuTe/CUTLASS templates"
+
+
 # What a request may say it assumed: a side's launch (from the other side's pragma when their
 # parameters match, else read from the code alone), and problem sizes that nothing read gave;
 # of a launch read from host code, its grid (computed from sizes only known at run time) or its

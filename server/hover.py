@@ -26,6 +26,7 @@ from kernelcast.wire import (
     ASSUMED_REFERENCE_LOOPS,
     ASSUMED_SIZES,
     BIN_WORDS,
+    TEMPLATES_OUT_OF_SIGHT,
     Forecast,
 )
 
@@ -109,10 +110,18 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
 
 
 def _out_of_sight_words(calls: list[str]) -> str:
-    """Which calls run kernels the file does not hold: why the forecast cannot take a side."""
+    """Which calls run kernels the file does not hold, or which template library a side's kernels are
+    built on: why the forecast cannot take a side."""
+    templates = [call for call in calls if call.endswith(f"({TEMPLATES_OUT_OF_SIGHT})")]
+    reasons = []
+    if len(templates) < len(calls):
+        reasons.append("the file shows no kernel of that side's own, so what it launches is unknown")
+    if templates:
+        reasons.append("its kernels copy and multiply through templates whose loops, layouts and block size the forecast cannot read")
+    why = "; ".join(reasons)
     return (
-        f"Kernels out of sight: {'; '.join(calls)}. The file shows no kernel of that side's own, so what it launches"
-        " is unknown: the forecast is mixed evenly with knowing nothing and defers to measurement."
+        f"Kernels out of sight: {'; '.join(calls)}. {why[0].upper()}{why[1:]}:"
+        " the forecast is mixed evenly with knowing nothing and defers to measurement."
     )
 
 

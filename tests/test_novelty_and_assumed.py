@@ -22,7 +22,7 @@ from kernelcast.kernels_runtime.cuda_facts import nvcc_path
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.discovery import discover
 from kernelcast.models.embedded.backend import EmbeddedBackend, even_mixture
-from kernelcast.models.embedded.features import pair_features
+from kernelcast.models.embedded.features import pair_features, templates_out_of_sight
 from kernelcast.models.embedded.novelty import FAMILIAR, NOVELTY_PATH, NoveltyTable
 from kernelcast.models.service.calibration import CalibrationTable
 from kernelcast.wire import (
@@ -30,6 +30,7 @@ from kernelcast.wire import (
     ASSUMED_REFERENCE_LAUNCH,
     ASSUMED_REFERENCE_LOOPS,
     ASSUMED_SIZES,
+    TEMPLATES_OUT_OF_SIGHT,
     ForecastRequest,
     KernelSide,
     normal_bin_probabilities,
@@ -70,6 +71,28 @@ dim = 16384
 def get_inputs():
     return [torch.randn(batch_size, dim)]
 """
+SCALE_LAUNCH = "// kernelcast: launch grid=(cdiv(N, 256)) block=(256) args=(x:f32[N], out:f32[N]:out, N:i32=1048576)\n"
+SCALE = (
+    SCALE_LAUNCH
+    + """__global__ void scale(const float* x, float* out, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = 2.0f * x[i];
+}
+"""
+)
+# The same kernel written over CuTe's tensors, against the plain one.
+SCALE_CUTE = (
+    "// kernelcast: reference=scale.cu::scale\n#include <cute/tensor.hpp>\n"
+    + SCALE_LAUNCH
+    + """__global__ void scale(const float* x, float* out, int N) {
+    using namespace cute;
+    Tensor gx = make_tensor(make_gmem_ptr(x), make_shape(N));
+    Tensor gout = make_tensor(make_gmem_ptr(out), make_shape(N));
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) gout(i) = 2.0f * gx(i);
+}
+"""
+)
 needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc not installed: compiler facts need it")
 VECTOR_ADD = (EXAMPLES / "vector_add.cu").read_text()
 # vector_add.cu with a no-op `* 1.0f` and without the reference's launch comment, as a new user writes it.
@@ -361,12 +384,35 @@ def test_a_model_that_only_calls_into_a_library_defers_and_says_which_calls(tmp_
     assert "out_of_sight" not in shown["provenance"]["details"]
 
 
+def test_a_kernel_built_on_cute_templates_defers_and_says_which_header(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(SCALE)
+    (tmp_path / "scale_cute.cu").write_text(SCALE_CUTE)
+    (tmp_path / "scale_plain.cu").write_text(SCALE_CUTE.replace("#include <cute/tensor.hpp>\n", ""))
+    cute, plain = _forecast(tmp_path, "scale_cute.cu"), _forecast(tmp_path, "scale_plain.cu")
+    assert cute["provenance"]["details"]["out_of_sight"] == [f"candidate: cute/tensor.hpp ({TEMPLATES_OUT_OF_SIGHT})"]
+    assert cute["defer"] and cute["confidence"] < 0.8
+    assert "out_of_sight" not in plain["provenance"]["details"]
+
+
+def test_only_an_included_template_header_counts_in_cuda_and_in_a_python_string() -> None:
+    inline = 'import torch\nsource = """\n#include <cutlass/gemm/device/gemm.h>\n__global__ void k() {}\n"""\n'
+    assert templates_out_of_sight(inline, "pytorch") == (f"cutlass/gemm/device/gemm.h ({TEMPLATES_OUT_OF_SIGHT})",)
+    assert templates_out_of_sight(SCALE_CUTE.replace("#include", "// #include"), "cuda") == ()
+    assert templates_out_of_sight(SCALE_CUTE.replace("<cute/", "<cub/"), "cuda") == ()
+
+
 @pytest.mark.parametrize(
     ("files", "opened", "language", "expected"),
     [
         ({"vector_add.cu": VECTOR_ADD, "copy.cu": VECTOR_ADD_COPY}, "copy.cu", "cuda", ["Assumed, not read", "candidate launch"]),
         ({"relu.py": RELU_WITH_LOOP}, "relu.py", "python", ["Assumed, not read", "reference loop trips", "goes round once"]),
         ({"relu_lib.py": RELU_FROM_A_LIBRARY}, "relu_lib.py", "python", ["Kernels out of sight", "fused_relu (fastlib.ops.relu)"]),
+        (
+            {"scale.cu": SCALE, "scale_cute.cu": SCALE_CUTE},
+            "scale_cute.cu",
+            "cuda",
+            ["Kernels out of sight", "cute/tensor.hpp", "Its kernels copy"],
+        ),
     ],
 )
 async def test_the_hover_says_which_inputs_were_assumed_or_out_of_sight(

@@ -35,6 +35,7 @@ from kernelcast.models.embedded.features import (
     host_shift,
     kernels_out_of_sight,
     pair_features,
+    templates_out_of_sight,
     without_launches,
 )
 from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, WEIGHTS_ONLY_KINDS, KernelBenchPrior
@@ -312,7 +313,8 @@ class EmbeddedBackend:
                 mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread, language)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
-        # Where a side's kernels are out of sight, half the forecast's weight goes to knowing nothing.
+        # Where a side's kernels are out of sight (another package's, or built on CuTe's templates), half the
+        # forecast's weight goes to knowing nothing.
         unseen = [_out_of_sight(request) for request in requests]
         knowing_nothing = normal_bin_probabilities(0.0, UNSEEN_SD)
         for index, calls in enumerate(unseen):
@@ -358,9 +360,14 @@ UNSEEN_SD = 1.84
 
 
 def _out_of_sight(request: ForecastRequest) -> list[str]:
-    """`side: callee (module)` of each call a side makes into kernels its text does not hold (features.kernels_out_of_sight)."""
+    """`side: what` of each call a side makes into kernels its text does not hold (features.kernels_out_of_sight)
+    and of each CuTe or CUTLASS header its kernels are built on (features.templates_out_of_sight)."""
     sides = (("reference", request.reference), ("candidate", request.candidate))
-    return [f"{role}: {call}" for role, side in sides for call in kernels_out_of_sight(side.code, side.language)]
+    return [
+        f"{role}: {unseen}"
+        for role, side in sides
+        for unseen in (*kernels_out_of_sight(side.code, side.language), *templates_out_of_sight(side.code, side.language))
+    ]
 
 
 # A side's launch is guessed when another's stands in for it, or when its host code leaves its

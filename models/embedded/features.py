@@ -45,7 +45,7 @@ from kernelcast.kernels_runtime.source.timed_path import (
 )
 from kernelcast.kernels_runtime.source.triton_text import triton_kernels
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
-from kernelcast.wire import ForecastRequest, KernelSide
+from kernelcast.wire import TEMPLATES_OUT_OF_SIGHT, ForecastRequest, KernelSide
 
 # Host + driver cost of one kernel launch, and of one eager PyTorch op (dispatcher on top).
 LAUNCH_US = 2.5
@@ -432,6 +432,19 @@ def kernels_out_of_sight(code: str, language: str) -> tuple[str, ...]:
     kernels = len(triton_kernels(timed)) + timed.count("__global__") + timed.count("@helion.kernel")
     shown = kernels + counts["triton_launch_sites"] + counts["cuda_launch_sites"] + sum(counts[f"torch_{op}"] for op in _COMPUTING_OPS)
     return hidden if not shown else ()
+
+
+# A CuTe or CUTLASS header, in CUDA or in a CUDA string of a Python side.
+_TEMPLATE_LIBRARY_INCLUDE = re.compile(r'(?m)^[ \t]*#[ \t]*include[ \t]*[<"]((?:cute|cutlass)/[\w./]+)[>"]')
+
+
+def templates_out_of_sight(code: str, language: str) -> tuple[str, ...]:
+    """The CuTe and CUTLASS headers (`header (TEMPLATES_OUT_OF_SIGHT)`) a side's CUDA includes. A kernel
+    built on them copies and multiplies through template calls (`cute::copy`, `cute::gemm`) whose trip
+    counts, layouts and block size (`size(TiledMMA{})`) are fixed by template arguments the reader
+    cannot evaluate: what it costs is as far out of sight as another package's kernel."""
+    headers = _TEMPLATE_LIBRARY_INCLUDE.findall(strip_comments(code, language))
+    return tuple(f"{header} ({TEMPLATES_OUT_OF_SIGHT})" for header in sorted(set(headers)))
 
 
 @functools.lru_cache(maxsize=256)
