@@ -535,3 +535,22 @@ def test_a_direction_temperature_makes_forecasts_of_unseen_sources_as_sure_as_th
     path.write_text(json.dumps(prior.to_json()))
     loaded = KernelBenchPrior.load(path)
     assert loaded is not None and loaded.direction_temperatures == temperatures
+
+
+def test_the_trees_learn_from_the_forecast_they_read_not_from_its_mixture_with_knowing_nothing() -> None:
+    from kernelcast.models.embedded.backend import weights_forecast
+    from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.wire import LabelledPair
+
+    # The shipped tiled SGEMM built on CuTe's headers: its kernel's cost is out of sight.
+    naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
+    cute = "#include <cute/tensor.hpp>\n" + tiled
+    request = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(cute, "cuda", "sgemm"), HARDWARE)
+    weights = weights_forecast(EmbeddedBackend().model, [request], pair_features(request)[None]).mean[0]
+    data = kernelbench_prior.measured([LabelledPair("a", "variant", request, 1.0)], Forecaster(["embedded"]))
+    forecast = Forecaster(["embedded"]).forecast(request).provenance["details"]
+    assert forecast["out_of_sight"] and abs(weights) > 0.1
+    # The forecast the editor shows is halfway to knowing nothing; the trees, which at inference read the
+    # weights' forecast before that mixing, are grown on it too.
+    assert forecast["mean_log2"] == pytest.approx(weights / 2, abs=1e-3)
+    assert data.mean[0] == pytest.approx(weights, abs=1e-3)

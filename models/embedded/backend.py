@@ -317,12 +317,14 @@ class EmbeddedBackend:
         # forecast's weight goes to knowing nothing.
         unseen = [_out_of_sight(request) for request in requests]
         knowing_nothing = normal_bin_probabilities(0.0, UNSEEN_SD)
+        # The forecast before the mixing: without a prior, the weights' own, which the trees read and learn from.
+        read_mean, read_sd = mean.copy(), sd.copy()
         for index, calls in enumerate(unseen):
             if calls:
                 probabilities[index] = [0.5 * (read + blind) for read, blind in zip(probabilities[index], knowing_nothing)]
                 mean[index], sd[index] = even_mixture(float(mean[index]), float(sd[index]), 0.0, UNSEEN_SD)
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins, calls in zip(
+        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins, calls, read in zip(
             mean.tolist(),
             sd.tolist(),
             prediction.sd.tolist(),
@@ -333,6 +335,7 @@ class EmbeddedBackend:
             few_sources,
             probabilities,
             unseen,
+            zip(read_mean.tolist(), read_sd.tolist()),
         ):
             details = {
                 "mean_log2": round(mean_log2, 4),
@@ -350,6 +353,7 @@ class EmbeddedBackend:
                 details["few_sources_of_kind"] = few
             if calls:
                 details["out_of_sight"] = calls
+                details["before_out_of_sight"] = {"mean_log2": round(read[0], 4), "spread_log2": round(read[1], 4)}
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 

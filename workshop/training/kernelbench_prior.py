@@ -447,9 +447,11 @@ def forecast_all(pairs: list[LabelledPair], forecaster: Forecaster) -> list[Fore
 
 
 def measured(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
-    """The pairs with the weights' forecast of each, no line applied."""
+    """The pairs with the weights' forecast of each, no line applied: of a pair with kernels out of
+    sight, the forecast before knowing nothing is mixed in, as the trees read it when they forecast."""
     forecaster.backends["embedded"].prior = None  # type: ignore[attr-defined]
-    details = [forecast.provenance["details"] for forecast in forecast_all(pairs, forecaster)]
+    read = [forecast.provenance["details"] for forecast in forecast_all(pairs, forecaster)]
+    details = [each.get("before_out_of_sight", each) for each in read]
     return Measured(
         pairs,
         np.stack([pair_features(pair.request) for pair in pairs]),
