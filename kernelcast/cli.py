@@ -138,9 +138,21 @@ def _forecast(args: argparse.Namespace) -> int:
         print(f"{analysis.path.name}:{row['line']}: {row['kernel']}: {words}")
         if "reference" in row:
             print(f"    reference: {row['reference']} · GPU: {analysis.hardware.name}")
+        for note in _what_the_forecast_could_not_read(row.get("forecast") or {}):
+            print(f"    {note}")
     if not rows:
         print(f"{analysis.path.name}: no kernels forecast")
     return exit_code
+
+
+def _what_the_forecast_could_not_read(forecast: dict[str, Any]) -> list[str]:
+    """Why a forecast is wide, in the words the hover uses: kernels out of its sight and inputs it assumed."""
+    provenance = forecast.get("provenance") or {}
+    unseen = (provenance.get("details") or {}).get("out_of_sight")
+    notes = [f"out of sight: {'; '.join(unseen)}"] if unseen else []
+    if provenance.get("assumed"):
+        notes.append(f"assumed, not read: {', '.join(provenance['assumed'])}")
+    return notes
 
 
 def _analyse_file(args: argparse.Namespace) -> Any:

@@ -41,6 +41,18 @@ def test_reference_option_is_labelled_as_such_and_read_from_the_current_folder(t
     assert "forecast" in row
 
 
+def test_a_forecast_says_in_plain_words_what_it_could_not_read(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "matmul_cute.cu").write_text("#include <cute/tensor.hpp>\n" + (workspace / "matmul_tiled.cu").read_text())
+    unlaunched = "\n".join(line for line in (workspace / "matmul_tiled.cu").read_text().splitlines() if "launch" not in line)
+    (workspace / "matmul_unlaunched.cu").write_text(unlaunched)
+    cute = _run(tmp_path, "forecast", str(workspace / "matmul_cute.cu"), "--no-facts")
+    assert "uncertain" in cute.stdout and "    out of sight: candidate: cute/tensor.hpp (CuTe/CUTLASS templates)" in cute.stdout
+    guessed = _run(tmp_path, "forecast", str(workspace / "matmul_unlaunched.cu"), "--no-facts")
+    assert "    assumed, not read: candidate launch" in guessed.stdout, guessed.stdout
+    plain = _run(tmp_path, "forecast", str(workspace / "matmul_tiled.cu"), "--no-facts")
+    assert plain.returncode == 0 and "out of sight" not in plain.stdout and "assumed" not in plain.stdout
+
+
 def test_reference_outside_the_workspace_is_refused_as_the_editor_refuses_it(tmp_path: Path, workspace: Path) -> None:
     outside = tmp_path / "elsewhere.cu"
     shutil.copy(workspace / "matmul_naive.cu", outside)
