@@ -30,8 +30,10 @@ from kernelcast.models.embedded.pair_kinds import (
     AGAINST_PROBLEM,
     BETWEEN_SOLUTIONS,
     COMPILED_AGAINST_EAGER,
+    LIBRARY_AGAINST_COMPILED,
     LIBRARY_CALL,
     SOLUTION_EDIT,
+    kind_flags,
     pair_kind,
 )
 from kernelcast.models.service.calibration import TEMPERATURE_RANGE
@@ -103,6 +105,12 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     assert pair_kind(kernelbench_pair("pytorch")) is None
     # A library's kernel called from a ModelNew(Model) wrapper is not an LLM's rewrite: it has a line of its own.
     assert pair_kind(kernelbench_pair("triton", LIBRARY_CALLER)) == LIBRARY_CALL
+    # Against the problem under torch.compile it is a kind of its own, which the trees read as a library call.
+    compiled_problem = KernelSide(COMPILED, "pytorch", "ModelNew")
+    against_compiled = ForecastRequest(compiled_problem, KernelSide(LIBRARY_CALLER, "triton", "ModelNew"), HARDWARE)
+    assert pair_kind(against_compiled) == LIBRARY_AGAINST_COMPILED
+    assert kind_flags([LIBRARY_AGAINST_COMPILED]).tolist() == kind_flags([LIBRARY_CALL]).tolist()
+    assert kind_flags([COMPILED_AGAINST_EAGER, None]).sum() == 0
     # Two library calls of one problem against each other (a chunked and a recurrent form) are two solutions of it.
     other_form = LIBRARY_CALLER.replace("import relu as library_op", "import relu_recurrent as library_op")
     forms = ForecastRequest(KernelSide(LIBRARY_CALLER, "triton", "ModelNew"), KernelSide(other_form, "triton", "ModelNew"), HARDWARE)
@@ -167,7 +175,13 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
     library = kernelbench_pair("triton", LIBRARY_CALLER)
     triton_solution = kernelbench_pair("triton", TRITON_SOLUTION)
     compiled = kernelbench_pair("pytorch", COMPILED)
-    kinds = ((triton_solution, AGAINST_PROBLEM), (solutions, BETWEEN_SOLUTIONS), (library, LIBRARY_CALL))
+    against_compiled = ForecastRequest(KernelSide(COMPILED, "pytorch", "ModelNew"), library.candidate, HARDWARE)
+    kinds = (
+        (triton_solution, AGAINST_PROBLEM),
+        (solutions, BETWEEN_SOLUTIONS),
+        (library, LIBRARY_CALL),
+        (against_compiled, LIBRARY_AGAINST_COMPILED),
+    )
     for request, kind in (*kinds, (compiled, COMPILED_AGAINST_EAGER)):
         line = shipped.prior.lines[kind]
         moved, plain = shipped.predict(request).details, without.predict(request).details
@@ -280,7 +294,7 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
     assert set(data) == {"lines", "support", "unsupported_widening", "direction_temperatures", "meta"}
-    assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL, SOLUTION_EDIT, COMPILED_AGAINST_EAGER}
+    assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, SOLUTION_EDIT, *WEIGHTS_ONLY_KINDS}
     # Solutions in CUDA came from several sources; a kind too few measured is forecast wider, never narrower.
     assert data["support"][AGAINST_PROBLEM]["cuda"] >= 3 and data["unsupported_widening"] >= 1.0
     # Two solutions, or a solution and its edit, come in either order: those lines run through the origin.

@@ -7,7 +7,7 @@ which calls cuBLAS and cuDNN: measured on the real-world corpus, two in three ar
 the weights call five in six faster. Most FlagGems operators measured slower than aten eager,
 by most on the smallest tensors, where the weights call them faster.
 
-So five kinds of pair (pair_kinds.py) are forecast in two steps. Trees fitted to every measured
+So six kinds of pair (pair_kinds.py) are forecast in two steps. Trees fitted to every measured
 real-world pair read the pair's features, the weights' forecast and the kind of pair, and forecast
 log2 S (`boosted.corrected`): what the weights could not learn from generated code. A line per
 kind then reads that forecast t, mean' = intercept + slope·t, and the forecast takes the shape of
@@ -27,6 +27,7 @@ the sources disagree about a pair, the forecast defers; where they agree, it sta
   Libraries disagree, and trees grown mostly on LLM-written solutions moved a held-out library's
   forecasts the wrong way, so that line reads the weights' forecast itself (WEIGHTS_ONLY_KINDS)
   and learns only its spread: how far it missed on libraries left out, as wide on either side;
+  against the problem under torch.compile a line of its own, read likewise;
 - a problem under torch.compile against itself eager, read likewise by the weights alone, whose
   direction they called right more often than they said.
 A kind of pair in a candidate language that fewer than SUPPORTING_SOURCES sources measured (LLM-written
@@ -59,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, forecast_rows_both_ways, read_both_ways
-from kernelcast.models.embedded.pair_kinds import COMPILED_AGAINST_EAGER, LIBRARY_CALL, kind_flags, pair_kind
+from kernelcast.models.embedded.pair_kinds import COMPILED_AGAINST_EAGER, LIBRARY_AGAINST_COMPILED, LIBRARY_CALL, kind_flags, pair_kind
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities, with_direction_temperature
 
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
@@ -68,11 +69,12 @@ TREES_FILE = "kernelbench_trees.npz"
 # Trees grown as those were, each with one source left out (beside PRIOR_PATH): member i's arrays are
 # prefixed "i/".
 MEMBERS_FILE = "kernelbench_members.npz"
-# Kinds whose line reads the weights' forecast, not the trees': a library's kernel against its problem.
+# Kinds whose line reads the weights' forecast, not the trees': a library's kernel against its problem
+# (eager or compiled).
 # With each library held out, the trees (grown mostly on LLM-written solutions) moved the weights'
 # forecast the wrong way more often than the right (helion 0.72 -> 0.56, Liger 0.76 -> 0.72). And a
 # problem under torch.compile against itself eager, whose line learns only how sure to be.
-WEIGHTS_ONLY_KINDS = (LIBRARY_CALL, COMPILED_AGAINST_EAGER)
+WEIGHTS_ONLY_KINDS = (LIBRARY_CALL, LIBRARY_AGAINST_COMPILED, COMPILED_AGAINST_EAGER)
 # A kind of pair in one candidate language is supported when this many sources measured it, each at
 # least SUPPORT_PAIRS pairs: then how far a new source lands was seen at least once.
 SUPPORTING_SOURCES = 2

@@ -62,6 +62,7 @@ from kernelcast.models.embedded.pair_kinds import (
     AGAINST_PROBLEM,
     BETWEEN_SOLUTIONS,
     COMPILED_AGAINST_EAGER,
+    LIBRARY_AGAINST_COMPILED,
     LIBRARY_CALL,
     SOLUTION_EDIT,
     kind_flags,
@@ -81,6 +82,7 @@ FIT_MODES = {
     AGAINST_PROBLEM: "line",
     BETWEEN_SOLUTIONS: "origin",
     LIBRARY_CALL: "symmetric",
+    LIBRARY_AGAINST_COMPILED: "symmetric",
     SOLUTION_EDIT: "origin",
     COMPILED_AGAINST_EAGER: "symmetric",
 }
