@@ -109,7 +109,7 @@ def test_local_learning_finds_the_bias_of_this_gpu_persists_it_and_resets(tmp_pa
     observations = [(normal_bin_probabilities(0.0, 0.4), 2.0**0.6, f"reference {i}") for i in range(15)]
     correction = calibration.update_local(observations, "embedded", "sm9x", local, table)
     assert correction.bias_log2 == pytest.approx(_pooled([[0.6]] * 15), abs=1e-3)
-    assert 0.2 < correction.bias_log2 < 0.6
+    assert 0.15 < correction.bias_log2 < 0.6  # shrunk toward 0 by the prior (LOCAL_BIAS_SD), not to it
     assert correction.direction_temperature is None  # too few pairs for a temperature
     assert json.loads(local.read_text())["embedded/sm9x"]["fitted_on"] == 15
     assert table.is_local("embedded", "sm9x") and not table.is_local("embedded", "sm8x")
@@ -128,7 +128,7 @@ def test_local_bias_counts_references_not_measurements() -> None:
     one_reference = calibration.fit_local([(forecast, 2.0**1.5, "one")] * 15).bias_log2
     fifteen = calibration.fit_local([(forecast, 2.0**1.5, f"reference {i}") for i in range(15)]).bias_log2
     assert one_reference == pytest.approx(_pooled([[1.5] * 15]), abs=1e-3)
-    assert 0 < one_reference < 0.15 < 2 * one_reference < fifteen
+    assert 0 < one_reference < 0.15 and 3 * one_reference < fifteen
     # Misses beyond MISS_CLIP octaves count as MISS_CLIP: one wild measurement cannot move it further.
     wild = calibration.fit_local([(forecast, 2.0**12, "one")]).bias_log2
     assert wild == pytest.approx(_pooled([[calibration.MISS_CLIP]]), abs=1e-3)
