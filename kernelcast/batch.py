@@ -60,8 +60,8 @@ def _disk_cache() -> Any:
     return _cache
 
 
-def _hardware(gpu: Any) -> Any:
-    """A GPU name (as --gpu takes it) or a spec object; ValueError in words otherwise."""
+def _hardware(gpu: Any, key: str = "gpu") -> Any:
+    """A GPU name (as --gpu takes it) or a spec object, given under `key`; ValueError in words otherwise."""
     from kernelcast.kernels_runtime.hardware import GpuSpec, lookup
 
     if isinstance(gpu, str):
@@ -73,10 +73,19 @@ def _hardware(gpu: Any) -> Any:
         try:
             return GpuSpec.from_json(gpu)
         except KeyError as error:
-            raise ValueError(f"gpu: a spec object needs {error.args[0]!r}; or give a name such as {DEFAULT_GPU}") from None
+            raise ValueError(f"{key}: a spec object needs {error.args[0]!r}; or give a name such as {DEFAULT_GPU}") from None
         except (TypeError, ValueError) as error:
-            raise ValueError(f"gpu: not a GPU spec ({error}); give a name such as {DEFAULT_GPU}") from None
-    raise ValueError(f"gpu must be a name such as {DEFAULT_GPU} or a spec object, got {gpu!r}")
+            raise ValueError(f"{key}: not a GPU spec ({error}); give a name such as {DEFAULT_GPU}") from None
+    raise ValueError(f"{key} must be a name such as {DEFAULT_GPU} or a spec object, got {gpu!r}")
+
+
+def _line_hardware(line: dict[str, Any]) -> Any:
+    """The line's `gpu`, or its `hardware` as a forecast request (and a pair file's `request`) names
+    it, so that a request copied into a batch is forecast for its GPU rather than the default."""
+    if "gpu" in line and "hardware" in line:
+        raise ValueError("give the GPU once: 'gpu' (a name or a spec object) or 'hardware' (the same), not both")
+    key = "hardware" if "hardware" in line else "gpu"
+    return _hardware(line.get(key, DEFAULT_GPU), key)
 
 
 def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) -> tuple[ForecastRequest, list[str]]:
@@ -100,7 +109,7 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
     problem = line.get("problem")
     if problem is not None and not isinstance(problem, dict):
         raise ValueError('problem must be an object of sizes, e.g. {"N": 4096}')
-    hardware = _hardware(line.get("gpu", DEFAULT_GPU))
+    hardware = _line_hardware(line)
     reference, candidate = sides["reference"], sides["candidate"]
     with tempfile.TemporaryDirectory(prefix="kernelcast-batch-") as folder:
         root = Path(folder).resolve()

@@ -311,6 +311,28 @@ def test_mean_over_sources_leaves_out_what_a_source_cannot_judge() -> None:
     assert mean_over(result["by_source"])["n"] == 2
 
 
+def test_a_line_names_its_gpu_as_gpu_or_as_a_requests_hardware(tmp_path: Path) -> None:
+    """A forecast request (or a pair file's `request`) copied into a batch keeps its GPU."""
+    from kernelcast.kernels_runtime.hardware import lookup
+
+    pair = {"reference": _side("vector_add.cu"), "candidate": _side("vector_add_float4.cu")}
+    lines = [
+        {"id": "named", **pair, "gpu": "A100"},
+        {"id": "request", **pair, "hardware": lookup("A100").to_json()},
+        {"id": "default", **pair},
+        {"id": "both", **pair, "gpu": "A100", "hardware": lookup("A100").to_json()},
+        {"id": "broken", **pair, "hardware": {"name": "mine"}},
+    ]
+    completed, rows = _batch(tmp_path, tmp_path / "home", lines, "--no-facts")
+    by_id = {row["id"]: row for row in rows}
+    assert by_id["request"]["probabilities"] == by_id["named"]["probabilities"]
+    assert by_id["request"]["provenance"]["hardware"] == by_id["named"]["provenance"]["hardware"] == "A100"
+    assert by_id["default"]["provenance"]["hardware"] == GPU
+    assert "give the GPU once" in by_id["both"]["error"]
+    assert by_id["broken"]["error"].startswith("line 5: hardware: a spec object needs"), by_id["broken"]["error"]
+    assert completed.returncode == 1 and "2 line(s) could not be forecast" in completed.stderr
+
+
 def test_a_kernelbench_pair_is_forecast_as_the_cli_forecasts_its_file(tmp_path: Path) -> None:
     """The line's reference is the problem's file (Model, sizes, get_inputs); the editor reads the same Model in the candidate's file."""
     text = (EXAMPLES / "kernelbench_relu.py").read_text()
