@@ -79,13 +79,20 @@ def _hardware(gpu: Any, key: str = "gpu") -> Any:
     raise ValueError(f"{key} must be a name such as {DEFAULT_GPU} or a spec object, got {gpu!r}")
 
 
+def _request_hardware(spec: Any) -> Any:
+    """A forecast request's `hardware`: a whole spec, else the GPU its `key` names (the default
+    without one)."""
+    if isinstance(spec, dict) and "compute_capability" not in spec:
+        return _hardware(spec.get("key", DEFAULT_GPU), "hardware")
+    return _hardware(spec, "hardware")
+
+
 def _line_hardware(line: dict[str, Any]) -> Any:
-    """The line's `gpu`, or its `hardware` as a forecast request (and a pair file's `request`) names
-    it, so that a request copied into a batch is forecast for its GPU rather than the default."""
+    """The line's `gpu`, or its `hardware` read as a forecast request's (as `kernelcast eval` reads a
+    pair's), so that a request copied into a batch is forecast for its GPU rather than the default."""
     if "gpu" in line and "hardware" in line:
-        raise ValueError("give the GPU once: 'gpu' (a name or a spec object) or 'hardware' (the same), not both")
-    key = "hardware" if "hardware" in line else "gpu"
-    return _hardware(line.get(key, DEFAULT_GPU), key)
+        raise ValueError("give the GPU once: 'gpu' (a name or a spec object) or 'hardware' (a request's spec), not both")
+    return _request_hardware(line["hardware"]) if "hardware" in line else _hardware(line.get("gpu", DEFAULT_GPU))
 
 
 def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) -> tuple[ForecastRequest, list[str]]:
@@ -306,11 +313,9 @@ def _forecasts(forecaster: Any, requests: list[ForecastRequest | None]) -> list[
 def request_with_facts(request: dict[str, Any]) -> dict[str, Any]:
     """A pair's request (JSON) with facts added to the sides that lack them; runs in a pool worker."""
     from kernelcast.analysis import read_as_the_editor
-    from kernelcast.kernels_runtime.hardware import GpuSpec
 
     parsed = ForecastRequest.from_json(request)
-    spec = parsed.hardware
-    hardware = GpuSpec.from_json(spec) if "compute_capability" in spec else _hardware(spec.get("key", DEFAULT_GPU))
+    hardware = _request_hardware(parsed.hardware)
     read, problems = read_as_the_editor(parsed, hardware, _disk_cache())
     return {"request": read.to_json(), "problems": problems}
 

@@ -321,7 +321,8 @@ def test_a_line_names_its_gpu_as_gpu_or_as_a_requests_hardware(tmp_path: Path) -
         {"id": "request", **pair, "hardware": lookup("A100").to_json()},
         {"id": "default", **pair},
         {"id": "both", **pair, "gpu": "A100", "hardware": lookup("A100").to_json()},
-        {"id": "broken", **pair, "hardware": {"name": "mine"}},
+        {"id": "broken", **pair, "hardware": {"compute_capability": [9, 0], "name": "mine"}},
+        {"id": "by-key", **pair, "hardware": {"key": "A100"}},
     ]
     completed, rows = _batch(tmp_path, tmp_path / "home", lines, "--no-facts")
     by_id = {row["id"]: row for row in rows}
@@ -329,7 +330,9 @@ def test_a_line_names_its_gpu_as_gpu_or_as_a_requests_hardware(tmp_path: Path) -
     assert by_id["request"]["provenance"]["hardware"] == by_id["named"]["provenance"]["hardware"] == "A100"
     assert by_id["default"]["provenance"]["hardware"] == GPU
     assert "give the GPU once" in by_id["both"]["error"]
-    assert by_id["broken"]["error"].startswith("line 5: hardware: a spec object needs"), by_id["broken"]["error"]
+    assert by_id["broken"]["error"].startswith("line 5: hardware: not a GPU spec"), by_id["broken"]["error"]
+    # A request that names its GPU by key alone is read as `kernelcast eval` reads one.
+    assert by_id["by-key"]["probabilities"] == by_id["named"]["probabilities"]
     assert completed.returncode == 1 and "2 line(s) could not be forecast" in completed.stderr
 
 
