@@ -100,6 +100,9 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
     unseen = (provenance.get("details") or {}).get("out_of_sight")
     if unseen:
         lines += ["", _out_of_sight_words(unseen)]
+    repeated = (provenance.get("details") or {}).get("repeated_grids")
+    if repeated:
+        lines += ["", _repeated_grid_words(repeated)]
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
@@ -125,6 +128,19 @@ def _out_of_sight_words(calls: list[str]) -> str:
     )
 
 
+def _repeated_grid_words(repeated: list[dict[str, Any]]) -> str:
+    """Which launch runs copies of its grid: the likeliest reason a forecast says a side is many times slower."""
+    each = []
+    for grid in repeated:
+        axes = ", ".join(str(axis) for axis in grid["unread_axes"])
+        each.append(
+            f"the {grid['side']}'s `{grid['launch']}` runs {grid['copies']:,} copies of its grid: its kernel never reads"
+            f" `tl.program_id` of axis {axes}, so every program along it redoes the work of the first"
+        )
+    text = "; ".join(each)
+    return f"Repeated grid: {text[0].upper()}{text[1:]}. The forecast counts the copies (a CUDA block size is not a Triton grid axis)."
+
+
 def _prior_words(details: dict[str, Any]) -> str | None:
     """Which line read a KernelBench pair, and how far the measured sources disagree on it: why such
     a forecast may defer where a generated-looking pair would not."""
@@ -147,7 +163,8 @@ def _prior_words(details: dict[str, Any]) -> str | None:
     if details.get("launches_read") is False:
         words += (
             " The launches ModelNew makes of its own kernels are not read, as the line was fitted (read with them, the"
-            " held-out sources were forecast worse): a block size or num_warps edit does not move this forecast; measure it."
+            " held-out sources were forecast worse), save a grid that repeats its work: a block size or num_warps edit"
+            " does not move this forecast; measure it."
         )
     return words
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +28,11 @@ from kernelcast.models.embedded.features import (
     DISPATCH_US,
     FEATURE_NAMES,
     FLOOR_INDEX,
+    Hardware,
     host_shift,
     pair_features,
     read_code,
+    repeated_grid_octaves,
 )
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -345,6 +348,36 @@ def relu(x):
     relu_kernel[(1,)](x, x.numel(), BLOCK=1024)
     return x
 """
+
+
+def test_a_grid_that_repeats_its_work_lengthens_the_call_by_the_waves_the_copies_add() -> None:
+    """`kernel[grid, BLOCK]` runs BLOCK copies of the grid (host_launch.repeated_grids). No generated kernel
+    repeats its grid, so the weights cannot read it: measured on TritonBench's LLM-written kernels
+    (H200), 1,000-1,070x slower than `kernel[grid]` over 2^27-2^28 elements, 2.6x over 4,096."""
+    from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.server.hover import _forecast_lines
+
+    repeated = (Path(__file__).parent / "data" / "repeated_grid.py").read_text()
+    once = repeated.replace(", BLOCK](", "](")
+    hardware = Hardware.from_json(HARDWARE)
+    at_once = hardware.sm_count * hardware.threads_per_sm // 128  # programs of Triton's 4 warps at a time
+    # 1 << 20 elements: 1,024 programs, one wave; their 1,024 copies take ceil(2^20 / at_once) waves.
+    assert repeated_grid_octaves(repeated, hardware) == pytest.approx(math.log2(math.ceil((1 << 20) / at_once)))
+    small = repeated.replace("1 << 20", "4096")  # 4 programs: the copies fill about two waves
+    assert repeated_grid_octaves(small, hardware) == pytest.approx(math.log2(math.ceil(4096 / at_once)))
+    assert repeated_grid_octaves(once, hardware) == 0.0
+    request = ForecastRequest(KernelSide(once, "triton", "ModelNew"), KernelSide(repeated, "triton", "ModelNew"), HARDWARE)
+    shift = host_shift(request, pair_features(request))
+    assert shift[1] - shift[0] == pytest.approx(repeated_grid_octaves(repeated, hardware))
+    forecast = Forecaster(["embedded"]).forecast(request)
+    assert forecast.direction == "slower" and forecast.speedup < 0.5
+    swapped = Forecaster(["embedded"]).forecast(ForecastRequest(request.candidate, request.reference, HARDWARE))
+    assert swapped.direction == "faster" and swapped.speedup > 2.0
+    # The hover says which launch repeats and why the forecast moved so far.
+    hover = "\n".join(_forecast_lines(forecast))
+    assert "The candidate's `scale_kernel[(n + BLOCK - 1) // BLOCK, BLOCK]` runs 1,024 copies of its grid" in hover
+    assert "never reads `tl.program_id` of axis 1" in hover
+    assert "The reference's `scale_kernel[" in "\n".join(_forecast_lines(swapped))
 
 
 def test_a_kernel_built_inside_the_call_pays_the_build_on_top_of_the_weights_forecast() -> None:

@@ -12,7 +12,7 @@ import pytest
 from kernelcast.analysis import analyse_text, build_request, problem_sizes
 from kernelcast.batch import request_with_facts
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS, autotune_configs, host_launch
+from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS, RepeatedGrid, autotune_configs, host_launch, repeated_grids
 from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.settings import Settings
@@ -232,6 +232,37 @@ def test_a_triton_launch_reads_its_keywords_module_constants_and_grid_lambda() -
     assert unknown.guessed == ("grid",) and unknown.grid == (DEFAULT_ELEMENTS // 1024,)
     default_warps = host_launch(TRITON.replace(", num_warps=8", ""), "add_kernel", "triton", python_file=True)
     assert default_warps.options["num_warps"] == 4  # what Triton launches with
+
+
+# `kernel[grid, BLOCK]`: a CUDA launch's block written as the second axis of a Triton grid.
+REPEATED = (Path(__file__).parent / "data" / "repeated_grid.py").read_text()
+HELPER_READS_AXIS_1 = """
+@triton.jit
+def _column():
+    return tl.program_id(1)
+"""
+
+
+def test_a_triton_grid_axis_its_kernel_never_reads_repeats_the_whole_grid() -> None:
+    """`kernel[grid, BLOCK]`, a CUDA launch's block written as Triton's grid, launches BLOCK copies of
+    the grid: TritonBench's LLM-written kernels that did it measured up to 1,000x slower."""
+    written = "scale_kernel[(n + BLOCK - 1) // BLOCK, BLOCK]"
+    assert repeated_grids(REPEATED) == (RepeatedGrid("scale_kernel", copies=1024, programs=1024, launch=written, unread_axes=(1,)),)
+    unsized = REPEATED.replace('[torch.randn(1 << 20, device="cuda")]', "[]")
+    assert [(grid.copies, grid.programs) for grid in repeated_grids(unsized)] == [(1024, None)]
+    assert repeated_grids(REPEATED.replace(", BLOCK](", "](")) == ()
+    assert repeated_grids(REPEATED.replace(", BLOCK](", ", 1](")) == ()  # an axis of one program repeats nothing
+    # The axis is read, in the kernel or in a @triton.jit function it calls: a real second dimension.
+    reads_both = REPEATED.replace("* 2.0", "* tl.program_id(axis=1)")
+    assert repeated_grids(reads_both) == ()
+    with_helper = REPEATED.replace("@triton.jit\ndef scale", HELPER_READS_AXIS_1 + "\n\n@triton.jit\ndef scale")
+    through_helper = with_helper.replace("* 2.0", "* _column()")
+    assert repeated_grids(through_helper) == ()
+    # A function the file does not define may read any axis; an axis held in a variable, any axis.
+    assert repeated_grids(REPEATED.replace("* 2.0", "* imported_helper()")) == ()
+    assert repeated_grids(REPEATED.replace("tl.program_id(0)", "tl.program_id(AXIS)")) == ()
+    # An extent left to run time is not judged.
+    assert repeated_grids(REPEATED.replace("BLOCK = 1024", "BLOCK = pick_block(x)")) == ()
 
 
 def test_a_grid_function_that_returns_its_grid_reads_as_the_lambda_would() -> None:

@@ -82,6 +82,7 @@ class _Site:
     configs_unread: bool = False  # an autotune whose configs are not literal
     # CUDA: the host function the launch is in, and its parameters' names (a load_inline wrapper Python calls).
     host_function: tuple[str, tuple[str, ...]] | None = None
+    written: str = ""  # Triton: the launch as the text writes it, `kernel[grid]`
 
 
 def host_launch(
@@ -685,9 +686,75 @@ def _triton_sites(text: str, inputs: Inputs) -> dict[str, tuple[_Site, ...]]:
         keywords = {keyword.arg: read(keyword.value) for keyword in node.keywords if keyword.arg}
         args = tuple(read(argument) for argument in node.args)
         grid = _python_dims(read(launched.slice), names)
-        site = _Site(name, grid, None, None, args, keywords, names, host_values.PYTHON, configs, unread)
+        site = _Site(name, grid, None, None, args, keywords, names, host_values.PYTHON, configs, unread, written=ast.unparse(launched))
         sites.setdefault(name, []).append(site)
     return {name: tuple(found) for name, found in sites.items()}
+
+
+@dataclass(frozen=True)
+class RepeatedGrid:
+    """A Triton launch whose grid runs axes its kernel never reads: every program along them does what
+    the first one does (`kernel[grid, BLOCK]`, written as a CUDA launch's block, launches BLOCK copies of
+    the whole grid)."""
+
+    kernel: str
+    copies: int  # the programs along the axes the kernel never reads
+    programs: int | None  # the programs along the axes it reads, where the text fixes them
+    launch: str = ""  # as the text writes it, `kernel[grid, BLOCK_SIZE]`
+    unread_axes: tuple[int, ...] = ()
+
+
+@functools.lru_cache(maxsize=64)
+def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[RepeatedGrid, ...]:
+    """The launches of the file's Triton kernels that repeat their work, where the text fixes how often.
+    A kernel's axes are those `tl.program_id` reads in it and in the file's @triton.jit functions it calls;
+    a kernel that calls a function the file does not define, or reads an axis not written as a number,
+    is not judged: that function may read the other axes."""
+    kernels = {kernel.name: kernel for kernel in triton_kernels(file_text)}
+    found = []
+    for name, sites in _triton_sites(file_text, inputs).items():
+        read = _axes_read(name, kernels)
+        for site in sites:
+            if read is None or all(axis in read for axis in range(len(site.grid))):
+                continue
+            options = {key: value for key, value in site.keywords.items() if isinstance(value, ast.Constant)}
+            values = host_values.Values({**site.names, **options}, site.dialect)
+            extents = [_int(host_values.value(dim, values)) for dim in site.grid]
+            unread = [extent for axis, extent in enumerate(extents) if axis not in read]
+            if any(extent is None for extent in unread) or math.prod(unread) <= 1:  # type: ignore[misc]
+                continue
+            used = [extent for axis, extent in enumerate(extents) if axis in read]
+            programs = math.prod(used) if all(extent is not None for extent in used) else None  # type: ignore[misc]
+            axes = tuple(axis for axis in range(len(extents)) if axis not in read)
+            found.append(RepeatedGrid(name, math.prod(unread), programs, site.written, axes))  # type: ignore[arg-type]
+    return tuple(found)
+
+
+def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozenset[str] = frozenset()) -> set[int] | None:
+    """The grid axes `tl.program_id` reads in the kernel and the @triton.jit functions it calls; None
+    where that cannot be told (an axis not written as a number, a call of a function not in `kernels`)."""
+    axes: set[int] = set()
+    for node in ast.walk(kernels[name]):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "program_id":
+            axis = node.args[0] if node.args else next((keyword.value for keyword in node.keywords if keyword.arg == "axis"), None)
+            if not (isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
+                return None
+            axes.add(axis.value)
+        elif isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
+            if node.func.id not in kernels:
+                return None
+            if node.func.id not in seen and node.func.id != name:
+                inner = _axes_read(node.func.id, kernels, seen | {name})
+                if inner is None:
+                    return None
+                axes |= inner
+    return axes
+
+
+# Names a Triton kernel calls that are not functions of the file and read no grid axis.
+_KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance"})
 
 
 def autotune_configs(file_text: str, kernel_name: str) -> tuple[tuple[Mapping[str, int], ...], bool]:

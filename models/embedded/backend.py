@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelcast.kernels_runtime.source.host_launch import repeated_grids
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import (
     FEATURE_NAMES,
@@ -63,6 +64,7 @@ READER_MODULES = (
     "kernelcast.kernels_runtime.source.cuda_text",
     "kernelcast.kernels_runtime.source.triton_text",
     "kernelcast.kernels_runtime.source.launch_spec",
+    "kernelcast.kernels_runtime.source.host_launch",
     "kernelcast.kernels_runtime.source.access_pattern",
     "kernelcast.kernels_runtime.source.loop_trips",
     "kernelcast.kernels_runtime.source.alternatives",
@@ -324,7 +326,8 @@ class EmbeddedBackend:
                 probabilities[index] = [0.5 * (read + blind) for read, blind in zip(probabilities[index], knowing_nothing)]
                 mean[index], sd[index] = even_mixture(float(mean[index]), float(sd[index]), 0.0, UNSEEN_SD)
         raw = []
-        for mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins, calls, read in zip(
+        for request, mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins, calls, read in zip(
+            requests,
             mean.tolist(),
             sd.tolist(),
             prediction.sd.tolist(),
@@ -354,6 +357,9 @@ class EmbeddedBackend:
             if calls:
                 details["out_of_sight"] = calls
                 details["before_out_of_sight"] = {"mean_log2": round(read[0], 4), "spread_log2": round(read[1], 4)}
+            repeated = _repeated_grids(request)
+            if repeated:
+                details["repeated_grids"] = repeated
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 
@@ -371,6 +377,18 @@ def _out_of_sight(request: ForecastRequest) -> list[str]:
         f"{role}: {unseen}"
         for role, side in sides
         for unseen in (*kernels_out_of_sight(side.code, side.language), *templates_out_of_sight(side.code, side.language))
+    ]
+
+
+def _repeated_grids(request: ForecastRequest) -> list[dict[str, Any]]:
+    """Each Triton launch of a side whose grid repeats its work (host_launch.repeated_grids), which
+    features.host_shift counts: for the hover to say why a forecast moved so far."""
+    sides = (("reference", request.reference), ("candidate", request.candidate))
+    return [
+        {"side": role, "launch": grid.launch, "copies": grid.copies, "unread_axes": list(grid.unread_axes)}
+        for role, side in sides
+        if side.language == "triton"
+        for grid in repeated_grids(side.code)
     ]
 
 
