@@ -720,13 +720,15 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
             options = {key: value for key, value in site.keywords.items() if isinstance(value, ast.Constant)}
             values = host_values.Values({**site.names, **options}, site.dialect)
             extents = [_int(host_values.value(dim, values)) for dim in site.grid]
-            unread = [extent for axis, extent in enumerate(extents) if axis not in read]
-            if any(extent is None for extent in unread) or math.prod(unread) <= 1:  # type: ignore[misc]
+            axes = tuple(axis for axis in range(len(extents)) if axis not in read)
+            copies = [extents[axis] for axis in axes]
+            known_copies = [extent for extent in copies if extent is not None]
+            if len(known_copies) < len(copies) or math.prod(known_copies) <= 1:
                 continue
             used = [extent for axis, extent in enumerate(extents) if axis in read]
-            programs = math.prod(used) if all(extent is not None for extent in used) else None  # type: ignore[misc]
-            axes = tuple(axis for axis in range(len(extents)) if axis not in read)
-            found.append(RepeatedGrid(name, math.prod(unread), programs, site.written, axes))  # type: ignore[arg-type]
+            known_used = [extent for extent in used if extent is not None]
+            programs = math.prod(known_used) if len(known_used) == len(used) else None
+            found.append(RepeatedGrid(name, math.prod(known_copies), programs, site.written, axes))
     return tuple(found)
 
 
