@@ -261,6 +261,8 @@ def test_a_triton_grid_axis_its_kernel_never_reads_repeats_the_whole_grid() -> N
     # A function the file does not define may read any axis; an axis held in a variable, any axis.
     assert repeated_grids(REPEATED.replace("* 2.0", "* imported_helper()")) == ()
     assert repeated_grids(REPEATED.replace("tl.program_id(0)", "tl.program_id(AXIS)")) == ()
+    # A kernel that reads no axis takes its work another way (an atomic ticket): not judged either.
+    assert repeated_grids(REPEATED.replace("tl.program_id(0)", "tl.atomic_add(x_ptr, 1)")) == ()
     # An extent left to run time is not judged.
     assert repeated_grids(REPEATED.replace("BLOCK = 1024", "BLOCK = pick_block(x)")) == ()
 

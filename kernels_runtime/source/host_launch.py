@@ -709,13 +709,14 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
     """The launches of the file's Triton kernels that repeat their work, where the text fixes how often.
     A kernel's axes are those `tl.program_id` reads in it and in the file's @triton.jit functions it calls;
     a kernel that calls a function the file does not define, or reads an axis not written as a number,
-    is not judged: that function may read the other axes."""
+    is not judged: that function may read the other axes. Nor is one that reads no axis at all: its
+    programs take their work some other way (a ticket from an atomic counter) or it is one program."""
     kernels = {kernel.name: kernel for kernel in triton_kernels(file_text)}
     found = []
     for name, sites in _triton_sites(file_text, inputs).items():
         read = _axes_read(name, kernels)
         for site in sites:
-            if read is None or all(axis in read for axis in range(len(site.grid))):
+            if not read or all(axis in read for axis in range(len(site.grid))):
                 continue
             options = {key: value for key, value in site.keywords.items() if isinstance(value, ast.Constant)}
             values = host_values.Values({**site.names, **options}, site.dialect)
