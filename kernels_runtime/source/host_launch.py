@@ -205,27 +205,12 @@ def _sized_by_the_caller(site: _Site, file_text: str, inputs: Inputs) -> _Site:
 
 def _bind(site: _Site, language: str, file_text: str, python_file: bool, elements: int) -> LaunchSpec:
     """Evaluate the site's expressions: first as the text fixes them, then, for what it does not, with the guess."""
-    guessed: list[str] = []
     exact = host_values.Values(site.names, site.dialect)
-    config = dict(site.configs[0]) if site.configs else {}
-    if len(site.configs) > 1 or site.configs_unread:
-        guessed.append(GUESSED_CONFIG)
-    options: dict[str, int] = {}
     parameters = _parameters(file_text, site.kernel, language, python_file)
     constexprs = _triton_constexprs(file_text, site.kernel) if language == "triton" else set()
-    positional = dict(zip(parameters, site.args))
-    given = {**positional, **{name: bound for name, bound in site.keywords.items() if name in parameters or name in TRITON_LAUNCH_OPTIONS}}
-    for name, bound in given.items():
-        if name in constexprs or name in TRITON_LAUNCH_OPTIONS:
-            number = _int(host_values.value(bound, exact))
-            if number is None:
-                guessed.append(GUESSED_CONFIG)
-            else:
-                options[name] = number
-    for name, number in config.items():
-        options.setdefault(name, number)
-    if language == "triton":
-        options.setdefault("num_warps", TRITON_DEFAULT_WARPS)
+    keywords = {name: bound for name, bound in site.keywords.items() if name in parameters or name in TRITON_LAUNCH_OPTIONS}
+    given = {**dict(zip(parameters, site.args)), **keywords}
+    options, guessed = _options(site, language, given, constexprs, exact)
     args = tuple(
         _argument(name, host_values.value(given[name], exact) if name in given else None) for name in parameters if name not in constexprs
     )
@@ -251,6 +236,29 @@ def _bind(site: _Site, language: str, file_text: str, python_file: bool, element
     return LaunchSpec("kernel", language, site.kernel, args, grid, block, smem, options, sizes, guessed=tuple(dict.fromkeys(guessed)))
 
 
+def _options(
+    site: _Site, language: str, given: Mapping[str, ast.expr], constexprs: set[str], exact: host_values.Values
+) -> tuple[dict[str, int], list[str]]:
+    """The launch's constexprs and Triton options (num_warps, ...) as the text fixes them, the first autotune
+    config filling the rest, and GUESSED_CONFIG where one is left to run time or to the autotuner."""
+    guessed: list[str] = []
+    if len(site.configs) > 1 or site.configs_unread:
+        guessed.append(GUESSED_CONFIG)
+    options: dict[str, int] = {}
+    for name, bound in given.items():
+        if name in constexprs or name in TRITON_LAUNCH_OPTIONS:
+            number = _int(host_values.value(bound, exact))
+            if number is None:
+                guessed.append(GUESSED_CONFIG)
+            else:
+                options[name] = number
+    for name, number in (site.configs[0] if site.configs else {}).items():
+        options.setdefault(name, number)
+    if language == "triton":
+        options.setdefault("num_warps", TRITON_DEFAULT_WARPS)
+    return options, guessed
+
+
 def _guessed_grid(site: _Site, elements: int, options: Mapping[str, int], block: tuple[int, ...] | None) -> tuple[int, ...]:
     """The grid with every unknown read as `elements`, when that asks for no more blocks than elements
     (`cdiv(n, BLOCK)`); else one thread (CUDA) or one tile of the largest constexpr (Triton) per element."""
@@ -266,13 +274,18 @@ def _guessed_grid(site: _Site, elements: int, options: Mapping[str, int], block:
 
 def _dims(dims: Dims, names: host_values.Values, limits: tuple[int, ...], options: Mapping[str, int]) -> tuple[int, ...] | None:
     """The dims' ints within CUDA's limits, or None; Triton's `meta['BLOCK']` reads the launch's options."""
-    values = host_values.Values(
-        {**names.bound, **{name: ast.Constant(number) for name, number in options.items()}}, names.dialect, names.guess
-    )
-    found = [_int(host_values.value(dim, values)) for dim in dims]
+    found = _extents(dims, names, options)
     if not found or len(found) > 3 or any(value is None or not 1 <= value <= limit for value, limit in zip(found, limits)):
         return None
     return tuple(value for value in found if value is not None)
+
+
+def _extents(dims: Dims, names: host_values.Values, options: Mapping[str, int]) -> list[int | None]:
+    """Each dim's int, or None where the text does not fix it; `meta['BLOCK']` reads the launch's options."""
+    values = host_values.Values(
+        {**names.bound, **{name: ast.Constant(number) for name, number in options.items()}}, names.dialect, names.guess
+    )
+    return [_int(host_values.value(dim, values)) for dim in dims]
 
 
 def _int(number: int | float | None) -> int | None:
@@ -700,8 +713,8 @@ class RepeatedGrid:
     kernel: str
     copies: int  # the programs along the axes the kernel never reads
     programs: int | None  # the programs along the axes it reads, where the text fixes them
-    launch: str = ""  # as the text writes it, `kernel[grid, BLOCK_SIZE]`
-    unread_axes: tuple[int, ...] = ()
+    launch: str  # as the text writes it, `kernel[grid, BLOCK_SIZE]`
+    unread_axes: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=64)
@@ -718,9 +731,10 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
         for site in sites:
             if not read or all(axis in read for axis in range(len(site.grid))):
                 continue
-            options = {key: value for key, value in site.keywords.items() if isinstance(value, ast.Constant)}
-            values = host_values.Values({**site.names, **options}, site.dialect)
-            extents = [_int(host_values.value(dim, values)) for dim in site.grid]
+            exact = host_values.Values(site.names, site.dialect)
+            given = {**dict(zip(_parameters(file_text, name, "triton", True), site.args)), **site.keywords}
+            options, _ = _options(site, "triton", given, _triton_constexprs(file_text, name), exact)
+            extents = _extents(site.grid, exact, options)
             axes = tuple(axis for axis in range(len(extents)) if axis not in read)
             copies = [extents[axis] for axis in axes]
             known_copies = [extent for extent in copies if extent is not None]
@@ -748,7 +762,7 @@ def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozense
         elif isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
             if node.func.id not in kernels:
                 return None
-            if node.func.id not in seen and node.func.id != name:
+            if node.func.id not in seen | {name}:
                 inner = _axes_read(node.func.id, kernels, seen | {name})
                 if inner is None:
                     return None
