@@ -5,8 +5,9 @@ copies of the grid: every program along the axis its kernel never reads with `tl
 the first one's work. The forecaster lengthens such a side by `repeated_grid_octaves`
 (models/embedded/features.py): the waves of programs the copies add, the GPU holding SMs × 16
 programs of Triton's 4 warps at once. This times one elementwise kernel launched once and with
-copies, over sizes from a few programs to many waves, and sets the measured gap (log2 of the time
-ratio, octaves) beside the counted one.
+copies, each from the file an author would write (FILE, which the counted cost is read from too),
+over sizes from a few programs to many waves, and sets the measured gap (log2 of the time ratio,
+octaves) beside the counted one.
 
 Run on a GPU machine:  python3 benchmarks/bench_repeated_grid.py --out DIR
 Writes DIR/repeated_grid.json and DIR/repeated_grid.md. Each launch is timed by the project's
@@ -16,8 +17,11 @@ harness (kernels_runtime/timing.py: an L2 flush, then the call between two event
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,8 @@ ELEMENTS = (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 27)
 COPIES = (2, 16, 1024)
 BLOCK = 1024
 
-# The launch as an author writes it, for the forecaster's reader: the sizes come from get_inputs().
+# The launch as an author writes it: read by the forecaster (its sizes from get_inputs()) and timed as
+# written, one copy of the grid (copies 1) against several. tests/ read it with copies "BLOCK".
 FILE = """import torch
 import triton
 import triton.language as tl
@@ -41,7 +46,8 @@ def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def scale(x):
     out = torch.empty_like(x)
     n = x.numel()
-    scale_kernel[(n + {block} - 1) // {block}, {copies}](x, out, n, BLOCK={block})
+    BLOCK = {block}
+    scale_kernel[(n + BLOCK - 1) // BLOCK, {copies}](x, out, n, BLOCK)
     return out
 
 
@@ -64,46 +70,49 @@ def counted_octaves(elements: int, copies: int, gpu: str) -> float:
     return repeated_grid_octaves(text, Hardware.from_json(SPECS[gpu].to_json()))
 
 
+def written_scale(folder: Path, elements: int, copies: int) -> Callable[[Any], Any]:
+    """`scale` of FILE with that many copies, imported from a file (Triton reads a kernel's source)."""
+    path = folder / f"scale_{elements}_{copies}.py"
+    path.write_text(FILE.format(block=BLOCK, copies=copies, elements=elements))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.scale  # type: ignore[no-any-return]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--gpu", default="H200", help="the hardware table's key for the GPU it runs on")
     args = parser.parse_args(argv)
     import torch
-    import triton
-    import triton.language as tl
 
     from kernelcast.kernels_runtime import timing
 
-    @triton.jit
-    def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
-
     rows: list[dict[str, Any]] = []
-    for elements in ELEMENTS:
-        x = torch.randn(elements, device="cuda")
-        out = torch.empty_like(x)
-        programs = triton.cdiv(elements, BLOCK)
+    with tempfile.TemporaryDirectory() as folder:
+        for elements in ELEMENTS:
+            x = torch.randn(elements, device="cuda")
 
-        def launched(grid: tuple[int, ...], x: Any = x, out: Any = out, elements: int = elements) -> Any:
-            return scale_kernel[grid](x, out, elements, BLOCK=BLOCK)
+            def timed_ms(copies: int, x: Any = x, elements: int = elements) -> float:
+                scale = written_scale(Path(folder), elements, copies)
+                return float(timing.time_one(torch, lambda: scale(x))["median_ms"])
 
-        once_ms = float(timing.time_one(torch, lambda: launched((programs,)))["median_ms"])
-        for copies in COPIES:
-            repeated_ms = float(timing.time_one(torch, lambda copies=copies: launched((programs, copies)))["median_ms"])
-            rows.append(
-                {
-                    "elements": elements,
-                    "copies": copies,
-                    "once_ms": once_ms,
-                    "repeated_ms": repeated_ms,
-                    "measured_octaves": round(math.log2(repeated_ms / once_ms), 3),
-                    "counted_octaves": round(counted_octaves(elements, copies, args.gpu), 3),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
+            once_ms = timed_ms(1)
+            for copies in COPIES:
+                repeated_ms = timed_ms(copies)
+                rows.append(
+                    {
+                        "elements": elements,
+                        "copies": copies,
+                        "once_ms": once_ms,
+                        "repeated_ms": repeated_ms,
+                        "measured_octaves": round(math.log2(repeated_ms / once_ms), 3),
+                        "counted_octaves": round(counted_octaves(elements, copies, args.gpu), 3),
+                    }
+                )
+                print(json.dumps(rows[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.cuda.get_device_name()
     (args.out / "repeated_grid.json").write_text(json.dumps({"device": device, "block": BLOCK, "rows": rows}, indent=1) + "\n")

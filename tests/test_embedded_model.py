@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.bench_repeated_grid import FILE as REPEATED_GRID_FILE
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
 from kernelcast.models.embedded.backend import (
@@ -357,7 +358,7 @@ def test_a_grid_that_repeats_its_work_lengthens_the_call_by_the_waves_the_copies
     from kernelcast.models.service.calibrated import Forecaster
     from kernelcast.server.hover import _forecast_lines
 
-    repeated = (Path(__file__).parent / "data" / "repeated_grid.py").read_text()
+    repeated = REPEATED_GRID_FILE.format(block=1024, copies="BLOCK", elements="1 << 20")
     once = repeated.replace(", BLOCK](", "](")
     hardware = Hardware.from_json(HARDWARE)
     at_once = hardware.sm_count * hardware.threads_per_sm // 128  # programs of Triton's 4 warps at a time

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.bench_repeated_grid import FILE as REPEATED_GRID_FILE
 from kernelcast.analysis import analyse_text, build_request, problem_sizes
 from kernelcast.batch import request_with_facts
 from kernelcast.kernels_runtime.hardware import SPECS
@@ -235,7 +236,7 @@ def test_a_triton_launch_reads_its_keywords_module_constants_and_grid_lambda() -
 
 
 # `kernel[grid, BLOCK]`: a CUDA launch's block written as the second axis of a Triton grid.
-REPEATED = (Path(__file__).parent / "data" / "repeated_grid.py").read_text()
+REPEATED = REPEATED_GRID_FILE.format(block=1024, copies="BLOCK", elements="1 << 20")
 HELPER_READS_AXIS_1 = """
 @triton.jit
 def _column():
