@@ -1,4 +1,4 @@
-"""Load, briefly: the 10-minute benchmark's three editors for 20 s, and the service's latency."""
+"""Load, briefly: the 10-minute benchmark's three editors for 10 s, and the service's latency."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ import bench_load  # noqa: E402
 
 
 def test_three_editors_typing_share_one_service_and_cache_without_error(tmp_path: Path) -> None:
-    result = bench_load.run(minutes=1 / 3, workdir=tmp_path)
+    result = bench_load.run(minutes=1 / 6, workdir=tmp_path)
     hints = result["cached_inlay_hint_ms"]
     print(
-        f"\n{result['keystrokes']} keystrokes by 3 editors in 20 s: "
+        f"\n{result['keystrokes']} keystrokes by 3 editors in 10 s: "
         f"cached hint p50 {hints['p50']} ms, p99 {hints['p99']} ms (n={hints['n']})"
     )
     assert result["errors"] == []
-    assert hints["n"] >= 10
+    assert hints["n"] >= 2 * bench_load.EDITORS
     # Editors finish one by one (far apart on a busy machine): judge each server by its own samples.
     samples = result["rss_samples"]
     per_server = [

@@ -42,13 +42,13 @@ def test_every_operation_has_three_sizes_and_runnable_variants() -> None:
                     assert launch.grid[0] < 2**31 and launch.grid[1] < 65536 and launch.grid[2] < 65536, (entry.id, launch)
 
 
-def test_every_fifth_operation_compiles_for_the_h100() -> None:
-    """nvcc/NVRTC for CUDA and Triton's offline compile, the way the editor takes facts: a fifth
-    of the operations here (18 compiles, the suite's largest CPU cost at a third);
+def test_every_tenth_operation_compiles_for_the_h100() -> None:
+    """nvcc/NVRTC for CUDA and Triton's offline compile, the way the editor takes facts: a tenth
+    of the operations here (9 compiles, languages alternating);
     `python -m workshop corpus compile-check` compiles every one."""
     pytest.importorskip("triton")
-    sample = one_per_operation(every=5)
-    assert len(sample) == (len(all_ops()) + 4) // 5
+    sample = one_per_operation(every=10)
+    assert len(sample) == (len(all_ops()) + 9) // 10
     failures = compile_failures(sample)
     assert not failures, "\n".join(failures)
 
