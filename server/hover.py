@@ -103,6 +103,9 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
     repeated = (provenance.get("details") or {}).get("repeated_grids")
     if repeated:
         lines += ["", _repeated_grid_words(repeated)]
+    scalar = (provenance.get("details") or {}).get("scalar_programs")
+    if scalar:
+        lines += ["", _scalar_program_words(scalar)]
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
@@ -139,6 +142,18 @@ def _repeated_grid_words(repeated: list[dict[str, Any]]) -> str:
         )
     text = "; ".join(each)
     return f"Repeated grid: {text[0].upper()}{text[1:]}. The forecast counts the copies (a CUDA block size is not a Triton grid axis)."
+
+
+def _scalar_program_words(launches: list[dict[str, Any]]) -> str:
+    """Which launch gives each program one value: why a forecast says a side is many times slower."""
+    each = []
+    for launch in launches:
+        programs = f"{launch['programs']:,} programs" if launch["programs"] is not None else "a program per element of the problem"
+        each.append(f"the {launch['side']}'s `{launch['launch']}` ({programs})")
+    return (
+        f"One value a program: {'; '.join(each)}. Its kernel builds no block (no `tl.arange`), so each program loads and"
+        " stores single values and the call costs the waves of programs it starts; the forecast counts them."
+    )
 
 
 def _prior_words(details: dict[str, Any]) -> str | None:

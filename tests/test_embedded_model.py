@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks.bench_repeated_grid import FILE as REPEATED_GRID_FILE
+from benchmarks.bench_scalar_programs import FILE as SCALAR_PROGRAM_FILE
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
 from kernelcast.models.embedded.backend import (
@@ -29,11 +30,14 @@ from kernelcast.models.embedded.features import (
     DISPATCH_US,
     FEATURE_NAMES,
     FLOOR_INDEX,
+    SCALAR_WAVE_US,
     Hardware,
     host_shift,
     pair_features,
+    programs_at_once,
     read_code,
     repeated_grid_octaves,
+    scalar_program_us,
 )
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -379,6 +383,42 @@ def test_a_grid_that_repeats_its_work_lengthens_the_call_by_the_waves_the_copies
     assert "The candidate's `scale_kernel[(n + BLOCK - 1) // BLOCK, BLOCK]` runs 1,024 copies of its grid" in hover
     assert "never reads `tl.program_id` of axis 1" in hover
     assert "The reference's `scale_kernel[" in "\n".join(_forecast_lines(swapped))
+
+
+def test_programs_of_one_value_each_lengthen_the_call_by_the_waves_they_start() -> None:
+    """A Triton kernel with no `tl.arange` (host_launch.scalar_programs) costs SCALAR_WAVE_US a wave of its
+    programs; no generated kernel is written so, and the weights read it as moving its bytes at
+    bandwidth. TritonBench's ReLU written so measured 104x slower than eager at 2^20 elements."""
+    from kernelcast.models.service.calibrated import Forecaster
+    from kernelcast.server.hover import _forecast_lines
+
+    text = SCALAR_PROGRAM_FILE.format(block=1024, elements="1 << 20")
+    # The same file with the block kernel alone, called by the model.
+    blocks = (
+        text[: text.index("@triton.jit\ndef relu_kernel")]
+        + text[text.index("@triton.jit\ndef relu_block_kernel") : text.index("def relu(x):")]
+        + text[text.index("def relu_blocks(x):") :].replace("return relu(x)", "return relu_blocks(x)")
+    )
+    hardware = Hardware.from_json(HARDWARE)
+    waves = math.ceil((1 << 20) / programs_at_once(hardware))
+    assert programs_at_once(hardware) == hardware.sm_count * hardware.threads_per_sm // 128
+    assert scalar_program_us(text, hardware, 0.0) == waves * SCALAR_WAVE_US
+    assert scalar_program_us(blocks, hardware, 0.0) == 0.0
+    # Where the text leaves the grid to run time, a program per element of the problem.
+    unsized = text.replace('[torch.randn(1 << 20, device="cuda")]', "[]")
+    assert scalar_program_us(unsized, hardware, 4096.0) == math.ceil(4096 / programs_at_once(hardware)) * SCALAR_WAVE_US
+    request = ForecastRequest(KernelSide(blocks, "triton", "ModelNew"), KernelSide(text, "triton", "ModelNew"), HARDWARE)
+    rows = pair_features(request)
+    shift = host_shift(request, rows)
+    floor_us = 2.0 ** rows[1, FLOOR_INDEX]
+    assert shift[0] == 0.0 and shift[1] == pytest.approx(math.log2((floor_us + waves * SCALAR_WAVE_US) / floor_us))
+    forecast = Forecaster(["embedded"]).forecast(request)
+    assert forecast.direction == "slower" and forecast.probabilities[0] > 0.5  # most of it in the slowest bin
+    swapped = Forecaster(["embedded"]).forecast(ForecastRequest(request.candidate, request.reference, HARDWARE))
+    assert swapped.direction == "faster" and swapped.probabilities[-1] > 0.5
+    hover = "\n".join(_forecast_lines(forecast))
+    assert "One value a program: the candidate's `relu_kernel[n,]` (1,048,576 programs)" in hover
+    assert "One value a program: the reference's `relu_kernel[n,]`" in "\n".join(_forecast_lines(swapped))
 
 
 def test_a_kernel_built_inside_the_call_pays_the_build_on_top_of_the_weights_forecast() -> None:

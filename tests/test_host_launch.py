@@ -10,10 +10,19 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_repeated_grid import FILE as REPEATED_GRID_FILE
+from benchmarks.bench_scalar_programs import FILE as SCALAR_PROGRAM_FILE
 from kernelcast.analysis import analyse_text, build_request, problem_sizes
 from kernelcast.batch import request_with_facts
 from kernelcast.kernels_runtime.hardware import SPECS
-from kernelcast.kernels_runtime.source.host_launch import DEFAULT_ELEMENTS, RepeatedGrid, autotune_configs, host_launch, repeated_grids
+from kernelcast.kernels_runtime.source.host_launch import (
+    DEFAULT_ELEMENTS,
+    RepeatedGrid,
+    ScalarPrograms,
+    autotune_configs,
+    host_launch,
+    repeated_grids,
+    scalar_programs,
+)
 from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.settings import Settings
@@ -266,6 +275,25 @@ def test_a_triton_grid_axis_its_kernel_never_reads_repeats_the_whole_grid() -> N
     assert repeated_grids(REPEATED.replace("tl.program_id(0)", "tl.atomic_add(x_ptr, 1)")) == ()
     # An extent left to run time is not judged.
     assert repeated_grids(REPEATED.replace("BLOCK = 1024", "BLOCK = pick_block(x)")) == ()
+
+
+def test_a_triton_kernel_that_builds_no_block_gives_each_program_one_value() -> None:
+    """A kernel with no `tl.arange` loads and stores single values, one lane's work for a program of 4
+    warps: TritonBench's LLM-written ReLU and abs written so measured about 100x slower than eager."""
+    text = SCALAR_PROGRAM_FILE.format(block=1024, elements="1 << 20")
+    assert scalar_programs(text) == (ScalarPrograms("relu_kernel", programs=1 << 20, launch="relu_kernel[n,]"),)
+    unsized = text.replace('[torch.randn(1 << 20, device="cuda")]', "[]")
+    assert [launch.programs for launch in scalar_programs(unsized)] == [None]
+    # A block made in the kernel, or in a @triton.jit function of the file it calls, is not one value.
+    helper = "@triton.jit\ndef _lanes(n):\n    return tl.arange(0, 16) < n\n\n\n"
+    calls_helper = text.replace("    if index < n:\n", "    keep = _lanes(n)\n    if index < n:\n")
+    blocked = calls_helper.replace("@triton.jit\ndef relu_kernel", helper + "@triton.jit\ndef relu_kernel")
+    assert [launch.kernel for launch in scalar_programs(blocked)] == []
+    zeros = text.replace("tl.maximum(tl.load(x_ptr + index), 0.0)", "tl.maximum(tl.load(x_ptr + index), tl.zeros((1,), tl.float32))")
+    assert scalar_programs(zeros) == ()
+    # A function the file does not define may build the block; a kernel that loads nothing is not judged.
+    assert scalar_programs(text.replace("tl.load(x_ptr + index)", "imported_load(x_ptr, index)")) == ()
+    assert scalar_programs(text.replace("tl.load(x_ptr + index)", "1.0")) == ()
 
 
 def test_a_grid_function_that_returns_its_grid_reads_as_the_lambda_would() -> None:

@@ -731,10 +731,7 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
         for site in sites:
             if not read or all(axis in read for axis in range(len(site.grid))):
                 continue
-            exact = host_values.Values(site.names, site.dialect)
-            given = {**dict(zip(_parameters(file_text, name, "triton", True), site.args)), **site.keywords}
-            options, _ = _options(site, "triton", given, _triton_constexprs(file_text, name), exact)
-            extents = _extents(site.grid, exact, options)
+            extents = _extents(site.grid, *_site_values(file_text, name, site))
             axes = tuple(axis for axis in range(len(extents)) if axis not in read)
             copies = [extents[axis] for axis in axes]
             known_copies = [extent for extent in copies if extent is not None]
@@ -747,30 +744,89 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
     return tuple(found)
 
 
-def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozenset[str] = frozenset()) -> set[int] | None:
+def _site_values(file_text: str, name: str, site: _Site) -> tuple[host_values.Values, dict[str, int]]:
+    """What a Triton launch site's names hold, and its options (constexprs, num_warps) as passed."""
+    exact = host_values.Values(site.names, site.dialect)
+    given = {**dict(zip(_parameters(file_text, name, "triton", True), site.args)), **site.keywords}
+    options, _ = _options(site, "triton", given, _triton_constexprs(file_text, name), exact)
+    return exact, options
+
+
+@dataclass(frozen=True)
+class ScalarPrograms:
+    """A Triton launch whose kernel never builds a block of values (no `tl.arange`, block pointer or
+    tensor descriptor, in it or in the file's @triton.jit functions it calls): each program loads and
+    stores single values, one lane's work for a program of Triton's warps."""
+
+    kernel: str
+    programs: int | None  # the grid's programs, where the text fixes them
+    launch: str  # as the text writes it, `kernel[(n_elements,)]`
+
+
+@functools.lru_cache(maxsize=64)
+def scalar_programs(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[ScalarPrograms, ...]:
+    """The launches of the file's Triton kernels whose programs work on single values, and how many
+    programs each starts where the text fixes it. A kernel that calls a function the file does not
+    define is not judged (that function may build the block), nor one that loads nothing."""
+    kernels = {kernel.name: kernel for kernel in triton_kernels(file_text)}
+    found = []
+    for name, sites in _triton_sites(file_text, inputs).items():
+        calls = _kernel_calls(name, kernels)
+        if calls is None or not _loads_single_values(calls):
+            continue
+        for site in sites:
+            extents = _extents(site.grid, *_site_values(file_text, name, site))
+            known = [extent for extent in extents if extent is not None]
+            programs = math.prod(known) if len(known) == len(extents) else None
+            found.append(ScalarPrograms(name, programs, site.written))
+    return tuple(found)
+
+
+# Triton calls that make a block of values: a kernel that makes none works on single values.
+_BLOCK_MAKERS = frozenset({"arange", "make_block_ptr", "make_tensor_descriptor", "zeros", "full", "zeros_like", "full_like"})
+
+
+def _loads_single_values(calls: list[ast.Call]) -> bool:
+    attributes = {node.func.attr for node in calls if isinstance(node.func, ast.Attribute)}
+    return "load" in attributes and not attributes & _BLOCK_MAKERS
+
+
+def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef]) -> set[int] | None:
     """The grid axes `tl.program_id` reads in the kernel and the @triton.jit functions it calls; None
     where that cannot be told (an axis not written as a number, a call of a function not in `kernels`)."""
+    calls = _kernel_calls(name, kernels)
+    if calls is None:
+        return None
     axes: set[int] = set()
-    for node in ast.walk(kernels[name]):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in calls:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "program_id":
             axis = node.args[0] if node.args else next((keyword.value for keyword in node.keywords if keyword.arg == "axis"), None)
             if not (isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
                 return None
             axes.add(axis.value)
-        elif isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
-            if node.func.id not in kernels:
-                return None
-            if node.func.id not in seen | {name}:
-                inner = _axes_read(node.func.id, kernels, seen | {name})
-                if inner is None:
-                    return None
-                axes |= inner
     return axes
 
 
-# Names a Triton kernel calls that are not functions of the file and read no grid axis.
+def _kernel_calls(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozenset[str] = frozenset()) -> list[ast.Call] | None:
+    """Every call in the kernel and in the file's @triton.jit functions it calls; None where it calls a
+    function the file does not define (what that function does cannot be read)."""
+    calls: list[ast.Call] = []
+    for node in ast.walk(kernels[name]):
+        if not isinstance(node, ast.Call):
+            continue
+        calls.append(node)
+        if isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
+            if node.func.id not in kernels:
+                return None
+            if node.func.id not in seen | {name}:
+                inner = _kernel_calls(node.func.id, kernels, seen | {name})
+                if inner is None:
+                    return None
+                calls += inner
+    return calls
+
+
+# Names a Triton kernel calls that are not functions of the file: they read no grid axis and build no block.
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance"})
 
 

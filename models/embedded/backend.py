@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.kernels_runtime.source.host_launch import repeated_grids
+from kernelcast.kernels_runtime.source.host_launch import repeated_grids, scalar_programs
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import (
     FEATURE_NAMES,
@@ -357,9 +357,7 @@ class EmbeddedBackend:
             if calls:
                 details["out_of_sight"] = calls
                 details["before_out_of_sight"] = {"mean_log2": round(read[0], 4), "spread_log2": round(read[1], 4)}
-            repeated = _repeated_grids(request)
-            if repeated:
-                details["repeated_grids"] = repeated
+            details.update(_lengthened_launches(request))
             raw.append(RawPrediction(probabilities=bins, details=details))
         return raw
 
@@ -380,16 +378,22 @@ def _out_of_sight(request: ForecastRequest) -> list[str]:
     ]
 
 
-def _repeated_grids(request: ForecastRequest) -> list[dict[str, Any]]:
-    """Each Triton launch of a side whose grid repeats its work (host_launch.repeated_grids), which
-    features.host_shift counts: for the hover to say why a forecast moved so far."""
-    sides = (("reference", request.reference), ("candidate", request.candidate))
-    return [
-        {"side": role, "launch": grid.launch, "copies": grid.copies, "unread_axes": list(grid.unread_axes)}
-        for role, side in sides
-        if side.language == "triton"
-        for grid in repeated_grids(side.code)
-    ]
+def _lengthened_launches(request: ForecastRequest) -> dict[str, list[dict[str, Any]]]:
+    """The Triton launches features.host_shift lengthens, by what it read: grids that repeat their work
+    (host_launch.repeated_grids) and programs of one value each (host_launch.scalar_programs). For the
+    hover to say why a forecast moved so far."""
+    found: dict[str, list[dict[str, Any]]] = {"repeated_grids": [], "scalar_programs": []}
+    for role, side in (("reference", request.reference), ("candidate", request.candidate)):
+        if side.language != "triton":
+            continue
+        found["repeated_grids"] += [
+            {"side": role, "launch": grid.launch, "copies": grid.copies, "unread_axes": list(grid.unread_axes)}
+            for grid in repeated_grids(side.code)
+        ]
+        found["scalar_programs"] += [
+            {"side": role, "launch": launch.launch, "programs": launch.programs} for launch in scalar_programs(side.code)
+        ]
+    return {reading: launches for reading, launches in found.items() if launches}
 
 
 # A side's launch is guessed when another's stands in for it, or when its host code leaves its

@@ -32,7 +32,7 @@ from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.source.alternatives import one_path_each
 from kernelcast.kernels_runtime.source.cuda_text import blank
-from kernelcast.kernels_runtime.source.host_launch import TRITON_DEFAULT_WARPS, repeated_grids
+from kernelcast.kernels_runtime.source.host_launch import TRITON_DEFAULT_WARPS, repeated_grids, scalar_programs
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.kernels_runtime.source.python_ast import line_offsets
@@ -67,6 +67,9 @@ DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
 # Triton's benchmarker, 105–109 ms a config.
 DEFINED_IN_CALL_US = 2200.0
 AUTOTUNE_CONFIG_US = 105_000.0
+# A wave of Triton programs that each load and store one value: 1.20-1.27 µs from 16 to 7,944 waves on
+# the H200 (benchmarks/results/scalar_programs.md).
+SCALAR_WAVE_US = 1.25
 # How much faster an `@triton.autotune` kernel runs, timed after its tuning, than with one of its
 # configs chosen without timing (benchmarks/bench_autotune_gain.py, H200): the median config of a
 # list ran slower than the best by 0.02–0.87 octaves on row reductions, softmaxes and matmuls (the
@@ -556,9 +559,7 @@ def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, 
     has one, give the bytes exactly.
     """
     problem = request.problem or {}
-    sizes = tuple(
-        sorted((float(v) for v in problem.values() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), reverse=True)
-    )
+    sizes = _sizes(problem)
     dtype = problem.get("dtype")
     dtype_bytes = DTYPE_BYTES.get(dtype, 4) if isinstance(dtype, str) else 4
     facts = [side.facts if isinstance(side.facts, dict) else {} for side in (request.reference, request.candidate)]
@@ -570,10 +571,22 @@ def work_of(request: ForecastRequest, counts: tuple[dict[str, float], dict[str, 
         elements = m * k + k * n + m * n
         flops = 2.0 * m * n * k
     else:
-        elements = min(_product(sizes[:2]), MAX_ELEMENTS)
+        elements = problem_elements(problem)
         flops = elements
     data = pragma_bytes or 2.0 * elements * dtype_bytes
     return Work(True, dtype_bytes, matmul_like, data, flops)
+
+
+def _sizes(problem: dict[str, Any]) -> tuple[float, ...]:
+    """The problem's positive numbers, largest first."""
+    numbers = (float(v) for v in problem.values() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+    return tuple(sorted(numbers, reverse=True))
+
+
+def problem_elements(problem: dict[str, Any]) -> float:
+    """The elements of a problem that multiplies no matrices: the product of its two largest sizes (0 with none)."""
+    sizes = _sizes(problem)
+    return min(_product(sizes[:2]), MAX_ELEMENTS) if sizes else 0.0
 
 
 def _total_threads(launches: list[dict[str, Any]]) -> float:
@@ -823,9 +836,28 @@ def host_shift(request: ForecastRequest, rows: np.ndarray) -> np.ndarray:
             continue
         counts = read_code(side.code, side.language)
         host_us = counts.get("dispatch_us", 0.0) + counts.get("built_us", 0.0)
+        host_us += scalar_program_us(side.code, hardware, problem_elements(request.problem or {}))
         floor_us = 2.0 ** float(row[FLOOR_INDEX])
         shifts.append(math.log2((floor_us + host_us) / floor_us) + repeated_grid_octaves(side.code, hardware))
     return np.array(shifts)
+
+
+def programs_at_once(hardware: Hardware) -> int:
+    """The Triton programs of the default 4 warps the GPU holds at once: a wave."""
+    return hardware.sm_count * max(1, hardware.threads_per_sm // (32 * TRITON_DEFAULT_WARPS))
+
+
+def scalar_program_us(code: str, hardware: Hardware, elements: float) -> float:
+    """µs the side's launches of programs that each work on one value (host_launch.scalar_programs)
+    take: SCALAR_WAVE_US a wave of the programs they start, one per element of the problem where the
+    text leaves the grid to run time. The weights learnt kernels whose programs take a block of
+    values each, so they read such a side as moving its bytes at bandwidth; TritonBench's ReLU and
+    abs written that way measured about 100x slower than eager at 2^20 elements."""
+    waves = 0
+    for launch in scalar_programs(code):
+        programs = launch.programs if launch.programs is not None else elements
+        waves += math.ceil(programs / programs_at_once(hardware))
+    return waves * SCALAR_WAVE_US
 
 
 def repeated_grid_octaves(code: str, hardware: Hardware) -> float:
@@ -837,7 +869,7 @@ def repeated_grid_octaves(code: str, hardware: Hardware) -> float:
     at 2^20 (a grid of half a wave, whose copies read from L2) and 0.6 below at 4,096 elements; on
     TritonBench's LLM-written Triton, `kernel[grid, BLOCK_SIZE]` with 1,024 over 2^27 and 2^28
     elements measured 1,000-1,070x slower than `kernel[grid]`."""
-    at_once = hardware.sm_count * max(1, hardware.threads_per_sm // (32 * TRITON_DEFAULT_WARPS))
+    at_once = programs_at_once(hardware)
     worst = 1.0
     for grid in repeated_grids(code):
         if grid.programs is None:
