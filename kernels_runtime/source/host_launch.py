@@ -754,13 +754,14 @@ def _site_values(file_text: str, name: str, site: _Site) -> tuple[host_values.Va
 
 @dataclass(frozen=True)
 class ScalarPrograms:
-    """A Triton launch whose kernel never builds a block of values (no `tl.arange`, block pointer or
-    tensor descriptor, in it or in the file's @triton.jit functions it calls): each program loads and
-    stores single values, one lane's work for a program of Triton's warps."""
+    """A Triton launch whose kernel never builds a block of values (no `tl.arange`, `tl.zeros`,
+    `tl.full`, block pointer or tensor descriptor, in it or in the file's @triton.jit functions it
+    calls): each program loads and stores single values, one lane's work for a program of Triton's
+    warps."""
 
     kernel: str
     programs: int | None  # the grid's programs, where the text fixes them
-    launch: str  # as the text writes it, `kernel[(n_elements,)]`
+    launch: str  # as ast.unparse writes it, `kernel[n_elements,]`
 
 
 @functools.lru_cache(maxsize=64)
