@@ -534,6 +534,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also judge each source with its problems held out in this many folds (0: skip; about 3 minutes a fold on 2 cores)",
     )
     args = parser.parse_args(argv)
+    # Made now, not after the hour of fitting that fills them.
+    for written in (args.out, args.report, args.held_out_forecasts):
+        if written is not None:
+            written.parent.mkdir(parents=True, exist_ok=True)
     pairs = list(read_pairs(args.pairs))
     add_facts(pairs, default_jobs())
     forecaster = Forecaster(["embedded"])
