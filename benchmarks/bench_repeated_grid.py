@@ -17,11 +17,8 @@ harness (kernels_runtime/timing.py: an L2 flush, then the call between two event
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +67,6 @@ def counted_octaves(elements: int, copies: int, gpu: str) -> float:
     return repeated_grid_octaves(text, Hardware.from_json(SPECS[gpu].to_json()))
 
 
-def written_scale(folder: Path, elements: int, copies: int) -> Callable[[Any], Any]:
-    """`scale` of FILE with that many copies, imported from a file (Triton reads a kernel's source)."""
-    path = folder / f"scale_{elements}_{copies}.py"
-    path.write_text(FILE.format(block=BLOCK, copies=copies, elements=elements))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.scale  # type: ignore[no-any-return]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -89,30 +75,31 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from kernelcast.kernels_runtime import timing
+    from kernelcast.kernels_runtime.worker import import_user_module
 
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as folder:
-        for elements in ELEMENTS:
-            x = torch.randn(elements, device="cuda")
+    for elements in ELEMENTS:
+        x = torch.randn(elements, device="cuda")
 
-            def timed_ms(copies: int, x: Any = x, elements: int = elements) -> float:
-                scale = written_scale(Path(folder), elements, copies)
-                return float(timing.time_one(torch, lambda: scale(x))["median_ms"])
+        def timed_ms(copies: int, x: Any = x, elements: int = elements) -> float:
+            # From a file, as an author writes it: Triton reads a kernel's source.
+            scale = import_user_module(FILE.format(block=BLOCK, copies=copies, elements=elements)).scale
+            return float(timing.time_one(torch, lambda: scale(x))["median_ms"])
 
-            once_ms = timed_ms(1)
-            for copies in COPIES:
-                repeated_ms = timed_ms(copies)
-                rows.append(
-                    {
-                        "elements": elements,
-                        "copies": copies,
-                        "once_ms": once_ms,
-                        "repeated_ms": repeated_ms,
-                        "measured_octaves": round(math.log2(repeated_ms / once_ms), 3),
-                        "counted_octaves": round(counted_octaves(elements, copies, args.gpu), 3),
-                    }
-                )
-                print(json.dumps(rows[-1]), flush=True)
+        once_ms = timed_ms(1)
+        for copies in COPIES:
+            repeated_ms = timed_ms(copies)
+            rows.append(
+                {
+                    "elements": elements,
+                    "copies": copies,
+                    "once_ms": once_ms,
+                    "repeated_ms": repeated_ms,
+                    "measured_octaves": round(math.log2(repeated_ms / once_ms), 3),
+                    "counted_octaves": round(counted_octaves(elements, copies, args.gpu), 3),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.cuda.get_device_name()
     (args.out / "repeated_grid.json").write_text(json.dumps({"device": device, "block": BLOCK, "rows": rows}, indent=1) + "\n")

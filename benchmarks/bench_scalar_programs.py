@@ -17,12 +17,9 @@ harness (kernels_runtime/timing.py: an L2 flush, then the call between two event
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
-import tempfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ELEMENTS = (1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
@@ -91,17 +88,6 @@ def counted(elements: int, gpu: str) -> tuple[float, int | None]:
     return scalar_program_us(text, Hardware.from_json(SPECS[gpu].to_json()), float(elements)), launch.programs
 
 
-def written(folder: Path, elements: int) -> ModuleType:
-    """FILE at that size, imported from a file (Triton reads a kernel's source)."""
-    path = folder / f"relu_{elements}.py"
-    path.write_text(FILE.format(block=BLOCK, elements=elements))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -110,32 +96,33 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from kernelcast.kernels_runtime import timing
+    from kernelcast.kernels_runtime.worker import import_user_module
 
     programs_held = at_once(args.gpu)
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as folder:
-        for elements in ELEMENTS:
-            module = written(Path(folder), elements)
-            x = torch.randn(elements, device="cuda")
-            assert torch.equal(module.relu(x), module.relu_blocks(x)), "the two ways must compute the same"
-            scalar_ms = float(timing.time_one(torch, lambda: module.relu(x))["median_ms"])
-            block_ms = float(timing.time_one(torch, lambda: module.relu_blocks(x))["median_ms"])
-            counted_us, programs_read = counted(elements, args.gpu)
-            waves = math.ceil(elements / programs_held)
-            rows.append(
-                {
-                    "elements": elements,
-                    "waves": waves,
-                    "scalar_ms": scalar_ms,
-                    "block_ms": block_ms,
-                    "measured_wave_us": round(1000 * (scalar_ms - block_ms) / waves, 4),
-                    "measured_octaves": round(math.log2(scalar_ms / block_ms), 3),
-                    "counted_us": round(counted_us, 3),
-                    "counted_octaves": round(math.log2((1000 * block_ms + counted_us) / (1000 * block_ms)), 3),
-                    "programs_read": programs_read,
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
+    for elements in ELEMENTS:
+        # From a file, as an author writes it: Triton reads a kernel's source.
+        module = import_user_module(FILE.format(block=BLOCK, elements=elements))
+        x = torch.randn(elements, device="cuda")
+        assert torch.equal(module.relu(x), module.relu_blocks(x)), "the two ways must compute the same"
+        scalar_ms = float(timing.time_one(torch, lambda: module.relu(x))["median_ms"])
+        block_ms = float(timing.time_one(torch, lambda: module.relu_blocks(x))["median_ms"])
+        counted_us, programs_read = counted(elements, args.gpu)
+        waves = math.ceil(elements / programs_held)
+        rows.append(
+            {
+                "elements": elements,
+                "waves": waves,
+                "scalar_ms": scalar_ms,
+                "block_ms": block_ms,
+                "measured_wave_us": round(1000 * (scalar_ms - block_ms) / waves, 4),
+                "measured_octaves": round(math.log2(scalar_ms / block_ms), 3),
+                "counted_us": round(counted_us, 3),
+                "counted_octaves": round(math.log2((1000 * block_ms + counted_us) / (1000 * block_ms)), 3),
+                "programs_read": programs_read,
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.cuda.get_device_name()
     (args.out / "scalar_programs.json").write_text(json.dumps({"device": device, "at_once": programs_held, "rows": rows}, indent=1) + "\n")

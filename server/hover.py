@@ -93,19 +93,17 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         f"Backend: {provenance.get('backend', '?')} ({provenance.get('model_id', '?')} v{provenance.get('backend_version', '?')}), "
         f"calibration {provenance.get('calibration_id', '?')}",
     ]
-    lines += _pool_lines(provenance.get("details") or {})
-    prior = _prior_words(provenance.get("details") or {})
+    details = provenance.get("details") or {}
+    lines += _pool_lines(details)
+    prior = _prior_words(details)
     if prior:
         lines += ["", prior]
-    unseen = (provenance.get("details") or {}).get("out_of_sight")
-    if unseen:
-        lines += ["", _out_of_sight_words(unseen)]
-    repeated = (provenance.get("details") or {}).get("repeated_grids")
-    if repeated:
-        lines += ["", _repeated_grid_words(repeated)]
-    scalar = (provenance.get("details") or {}).get("scalar_programs")
-    if scalar:
-        lines += ["", _scalar_program_words(scalar)]
+    if details.get("out_of_sight"):
+        lines += ["", _out_of_sight_words(details["out_of_sight"])]
+    if details.get("repeated_grids"):
+        lines += ["", _repeated_grid_words(details["repeated_grids"])]
+    if details.get("scalar_programs"):
+        lines += ["", _scalar_program_words(details["scalar_programs"])]
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):

@@ -853,10 +853,8 @@ def scalar_program_us(code: str, hardware: Hardware, elements: float) -> float:
     text leaves the grid to run time. The weights learnt kernels whose programs take a block of
     values each, so they read such a side as moving its bytes at bandwidth; TritonBench's ReLU and
     abs written that way measured about 100x slower than eager at 2^20 elements."""
-    waves = 0
-    for launch in scalar_programs(code):
-        programs = launch.programs if launch.programs is not None else elements
-        waves += math.ceil(programs / programs_at_once(hardware))
+    at_once = programs_at_once(hardware)
+    waves = sum(math.ceil((launch.programs if launch.programs is not None else elements) / at_once) for launch in scalar_programs(code))
     return waves * SCALAR_WAVE_US
 
 
