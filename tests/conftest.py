@@ -1,11 +1,21 @@
-"""Shared test setup: GPU tests run only where a CUDA GPU answers."""
+"""Shared test setup: GPU tests run only where a CUDA GPU answers; Python's bytecode is cached."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
+
+# Where PYTHONDONTWRITEBYTECODE is set (as on the development machines), every process the
+# suite starts (editors' servers, services, workers, the CLI: hundreds) would compile kernelcast
+# from source again, and each pytest worker would rewrite every test module's asserts again. The
+# suite writes the caches instead, into the __pycache__ folders git ignores: each module is
+# compiled once. The product's own processes are not changed by this.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def _gpu_present() -> tuple[bool, str]:
