@@ -158,11 +158,6 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-async def test_llama_cpp_backend_from_the_editor(workspace: Path, home: Path) -> None:
-    with _serving(home, ["llama-cpp"], ["--gguf", str(require_llama_and_model()), "--llm-ctx", "4096"]) as url:
-        await _forecast_from(workspace, home, url, "llama-cpp")
-
-
 async def test_transformers_backend_from_the_editor(workspace: Path, home: Path) -> None:
     gguf = require_transformers_and_model()
     with _serving(home, ["transformers"], ["--hf-model", str(gguf.parent), "--hf-gguf-file", gguf.name, "--hf-device", "cpu"]) as url:
@@ -180,14 +175,18 @@ async def test_openai_backend_from_the_editor(workspace: Path, home: Path) -> No
 
 
 async def test_embedded_forecast_first_then_the_llm_replaces_it(workspace: Path, home: Path) -> None:
-    """Asking llama-cpp, then `combined`, of a service that also serves the embedded forecaster."""
+    """Asking llama-cpp, then `combined`, of a service that also serves the embedded forecaster
+    (the llama-cpp backend's end-to-end test: its forecast reaches the diagnostic, hint and hover)."""
     with _serving(home, ["embedded", "llama-cpp"], ["--gguf", str(require_llama_and_model()), "--llm-ctx", "4096"]) as url:
         for backend in ("llama-cpp", "combined"):
             async with _editor(workspace, home, url, backend) as session:
                 uri = session.open("scale.cu", CANDIDATE)
                 last, hover = await _embedded_first(session, uri, backend, _from(backend))
+                assert last.code in FORECAST_CODES and last.message.startswith("scale: "), last.message
                 assert "embedded" not in last.message and "Provisional" not in hover, hover
                 assert f"Backend: {backend} (" in hover, hover
+                (hint,) = await session.inlay_hints(uri)
+                assert _label(hint).startswith("⏱ ") and "unavailable" not in _label(hint)
                 if backend == "combined":
                     assert "Pooled (linear) from embedded (w=1), llama-cpp (w=1)" in hover, hover
         async with _editor(workspace, home, url, "llama-cpp") as session:
