@@ -571,7 +571,8 @@ def why_it_cannot_load(code: str, entry_names: tuple[tuple[str, str], ...]) -> s
     missing = [name for name, _ in entry_names if name not in module_level]
     if missing:
         return f"defines no {missing[0]}"
-    for node in ast.walk(tree):
+    nodes = list(ast.walk(tree))
+    for node in nodes:
         if isinstance(node, ast.Import):
             roots = [alias.name.split(".")[0] for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -581,8 +582,8 @@ def why_it_cannot_load(code: str, entry_names: tuple[tuple[str, str], ...]) -> s
         lacking = [root for root in roots if root not in HOST_PACKAGES and root not in sys.stdlib_module_names]
         if lacking:
             return f"imports {lacking[0]}, which the host lacks"
-    bound = set(dir(builtins)) | {"__name__", "__file__"} | {name for node in ast.walk(tree) for name in _bound_by(node)}
-    unbound = sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound)
+    bound = set(dir(builtins)) | {"__name__", "__file__"} | {name for node in nodes for name in _bound_by(node)}
+    unbound = sorted({node.id for node in nodes if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound)
     return f"uses {unbound[0]}, which it never binds" if unbound else None
 
 
@@ -615,7 +616,13 @@ def entry_names(entry: dict[str, Any], mirror: Mirror) -> tuple[tuple[str, str],
 
 
 def _file_sha(mirror: Mirror, path: str) -> str:
-    return hashlib.sha256(_read(mirror.git_dir, mirror.commit, path)).hexdigest()
+    return _sha_at(mirror.git_dir, mirror.commit, path)
+
+
+@functools.cache
+def _sha_at(git_dir: Path, commit: str, path: str) -> str:
+    """A file's SHA-256 at one commit, hashed once per process (every candidate of a JSONL file checks it)."""
+    return hashlib.sha256(_read(git_dir, commit, path)).hexdigest()
 
 
 @functools.cache
