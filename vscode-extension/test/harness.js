@@ -10,6 +10,7 @@ const vscode = require('vscode');
 const { recorded, state, events, reset } = vscode.__stub;
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kernelcast-extension-'));
+process.on('exit', () => fs.rmSync(scratch, { recursive: true, force: true }));
 const serverLog = path.join(scratch, 'server.jsonl');
 process.env.FAKE_SERVER_LOG = serverLog;
 

@@ -14,6 +14,7 @@ function extractVsix() {
   }
   const files = readZip(fs.readFileSync(archive));
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'kernelcast-vsix-'));
+  process.on('exit', () => fs.rmSync(folder, { recursive: true, force: true }));
   for (const [name, content] of files) {
     fs.mkdirSync(path.dirname(path.join(folder, name)), { recursive: true });
     fs.writeFileSync(path.join(folder, name), content);
