@@ -86,8 +86,9 @@ test('the import check tells a missing interpreter from a missing package', asyn
   });
 });
 
-test('the real process runner reports exit codes and missing executables', { skip: process.platform === 'win32' }, async () => {
+test('the real process runner reports exit codes and missing executables', { skip: process.platform === 'win32' }, async (t) => {
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'kernelcast-interpreter-'));
+  t.after(() => fs.rmSync(folder, { recursive: true, force: true }));
   const fakePython = (name, body) => {
     const file = path.join(folder, name);
     fs.writeFileSync(file, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
@@ -123,11 +124,12 @@ test('pip installs from the checkout into exactly that interpreter, quoted for t
   );
 });
 
-test('only a folder whose pyproject.toml names kernelcast is taken for a checkout', () => {
+test('only a folder whose pyproject.toml names kernelcast is taken for a checkout', (t) => {
   const repository = path.resolve(__dirname, '..', '..');
   assert.equal(checkoutProblem(repository), undefined);
   assert.match(checkoutProblem(__dirname), /has no pyproject.toml: choose the folder of your kernelcast clone/);
   const other = fs.mkdtempSync(path.join(os.tmpdir(), 'not-kernelcast-'));
+  t.after(() => fs.rmSync(other, { recursive: true, force: true }));
   fs.writeFileSync(path.join(other, 'pyproject.toml'), '[project]\nname = "other"\n');
   assert.match(checkoutProblem(other), /is not a kernelcast checkout/);
 });
