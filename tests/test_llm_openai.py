@@ -141,7 +141,11 @@ def test_server_errors_are_retried_then_reported() -> None:
     process, url = _start_server(logits_all=False)
     try:
         backend = OpenAICompatibleBackend(url, deadline_s=limit(30), retries=2)
+        probed = time.monotonic()
         assert not backend.capabilities().logprobs
+        # The probe takes that 500 for the answer: no 0.5 s + 1 s of backing off per feature
+        # probed (3 s with both JSON formats) before the first forecast.
+        assert time.monotonic() - probed < limit(1.0)
         started = time.monotonic()
         with pytest.raises(LLMBackendError, match="3 attempts.*HTTP 500"):
             backend._chat(

@@ -8,7 +8,7 @@ by the server's schema support where it has any.
 
 Every call runs under a total deadline with bounded, backed-off retries for transient
 failures (connection refused, 5xx, 429), so a dead or overloaded server costs the
-editor a clear error, never a hang. vLLM serves LoRA adapters as model names: pick
+editor a clear error, never a hang; a probe takes a 500 for the server's answer. vLLM serves LoRA adapters as model names: pick
 one with `llm_model`.
 """
 
@@ -34,7 +34,10 @@ PROBE_DEADLINE_S = 20.0
 TOP_LOGPROBS = 20  # OpenAI's maximum; enough for 8 labels from a model that means to answer
 JSON_MAX_TOKENS = 200
 REASON_MAX_TOKENS = 512
-_RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# A probe's HTTP 500 is the server's answer, not a passing fault: llama_cpp.server fails a logprobs
+# request so when it runs without logits_all. Retrying it only put off the first forecast (3 s).
+_PROBE_RETRY_STATUS = _RETRY_STATUS - {500}
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,10 @@ class OpenAICompatibleBackend:
 
     # --- HTTP with a deadline ---------------------------------------------------------
 
-    def _call(self, method: str, path: str, deadline: float, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One API call, retried on transient failures, never past `deadline` (monotonic)."""
+    def _call(
+        self, method: str, path: str, deadline: float, body: dict[str, Any] | None = None, retry_status: frozenset[int] = _RETRY_STATUS
+    ) -> dict[str, Any]:
+        """One API call, retried on the failures that pass (connection errors, `retry_status`), never past `deadline` (monotonic)."""
         last_problem = "no attempt made"
         for attempt in range(self.retries + 1):
             remaining = deadline - time.monotonic()
@@ -101,15 +106,17 @@ class OpenAICompatibleBackend:
                 if response.status_code < 400:
                     return response.json()
                 last_problem = f"HTTP {response.status_code}: {response.text[:300]}"
-                if response.status_code not in _RETRY_STATUS:
+                if response.status_code not in retry_status:
                     raise LLMBackendError(f"{self.base_url}{path} refused the request: {last_problem}")
             if attempt < self.retries:
                 time.sleep(max(0.0, min(0.5 * 2**attempt, deadline - time.monotonic())))
         raise LLMBackendError(f"{self.base_url}{path} did not answer within {self.retries + 1} attempts / the deadline: {last_problem}")
 
-    def _chat(self, deadline: float, model: str, messages: list[dict[str, str]], **fields: Any) -> dict[str, Any]:
+    def _chat(
+        self, deadline: float, model: str, messages: list[dict[str, str]], retry_status: frozenset[int] = _RETRY_STATUS, **fields: Any
+    ) -> dict[str, Any]:
         body = {"model": model, "messages": messages, "temperature": 0.0, "seed": 0, **fields}
-        return self._call("POST", "/chat/completions", deadline, body)
+        return self._call("POST", "/chat/completions", deadline, body, retry_status)
 
     # --- probing ----------------------------------------------------------------------
 
@@ -131,7 +138,7 @@ class OpenAICompatibleBackend:
             raise LLMBackendError(f"{self.base_url} does not serve {model!r}; it serves: {', '.join(map(str, served))}")
         probe_messages = [{"role": "user", "content": "Reply with the digit 1."}]
         try:
-            reply = self._chat(deadline, model, probe_messages, max_tokens=1, logprobs=True, top_logprobs=5)
+            reply = self._chat(deadline, model, probe_messages, _PROBE_RETRY_STATUS, max_tokens=1, logprobs=True, top_logprobs=5)
             logprobs = bool(_first_token_alternatives(reply))
         except LLMBackendError:
             logprobs = False
@@ -143,7 +150,12 @@ class OpenAICompatibleBackend:
         ):
             try:
                 self._chat(
-                    deadline, model, [{"role": "user", "content": 'Answer {"ok": true}'}], max_tokens=12, response_format=response_format
+                    deadline,
+                    model,
+                    [{"role": "user", "content": 'Answer {"ok": true}'}],
+                    _PROBE_RETRY_STATUS,
+                    max_tokens=12,
+                    response_format=response_format,
                 )
             except LLMBackendError:
                 continue
