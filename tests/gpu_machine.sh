@@ -14,9 +14,9 @@ cd "$(dirname "$0")/.."
 plugins() {
     # The pytest plugins the suite needs, as pyproject's test extra pins them.
     python3 -c "
-import tomllib
+import re, tomllib
 extra = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test']
-print(' '.join(r for r in extra if r.split('=')[0].split('>')[0] in ('pytest-asyncio', 'pytest-lsp')))"
+print(' '.join(r for r in extra if re.match(r'(pytest-asyncio|pytest-lsp)\b', r)))"
 }
 
 case "${1:-}" in

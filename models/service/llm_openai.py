@@ -8,8 +8,8 @@ by the server's schema support where it has any.
 
 Every call runs under a total deadline with bounded, backed-off retries for transient
 failures (connection refused, 5xx, 429), so a dead or overloaded server costs the
-editor a clear error, never a hang; a probe takes a 500 for the server's answer. vLLM serves LoRA adapters as model names: pick
-one with `llm_model`.
+editor a clear error, never a hang; a probe takes a 500 for the server's answer.
+vLLM serves LoRA adapters as model names: pick one with `llm_model`.
 """
 
 from __future__ import annotations
