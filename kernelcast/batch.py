@@ -337,6 +337,19 @@ def add_facts(pairs: list[LabelledPair], jobs: int) -> list[str]:
     return problems
 
 
+# How many sides without compiler facts `report_fact_problems` names before it counts the rest.
+FACT_PROBLEMS_SHOWN = 5
+
+
+def report_fact_problems(problems: list[str], program: str) -> None:
+    """The first of `add_facts`' problems on stderr, then how many more: a run whose facts all failed
+    (no nvcc, workers that could not start) must not pass for one that had them."""
+    for problem in problems[:FACT_PROBLEMS_SHOWN]:
+        print(f"{program}: {problem}", file=sys.stderr)
+    if len(problems) > FACT_PROBLEMS_SHOWN:
+        print(f"{program}: … and {len(problems) - FACT_PROBLEMS_SHOWN} more sides without compiler facts", file=sys.stderr)
+
+
 def _wants_facts(side: KernelSide) -> bool:
     from kernelcast.analysis import FACT_LANGUAGES
 

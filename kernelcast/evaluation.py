@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.batch import add_facts, default_jobs
+from kernelcast.batch import add_facts, default_jobs, report_fact_problems
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import true_bins
 from kernelcast.models.service.llm_common import LLMBackendError
@@ -62,7 +62,6 @@ UNNAMED_SOURCE = "unnamed"
 # the values "expected s" averages over.
 BIN_CENTRES_LOG2 = np.array([sum(_bin_bounds(index)) / 2 for index in range(NUM_BINS)])
 PLOT_INSTALL_HINT = install_command("eval")
-FACT_PROBLEMS_SHOWN = 5
 
 
 # --- metric functions on arrays ---------------------------------------------------------
@@ -600,12 +599,7 @@ def run(
             print(f"kernelcast eval: backend {backend!r} cannot run: {error.args[0]}", file=sys.stderr)
             return 2
         if compile_facts:
-            without_facts = add_facts(pairs, jobs or default_jobs())
-            for problem in without_facts[:FACT_PROBLEMS_SHOWN]:
-                print(f"kernelcast eval: {problem}", file=sys.stderr)
-            if len(without_facts) > FACT_PROBLEMS_SHOWN:
-                more = len(without_facts) - FACT_PROBLEMS_SHOWN
-                print(f"kernelcast eval: … and {more} more sides without compiler facts", file=sys.stderr)
+            report_fact_problems(add_facts(pairs, jobs or default_jobs()), "kernelcast eval")
         forecasts, failed = forecast_pairs(pairs, forecaster)
     done = [(pair, forecast) for pair, forecast in zip(pairs, forecasts) if forecast is not None]
     for failure in failed:

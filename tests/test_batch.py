@@ -19,6 +19,7 @@ from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
+from kernelcast.batch import FACT_PROBLEMS_SHOWN, report_fact_problems
 from kernelcast.evaluation import evaluate, mean_over, metrics
 from kernelcast.progress import Progress
 from kernelcast.wire import BIN_WORDS, Forecast
@@ -401,3 +402,13 @@ def test_a_side_named_by_the_function_that_launches_it_is_read_as_its_kernel(tmp
     assert "speedup" in by_id["no-triton"]
     assert by_id["half-typed"]["error"].startswith("line 4: candidate: no kernel named 'double', and no function of that name launches one")
     assert "no kernel named 'triple'" in by_id["unknown"]["error"] and "(kernels: _double)" in by_id["unknown"]["error"]
+
+
+def test_sides_without_compiler_facts_are_named_then_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    problems = [f"pair-{n}: no compiler facts: kernel.cu:1:1: error" for n in range(FACT_PROBLEMS_SHOWN + 2)]
+    report_fact_problems(problems, "kernelcast eval")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:FACT_PROBLEMS_SHOWN] == [f"kernelcast eval: {problem}" for problem in problems[:FACT_PROBLEMS_SHOWN]]
+    assert lines[FACT_PROBLEMS_SHOWN:] == ["kernelcast eval: … and 2 more sides without compiler facts"]
+    report_fact_problems([], "kernelcast eval")
+    assert capsys.readouterr().err == ""

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.batch import add_facts, default_jobs
+from kernelcast.batch import add_facts, default_jobs, report_fact_problems
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
 from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows_both_ways
 from kernelcast.models.embedded.features import pair_features
@@ -539,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if written is not None:
             written.parent.mkdir(parents=True, exist_ok=True)
     pairs = list(read_pairs(args.pairs))
-    add_facts(pairs, default_jobs())
+    report_fact_problems(add_facts(pairs, default_jobs()), "kernelbench_prior")
     forecaster = Forecaster(["embedded"])
     data = measured(pairs, forecaster)
     fitted = fitted_kinds(data)
