@@ -1,0 +1,87 @@
+"""The probe of the KernelBench trees: each pair forecast by trees that never saw its source, or its problem."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kernelcast.models.embedded.features import FEATURE_NAMES, SIDE_NAMES
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS
+from workshop.training import kernelbench_prior, kernelbench_probe
+from workshop.training.boosting import TreeSettings
+from workshop.training.kernelbench_prior import Measured, out_of_source_centres
+from workshop.training.kernelbench_probe import direction_table, out_of_fold_centres
+
+pytest.importorskip("lightgbm", reason="growing trees needs lightgbm: pip install 'kernelcast[test]'")
+
+COLUMN = SIDE_NAMES.index("compute_log2_us")
+
+
+@pytest.fixture(autouse=True)
+def small_trees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One small forest a fit: the probe's logic, not the shipped trees' size, is under test."""
+    monkeypatch.setattr(kernelbench_prior, "TREE_SETTINGS", TreeSettings(rounds=150, leaves=7, min_pairs_in_leaf=5, threads=1))
+    monkeypatch.setattr(kernelbench_prior, "TREE_SEEDS", 1)
+
+
+def _sources(rule: dict[str, float], per_source: int = 60) -> Measured:
+    """Pairs of each source in `rule` whose measured log2 S is that factor times how much less the
+    candidate computes (one feature; the rest alike), two problems a source."""
+    rng = np.random.default_rng(7)
+    pairs, features = [], []
+    for source, factor in rule.items():
+        for n in range(per_source):
+            sides = np.zeros((2, len(FEATURE_NAMES)))
+            sides[:, COLUMN] = rng.normal(size=2)
+            pairs.append(
+                SimpleNamespace(source=source, op=f"{source}/{n % 2}", log2_speedup=factor * (sides[0, COLUMN] - sides[1, COLUMN]))
+            )
+            features.append(sides)
+    kinds = [AGAINST_PROBLEM if n % 3 else BETWEEN_SOLUTIONS for n in range(len(pairs))]
+    return Measured(pairs, np.array(features), np.zeros(len(pairs)), np.ones(len(pairs)), kinds)  # type: ignore[arg-type]
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    return {line[:48].strip(): line[48:].split() for line in table.splitlines() if line.strip()}
+
+
+def test_each_source_is_forecast_by_trees_that_never_saw_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a, b, c and e are faster the less they compute; d the other way round: trees that never saw d read
+    # it wrong. A pair measured within 0.1 octave of even is not counted.
+    data = _sources({"a": 2.0, "b": 2.0, "c": 2.0, "e": 2.0, "d": -2.0})
+    data.pairs[0].log2_speedup = 0.05
+    counted = [i for i, pair in enumerate(data.pairs) if abs(pair.log2_speedup) >= 0.1]
+    columns = {
+        "source": out_of_source_centres(data, range(len(data.pairs)), {"a", "b", "c", "d", "e"})[0],
+        "problems": out_of_fold_centres(data, 2),
+    }
+    monkeypatch.setattr(kernelbench_probe, "KIND_ROW_PAIRS", 10)
+    rows = _rows(direction_table(data, columns))
+    for source in "abcde":
+        assert int(rows[source][0]) == sum(data.pairs[i].source == source for i in counted)
+    assert int(rows["a"][0]) < 60
+    for source in "abce":
+        assert float(rows[source][1]) > 0.7, rows[source]
+    assert float(rows["d"][1]) < 0.2, rows["d"]
+    assert float(rows["mean of 5 sources"][0]) == pytest.approx(np.mean([float(rows[source][1]) for source in "abcde"]), abs=0.001)
+    # By kind: each source's pairs against the problem and between solutions.
+    assert int(rows[f"a {AGAINST_PROBLEM}"][0]) + int(rows[f"a {BETWEEN_SOLUTIONS}"][0]) == int(rows["a"][0])
+    assert int(rows[f"a {BETWEEN_SOLUTIONS}"][0]) == sum(
+        data.kinds[i] == BETWEEN_SOLUTIONS and data.pairs[i].source == "a" for i in counted
+    )
+
+
+def test_a_pair_is_forecast_by_trees_grown_without_its_problem() -> None:
+    # Problem d/0 is measured the other way round from every other problem: trees that saw it would
+    # fit it, trees grown without it forecast it as the others, so wrong.
+    data = _sources({"a": 2.0, "b": 2.0, "c": 2.0, "d": 2.0})
+    for pair in data.pairs:
+        if pair.op == "d/0":
+            pair.log2_speedup = -pair.log2_speedup
+    centres = out_of_fold_centres(data, 8)
+    own = [i for i, pair in enumerate(data.pairs) if pair.op == "d/0"]
+    assert np.mean([(centres[i] > 0) == (data.pairs[i].log2_speedup > 0) for i in own]) < 0.2
+    others = [i for i, pair in enumerate(data.pairs) if pair.source == "a"]
+    assert np.mean([(centres[i] > 0) == (data.pairs[i].log2_speedup > 0) for i in others]) > 0.8

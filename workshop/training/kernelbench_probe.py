@@ -1,0 +1,94 @@
+"""How well the KernelBench trees alone tell which side is faster on sources and problems they never
+saw: a check of a change to `pair_features` or to the trees in minutes, before the hour a refit takes.
+
+    python -m workshop realworld pairs --out /tmp/rw.jsonl
+    python -m workshop.training.kernelbench_probe --pairs /tmp/rw.jsonl [--problem-folds 5]
+
+It reads every pair as `kernelbench_prior.py` does (compiler facts, features, the weights' forecast),
+grows the trees with each source left out in turn and, where asked, with each fold of problems left out
+of every source, and prints the direction accuracy of the trees' forecast per held-out source and per
+kind of pair. No line, calibration or spread is applied, so the numbers sit below the refit's
+(`kernelbench_prior_report.md`) and say only which way a change moves the trees: a refit alone moves a
+source by up to 0.02, so a change worth less than that needs the refit to judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kernelcast.batch import add_facts, default_jobs, report_fact_problems
+from kernelcast.models.service.calibrated import Forecaster
+from kernelcast.wire import read_pairs
+from workshop.training.kernelbench_prior import Measured, grow_forests, measured, out_of_source_centres, problem_folds
+
+# The pairs direction accuracy counts, as `kernelcast eval` does: |log2 S| at least this.
+DECIDED_LOG2 = 0.1
+# A kind of a source gets its own row from this many counted pairs.
+KIND_ROW_PAIRS = 40
+
+
+def out_of_fold_centres(data: Measured, folds: int) -> dict[int, float]:
+    """The trees' forecast of each pair by trees grown without its problem's fold (in every source)."""
+    partition = problem_folds(data.pairs, {pair.source for pair in data.pairs}, folds)
+    forests = grow_forests(data, [[i for i, pair in enumerate(data.pairs) if pair.op not in problems] for problems in partition])
+    centres: dict[int, float] = {}
+    for problems, trees in zip(partition, forests):
+        own = [i for i, pair in enumerate(data.pairs) if pair.op in problems]
+        centres.update(zip(own, data.corrected(trees, own).tolist()))
+    return centres
+
+
+def direction_table(data: Measured, columns: Mapping[str, Mapping[int, float]]) -> str:
+    """Direction accuracy of each column's forecasts per source (mean of the sources last), then per
+    source and kind; a forecast of exactly 0 counts as "faster", as a P(faster) of 0.5 does in eval."""
+    right: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for i, pair in enumerate(data.pairs):
+        if abs(pair.log2_speedup) < DECIDED_LOG2:
+            continue
+        for name, centres in columns.items():
+            hit = float((centres[i] >= 0) == (pair.log2_speedup > 0))
+            right[(pair.source, "")][name].append(hit)
+            right[(pair.source, data.kinds[i] or "no line")][name].append(hit)
+    sources = sorted(source for source, kind in right if not kind)
+    header = f"{'held out':<48} {'N':>5} " + " ".join(f"{name:>9}" for name in columns)
+
+    def row(label: str, scores: Mapping[str, list[float]]) -> str:
+        return f"{label:<48} {len(next(iter(scores.values()))):>5} " + " ".join(f"{np.mean(scores[name]):>9.3f}" for name in columns)
+
+    lines = [header, *(row(source, right[(source, "")]) for source in sources)]
+    lines.append(
+        f"{'mean of ' + str(len(sources)) + ' sources':<48} {'':>5} "
+        + " ".join(f"{np.mean([np.mean(right[(source, '')][name]) for source in sources]):>9.3f}" for name in columns)
+    )
+    lines += ["", header.replace("held out", "held out, by kind", 1)]
+    lines += [
+        row(f"{source} {kind}", scores)
+        for (source, kind), scores in sorted(right.items())
+        if kind and len(next(iter(scores.values()))) >= KIND_ROW_PAIRS
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workshop.training.kernelbench_probe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=Path, required=True, help="real-world pairs (python -m workshop realworld pairs)")
+    parser.add_argument("--problem-folds", type=int, default=5, help="also hold out the problems in this many folds (0: skip)")
+    args = parser.parse_args(argv)
+    pairs = list(read_pairs(args.pairs))
+    report_fact_problems(add_facts(pairs, default_jobs()), "kernelbench_probe")
+    data = measured(pairs, Forecaster(["embedded"]))
+    columns = {"source": out_of_source_centres(data, range(len(pairs)), {pair.source for pair in pairs})[0]}
+    if args.problem_folds > 0:
+        columns["problems"] = out_of_fold_centres(data, args.problem_folds)
+    print(direction_table(data, columns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
