@@ -322,11 +322,18 @@ def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]
     source left out, are the prior's members too (KernelBenchPrior.read)."""
     owned = {left_out: [i for i in read if data.pairs[i].source == left_out] for left_out in sorted(sources)}
     left_outs = [left_out for left_out, own in owned.items() if own and len(sources) > 1]
-    members = grow_forests(data, [data.of(sources - {left_out}) for left_out in left_outs])
-    centres: dict[int, float] = {}
-    for left_out, trees in zip(left_outs, members):
-        centres.update(zip(owned[left_out], data.corrected(trees, owned[left_out]).tolist()))
+    centres, members = held_out_centres(data, [(data.of(sources - {left_out}), owned[left_out]) for left_out in left_outs])
     return centres, tuple(members)
+
+
+def held_out_centres(data: Measured, splits: Sequence[tuple[Sequence[int], Sequence[int]]]) -> tuple[dict[int, float], list[BoostedTrees]]:
+    """For each (grown, forecast) split, the trees grown on `grown` and their forecast of each pair in
+    `forecast`, which they never saw; the forests all grow at once (grow_forests)."""
+    forests = grow_forests(data, [grown for grown, _ in splits])
+    centres: dict[int, float] = {}
+    for (_, forecast), trees in zip(splits, forests):
+        centres.update(zip(forecast, data.corrected(trees, forecast).tolist()))
+    return centres, forests
 
 
 def subset(data: Measured, keep: Sequence[int]) -> Measured:

@@ -23,12 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs, report_fact_problems
+from kernelcast.evaluation import DIRECTION_MIN_LOG2
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import read_pairs
-from workshop.training.kernelbench_prior import Measured, grow_forests, measured, out_of_source_centres, problem_folds
+from workshop.training.kernelbench_prior import Measured, held_out_centres, measured, out_of_source_centres, problem_folds
 
-# The pairs direction accuracy counts, as `kernelcast eval` does: |log2 S| at least this.
-DECIDED_LOG2 = 0.1
 # A kind of a source gets its own row from this many counted pairs.
 KIND_ROW_PAIRS = 40
 
@@ -36,41 +35,40 @@ KIND_ROW_PAIRS = 40
 def out_of_fold_centres(data: Measured, folds: int) -> dict[int, float]:
     """The trees' forecast of each pair by trees grown without its problem's fold (in every source)."""
     partition = problem_folds(data.pairs, {pair.source for pair in data.pairs}, folds)
-    forests = grow_forests(data, [[i for i, pair in enumerate(data.pairs) if pair.op not in problems] for problems in partition])
-    centres: dict[int, float] = {}
-    for problems, trees in zip(partition, forests):
-        own = [i for i, pair in enumerate(data.pairs) if pair.op in problems]
-        centres.update(zip(own, data.corrected(trees, own).tolist()))
-    return centres
+    splits = [
+        (
+            [i for i, pair in enumerate(data.pairs) if pair.op not in problems],
+            [i for i, pair in enumerate(data.pairs) if pair.op in problems],
+        )
+        for problems in partition
+    ]
+    return held_out_centres(data, splits)[0]
 
 
 def direction_table(data: Measured, columns: Mapping[str, Mapping[int, float]]) -> str:
     """Direction accuracy of each column's forecasts per source (mean of the sources last), then per
     source and kind; a forecast of exactly 0 counts as "faster", as a P(faster) of 0.5 does in eval."""
-    right: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    hits: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
     for i, pair in enumerate(data.pairs):
-        if abs(pair.log2_speedup) < DECIDED_LOG2:
+        if abs(pair.log2_speedup) < DIRECTION_MIN_LOG2:
             continue
-        for name, centres in columns.items():
-            hit = float((centres[i] >= 0) == (pair.log2_speedup > 0))
-            right[(pair.source, "")][name].append(hit)
-            right[(pair.source, data.kinds[i] or "no line")][name].append(hit)
-    sources = sorted(source for source, kind in right if not kind)
+        found = [float((centres[i] >= 0) == (pair.log2_speedup > 0)) for centres in columns.values()]
+        hits[(pair.source, "")].append(found)
+        hits[(pair.source, data.kinds[i] or "no line")].append(found)
+    sources = sorted(source for source, kind in hits if not kind)
     header = f"{'held out':<48} {'N':>5} " + " ".join(f"{name:>9}" for name in columns)
 
-    def row(label: str, scores: Mapping[str, list[float]]) -> str:
-        return f"{label:<48} {len(next(iter(scores.values()))):>5} " + " ".join(f"{np.mean(scores[name]):>9.3f}" for name in columns)
+    def row(label: str, count: str, accuracies: np.ndarray) -> str:
+        return f"{label:<48} {count:>5} " + " ".join(f"{accuracy:>9.3f}" for accuracy in accuracies)
 
-    lines = [header, *(row(source, right[(source, "")]) for source in sources)]
-    lines.append(
-        f"{'mean of ' + str(len(sources)) + ' sources':<48} {'':>5} "
-        + " ".join(f"{np.mean([np.mean(right[(source, '')][name]) for source in sources]):>9.3f}" for name in columns)
-    )
+    per_source = {source: np.mean(hits[(source, "")], axis=0) for source in sources}
+    lines = [header, *(row(source, str(len(hits[(source, "")])), per_source[source]) for source in sources)]
+    lines.append(row(f"mean of {len(sources)} sources", "", np.mean(list(per_source.values()), axis=0)))
     lines += ["", header.replace("held out", "held out, by kind", 1)]
     lines += [
-        row(f"{source} {kind}", scores)
-        for (source, kind), scores in sorted(right.items())
-        if kind and len(next(iter(scores.values()))) >= KIND_ROW_PAIRS
+        row(f"{source} {kind}", str(len(found)), np.mean(found, axis=0))
+        for (source, kind), found in sorted(hits.items())
+        if kind and len(found) >= KIND_ROW_PAIRS
     ]
     return "\n".join(lines)
 
