@@ -14,8 +14,6 @@ from workshop.training.boosting import TreeSettings
 from workshop.training.kernelbench_prior import Measured, out_of_source_centres
 from workshop.training.kernelbench_probe import direction_table, out_of_fold_centres
 
-pytest.importorskip("lightgbm", reason="growing trees needs lightgbm: pip install 'kernelcast[test]'")
-
 COLUMN = SIDE_NAMES.index("compute_log2_us")
 
 
