@@ -162,6 +162,20 @@ def test_batches_deal_sources_in_turn_so_a_cut_batch_covers_each() -> None:
     assert pack.dealt(entries, seed=3) == pack.dealt(entries, seed=3)
 
 
+def test_beside_correct_packs_problems_measured_correct_the_most_often_first() -> None:
+    entries = [{"id": f"{problem}{i}", "problem_sha256": problem} for problem in "pqr" for i in range(2)]
+    records = [
+        {"problem_sha256": "p", "correct": True},
+        {"problem_sha256": "p", "correct": False},
+        {"problem_sha256": "p", "correct": False},
+        {"problem_sha256": "q", "correct": True},
+        {"problem_sha256": "r", "correct": False},
+    ]
+    order = [entry["id"] for entry in pack.beside_correct(entries, records)]
+    assert order == ["q0", "q1", "p0", "p1"]  # q: 1 of 1 correct, p: 1 of 3; r never correct
+    assert pack.beside_correct(entries, []) == []
+
+
 def test_a_build_failure_keeps_the_compiler_errors_and_drops_command_lines() -> None:
     log = (
         "RuntimeError: Error building extension 'fused'\n"

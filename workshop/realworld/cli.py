@@ -61,6 +61,9 @@ def add_parser(subparsers: Any) -> None:
     pack.add_argument("--seed", type=int, default=0)
     pack.add_argument("--whole-problems", type=int, metavar="N", help="every solution of the N problem files most solutions share")
     pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
+    pack.add_argument(
+        "--beside-correct", action="store_true", help="only problem files measured correct before, those most often correct first"
+    )
     pack.add_argument("--remeasure", type=int, metavar="N", help="a seeded sample of N entries measured correct already, to measure again")
     pack.add_argument("--edits", action="store_true", help="launch edits of measured solutions only (edit-manifest)")
     pack.add_argument("--loadable", action="store_true", help="leave out TritonBench candidates whose text is sure to fail before timing")
@@ -167,6 +170,7 @@ def pack_command(args: argparse.Namespace) -> int:
         args.remeasure,
         args.edits,
         args.loadable,
+        args.beside_correct,
     )
     print(f"{count} entries in {args.batch}")
     return 0

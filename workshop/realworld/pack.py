@@ -2,7 +2,7 @@
 
     python -m workshop realworld pack BATCH_DIR --mirrors /work/.mirror [--limit N] [--source NAME ...]
         [--language cuda|triton|inductor ...] [--skip RESULTS.jsonl ...] [--seed 0]
-        [--whole-problems N [--problem NAME ...]] [--remeasure N] [--edits] [--loadable]
+        [--whole-problems N [--problem NAME ...]] [--beside-correct] [--remeasure N] [--edits] [--loadable]
 
 The files are read from the mirrors at the manifest's commits and checked against its SHA-256,
 so a batch holds exactly what the manifest names. Entries are shuffled (seeded) and dealt
@@ -20,6 +20,9 @@ by `--problem`, a KernelBench problem name such as 25_Swish, if given), problem 
 a search over one problem's variants (`kernelcast rank --replay`) needs whole groups, not one
 solution of each. `--loadable` leaves out TritonBench candidates whose text is sure to fail
 before it is timed (`tritonbench.why_it_cannot_load`): the GPU's time goes to those that may run.
+`--beside-correct` packs only problem files that the records already measured a solution of
+correctly, those measured correct most often first, whole problem by problem: a new correct
+solution there pairs with the earlier ones (variant pairs), and one there is likelier correct.
 `--remeasure N` packs a seeded sample of N entries measured correct already,
 dealt over sources, to measure again on another machine (`realworld repro`); `--edits` packs
 launch edits only (`edits.py`). The batch folder is
@@ -72,6 +75,21 @@ def widest_problems(entries: list[dict[str, Any]], count: int) -> list[dict[str,
     return [entry for digest in widest for entry in sorted(by_problem[digest], key=lambda entry: entry["id"])]
 
 
+def beside_correct(entries: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries of problem files with a correct record, the highest share of correct records first."""
+    correct: dict[str, int] = defaultdict(int)
+    tried: dict[str, int] = defaultdict(int)
+    for record in records:
+        tried[record["problem_sha256"]] += 1
+        correct[record["problem_sha256"]] += bool(record["correct"])
+
+    def share(problem: str) -> float:
+        return correct[problem] / tried[problem]
+
+    kept = [entry for entry in entries if correct[entry["problem_sha256"]]]
+    return sorted(kept, key=lambda entry: (-share(entry["problem_sha256"]), entry["problem_sha256"], entry["id"]))
+
+
 def pack(
     out: Path,
     mirrors: Path,
@@ -85,6 +103,7 @@ def pack(
     remeasure: int | None = None,
     only_edits: bool = False,
     loadable: bool = False,
+    only_beside_correct: bool = False,
 ) -> int:
     """Write the batch; how many entries it holds."""
     entries = [
@@ -100,7 +119,10 @@ def pack(
         correct = {record["id"] for record in read(RECORDS) if record["correct"]} if RECORDS.exists() else set()
         chosen = dealt([entry for entry in entries if entry["id"] in correct], seed)[:remeasure]
     else:
-        entries = widest_problems(entries, whole_problems) if whole_problems else dealt(entries, seed)
+        if only_beside_correct:
+            entries = beside_correct(entries, read(RECORDS) if RECORDS.exists() else [])
+        else:
+            entries = widest_problems(entries, whole_problems) if whole_problems else dealt(entries, seed)
         wanted = (entry for entry in entries if entry["id"] not in (skip or set()) and (not loadable or _may_load(entry, mirrors, opened)))
         chosen = list(itertools.islice(wanted, limit))
     files = out / "files"
