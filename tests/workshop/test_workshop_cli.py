@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_cli import every_parser
 
 from workshop.__main__ import build_parser
@@ -13,3 +14,13 @@ def test_every_workshop_command_and_subcommand_prints_its_help() -> None:
     assert len(every) > 5
     for parser in every:
         assert parser.format_help().startswith("usage:")
+
+
+def test_pack_takes_one_way_to_choose_its_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    """--whole-problems, --beside-correct and --remeasure each choose the entries; two at once would
+    leave one silently unused."""
+    parser = build_parser()
+    assert parser.parse_args(["realworld", "pack", "b", "--beside-correct"]).beside_correct
+    with pytest.raises(SystemExit):
+        parser.parse_args(["realworld", "pack", "b", "--beside-correct", "--whole-problems", "3"])
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -59,12 +59,15 @@ def add_parser(subparsers: Any) -> None:
         "--skip", type=Path, action="append", default=[], help="results.jsonl of runs not assembled yet (recorded ids are always left out)"
     )
     pack.add_argument("--seed", type=int, default=0)
-    pack.add_argument("--whole-problems", type=int, metavar="N", help="every solution of the N problem files most solutions share")
-    pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
-    pack.add_argument(
+    choice = pack.add_mutually_exclusive_group()  # which entries, in which order; default: dealt over sources
+    choice.add_argument("--whole-problems", type=int, metavar="N", help="every solution of the N problem files most solutions share")
+    choice.add_argument(
         "--beside-correct", action="store_true", help="only problem files measured correct before, those most often correct first"
     )
-    pack.add_argument("--remeasure", type=int, metavar="N", help="a seeded sample of N entries measured correct already, to measure again")
+    choice.add_argument(
+        "--remeasure", type=int, metavar="N", help="a seeded sample of N entries measured correct already, to measure again"
+    )
+    pack.add_argument("--problem", action="append", help="repeatable: only this KernelBench problem (e.g. 25_Swish)")
     pack.add_argument("--edits", action="store_true", help="launch edits of measured solutions only (edit-manifest)")
     pack.add_argument("--loadable", action="store_true", help="leave out TritonBench candidates whose text is sure to fail before timing")
     pack.set_defaults(run=pack_command)

@@ -115,14 +115,17 @@ def pack(
         and (not problems or entry["problem_name"] in problems)
     ]
     opened: dict[tuple[str, str], Mirror] = {}
+    records = read(RECORDS) if (remeasure or only_beside_correct) and RECORDS.exists() else []
     if remeasure:
-        correct = {record["id"] for record in read(RECORDS) if record["correct"]} if RECORDS.exists() else set()
+        correct = {record["id"] for record in records if record["correct"]}
         chosen = dealt([entry for entry in entries if entry["id"] in correct], seed)[:remeasure]
     else:
         if only_beside_correct:
-            entries = beside_correct(entries, read(RECORDS) if RECORDS.exists() else [])
+            entries = beside_correct(entries, records)
+        elif whole_problems:
+            entries = widest_problems(entries, whole_problems)
         else:
-            entries = widest_problems(entries, whole_problems) if whole_problems else dealt(entries, seed)
+            entries = dealt(entries, seed)
         wanted = (entry for entry in entries if entry["id"] not in (skip or set()) and (not loadable or _may_load(entry, mirrors, opened)))
         chosen = list(itertools.islice(wanted, limit))
     files = out / "files"
