@@ -282,7 +282,9 @@ def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[s
     manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
     rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
     results = tmp_path / "results.jsonl"
-    lines = [measured(rows["triton"]["id"], 0.5, 2.0), measured(rows["cuda"]["id"], 2.0, 0.5), measured(rows["inductor"]["id"], 1.25, 0.8)]
+    # The CUDA solution was timed in a run four times as slow as the others' (eager took 4 ms there, 1 ms in
+    # theirs): pairs between records take S from their speedups over eager, not from their medians.
+    lines = [measured(rows["triton"]["id"], 0.5, 2.0), measured(rows["cuda"]["id"], 2.0, 2.0), measured(rows["inductor"]["id"], 1.25, 0.8)]
     results.write_text("".join(json.dumps(line) + "\n" for line in lines))
     dataset.assemble([results], tmp_path / "records.jsonl.gz", [tmp_path / "manifest.jsonl.gz"])
     found = {
@@ -299,9 +301,10 @@ def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[s
     ]
     assert found["llm-vs-eager", "triton"].speedup == 0.5
     assert found["llm-vs-eager", "triton"].request.reference.code == PROBLEM  # read back from the mirror
-    assert found["llm-vs-compile", "cuda"].speedup == pytest.approx(0.8 / 0.5)
-    variant = found["variant", "cuda"]  # the Triton solution (2.0 ms) as reference, the CUDA one (0.5 ms) as candidate
+    assert found["llm-vs-compile", "cuda"].speedup == pytest.approx(2.0 / 1.25)
+    variant = found["variant", "cuda"]  # the Triton solution (0.5x eager) as reference, the CUDA one (2x eager) as candidate
     assert variant.speedup == pytest.approx(4.0) and variant.ci95[0] < 4.0 < variant.ci95[1]
+    assert found["variant", "triton"].speedup == pytest.approx(0.25)
     assert variant.request.hardware["key"] == "H200" and variant.source == "test-source"
     assert "torch.compile" in found["inductor-vs-eager", "pytorch"].request.candidate.code
 

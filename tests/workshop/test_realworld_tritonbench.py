@@ -268,7 +268,7 @@ def test_measured_candidates_give_pairs_against_the_human_kernel_the_torch_opera
     assert eager.request.reference.language == "pytorch" and "def sub_gelu(" in eager.request.reference.code
     assert eager.request.reference.name == "Model" and "class Model(nn.Module):" in eager.request.reference.code
     assert pair_kind(eager.request) == AGAINST_PROBLEM
-    # Two measured candidates of one kernel-size are two solutions of it, both ways round, S from their medians.
+    # Two measured candidates of one kernel-size are two solutions of it, both ways round, S from their speedups.
     records[1] = dataset.record_of(rows[1], measured(rows[1]["id"], 2.0, t_candidate_ms=0.025))
     variants = [pair for pair in dataset.pairs(records, MIRRORS) if pair.kind == "variant"]
     assert sorted(pair.speedup for pair in variants) == [0.25, 4.0]
