@@ -974,6 +974,10 @@ def pair_features(request: ForecastRequest, host_loops: bool = True) -> np.ndarr
     trees alone (workshop/training/kernelbench_probe.py, mean of twelve sources), they moved the
     sources held out 0.751 -> 0.759-0.764, most of it helion's 57 pairs (0.596 -> 0.70-0.72) while
     LLMKernel fell (0.650 -> 0.638-0.644), and the problems held out 0.789 -> 0.780-0.786.
+    Nor are two solutions whose rows match once their launches are dropped (most differ only in
+    autotune configs or block constants) read as a launch edit, launches and edit flag included: the
+    trees alone moved the twelve sources held out 0.745 -> 0.747, and read those pairs at 0.45
+    (LLMKernel's 239), 0.58 (TritonBench's 791) and 0.55 (eh_kernelbench's 96, its edits among them).
     """
     if pair_kind(request) in SOLUTION_KINDS:
         request = without_launches(request)
