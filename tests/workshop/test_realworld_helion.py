@@ -180,7 +180,8 @@ def test_a_measured_example_shape_gives_kernel_vs_eager_and_vs_compile_pairs(bui
         and kernel.request.reference.code == helion_examples.generated(next(row for row in built if row["id"] == f"{group}/softmax"))[0]
     )
     versus_compile = by_id[f"{group}/softmax_two_pass/library-vs-compile"]
-    assert versus_compile.speedup == pytest.approx(0.08 / 0.1)  # torch.compile's median over the kernel's
+    # Timed in runs where eager took 0.15 and 0.1 ms: S is the kernel's speedup over eager over torch.compile's.
+    assert versus_compile.speedup == pytest.approx(1.5 / 1.25)
     rms = by_id["helion:rms_norm/M2048_N4096/float16/rms_norm_fwd/library-vs-eager"]
     assert "rms_norm_pytorch(x, weight, 1e-5)" in rms.request.reference.code and rms.request.reference.name == "Model"
     assert LabelledPair.from_json(json.loads(json.dumps(kernel.to_json()))).kind == "library-vs-eager"
