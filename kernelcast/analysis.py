@@ -426,7 +426,10 @@ def embedded_launches(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Launc
     """The launches a KernelBench ModelNew's host code makes of its own kernels (load_inline CUDA,
     Triton): what a block-size or `num_warps` edit of such a file changes. Sizes are read from the
     inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs); sizes it
-    cannot read are guessed as host_launch guesses them. Only the kernels ModelNew's forward launches
+    cannot read are guessed as host_launch guesses them, even where the request states sizes: a
+    solution against its edit, neither file with `get_inputs()`, launches on 2^20 elements. The shipped
+    KernelBench fit learnt launch edits so; read on the stated sizes, a refit read the sources worse
+    (workshop/training/README.md). Only the kernels ModelNew's forward launches
     count where those can be followed: a file also holds backward kernels and ones nothing calls.
     Of a choice between launches (a vectorised kernel or a scalar one, one for wide rows or another
     for narrow), one path counts, the one the code counts read (alternatives.one_path_each)."""
