@@ -18,6 +18,7 @@ from kernelcast.models.embedded.boosted import BoostedTrees
 from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
+    ORDER_FREE_KINDS,
     PRIOR_PATH,
     SUPPORT_PAIRS,
     SUPPORTING_SOURCES,
@@ -200,15 +201,19 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         # The sources' disagreement about the pair widens the line's spread.
         assert moved["source_spread_log2"] == pytest.approx(across, abs=1e-3)
         assert moved["spread_log2"] == pytest.approx(max(math.hypot(line.sd, across), plain["spread_log2"]), abs=1e-3)
-        widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]))
-        # Then as sure of its direction as the kind's forecasts in the candidate's language were right.
-        temperature = shipped.prior.direction_temperatures[kind][request.candidate.language]
+        widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]), both_ways=kind in ORDER_FREE_KINDS)
+        # Then as sure of its direction as the kind's forecasts in the candidate's language were right;
+        # two solutions, which could be given either way round, in either side's language (the geometric mean).
+        by_language = shipped.prior.direction_temperatures[kind]
+        sides = {request.candidate.language} | ({request.reference.language} if kind in ORDER_FREE_KINDS else set())
+        temperature = math.prod(by_language[language] for language in sides) ** (1 / len(sides))
         assert temperature != pytest.approx(1.0, abs=0.02)
         sure_as_right = with_direction_temperature(np.array([widened]), temperature)[0]
         assert shipped.predict(request).probabilities == pytest.approx(sure_as_right.tolist(), abs=1e-4)
-    # Two solutions swapped: the forecast flips exactly, trees and all.
+    # Two solutions swapped: the forecast flips exactly, trees, shape and all: the bins mirror.
     swapped = ForecastRequest(solutions.candidate, solutions.reference, HARDWARE, None)
     assert shipped.predict(swapped).details["mean_log2"] == pytest.approx(-shipped.predict(solutions).details["mean_log2"], abs=2e-4)
+    assert shipped.predict(swapped).probabilities == pytest.approx(shipped.predict(solutions).probabilities[::-1], abs=1e-4)
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
     assert shipped.predict(sgemm).probabilities == without.predict(sgemm).probabilities
@@ -359,12 +364,16 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     assert not (pair_features(edit) == pair_features(without_launches(edit))).all()
 
 
+# The languages of a Triton solution against its PyTorch problem, which is all a fitted pair's request is read for.
+TRITON_AGAINST_PYTORCH = SimpleNamespace(reference=SimpleNamespace(language="pytorch"), candidate=SimpleNamespace(language="triton"))
+
+
 def _three_sources(seed: int) -> tuple[list[SimpleNamespace], np.ndarray]:
     """40 pairs each of sources a (measured 2 octaves faster), b and c (2 slower), on noise features
     whose sides differ as a problem and its solution do (the first column: "pytorch")."""
     rng = np.random.default_rng(seed)
     pairs = [
-        SimpleNamespace(source=source, language="triton", log2_speedup=2.0 if source == "a" else -2.0)
+        SimpleNamespace(source=source, language="triton", request=TRITON_AGAINST_PYTORCH, log2_speedup=2.0 if source == "a" else -2.0)
         for source in ["a"] * 40 + ["b"] * 40 + ["c"] * 40
     ]
     features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
@@ -432,8 +441,8 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     spread = disagreeing.read(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)[1]
     assert (spread > 1.0).all() and agreeing.read(features[:40], 0 * ones, ones, [AGAINST_PROBLEM] * 40)[1] == pytest.approx(0 * ones)
     centre = float(disagreeing.read(features[:1], [0.0], [0.1], [AGAINST_PROBLEM])[0][0])
-    wide = disagreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")
-    narrow = agreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, 0.0, "cuda")
+    wide = disagreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), ("cuda",))
+    narrow = agreeing.bin_probabilities(AGAINST_PROBLEM, centre, 0.1, 0.0, ("cuda",))
     assert narrow == line.bin_probabilities(centre, 0.1)
     assert sum(wide[4:]) > sum(narrow[4:]) + 0.2, "less sure it is slower"
     assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")[1] == pytest.approx(math.hypot(0.5, spread[0]))
@@ -466,13 +475,13 @@ def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wid
     pairs of one other author only, and forecast them as sure as CUDA pairs of four."""
     line = Line(0.0, 1.0, 0.8)
     prior = KernelBenchPrior({AGAINST_PROBLEM: line}, {}, support={AGAINST_PROBLEM: {"cuda": 4, "triton": 1}}, unsupported_widening=1.5)
-    cuda, triton = (prior.bin_probabilities(AGAINST_PROBLEM, 1.0, 0.1, 0.0, language) for language in ("cuda", "triton"))
+    cuda, triton = (prior.bin_probabilities(AGAINST_PROBLEM, 1.0, 0.1, 0.0, (language,)) for language in ("cuda", "triton"))
     assert cuda == line.bin_probabilities(1.0, 0.1)
     assert sum(triton[4:]) < sum(cuda[4:]) - 0.05, "less sure it is faster"
-    assert prior.adjust(AGAINST_PROBLEM, 1.0, 0.1, 0.0, "triton")[1] == pytest.approx(1.5 * 0.8)
-    assert not prior.supported(AGAINST_PROBLEM, "triton") and not prior.supported(AGAINST_PROBLEM, "pytorch")
+    assert prior.adjust(AGAINST_PROBLEM, 1.0, 0.1, 0.0, ("triton",))[1] == pytest.approx(1.5 * 0.8)
+    assert not prior.supported(AGAINST_PROBLEM, ("triton",)) and not prior.supported(AGAINST_PROBLEM, ("pytorch",))
     # A prior written before support was kept reads every pair as supported.
-    assert KernelBenchPrior({AGAINST_PROBLEM: line}, {}).bin_probabilities(AGAINST_PROBLEM, 1.0, 0.1, 0.0, "triton") == cuda
+    assert KernelBenchPrior({AGAINST_PROBLEM: line}, {}).bin_probabilities(AGAINST_PROBLEM, 1.0, 0.1, 0.0, ("triton",)) == cuda
     # The file keeps both.
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(prior.to_json()))
@@ -539,8 +548,8 @@ def test_a_direction_temperature_makes_forecasts_of_unseen_sources_as_sure_as_th
     assert with_direction_temperature(np.array([sure_faster]), triton)[0, 4:].sum() == pytest.approx(0.7, abs=0.01)
     # The prior reads each pair through its kind and language's temperature; any other as the line says.
     line = prior.lines[AGAINST_PROBLEM]
-    assert sum(prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, "cuda")[4:]) > sum(line.bin_probabilities(0.3, 0.1)[4:])
-    assert prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, "pytorch") == line.bin_probabilities(0.3, 0.1)
+    assert sum(prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, ("cuda",))[4:]) > sum(line.bin_probabilities(0.3, 0.1)[4:])
+    assert prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, ("pytorch",)) == line.bin_probabilities(0.3, 0.1)
     # The service calibrates after the backend, so the temperature is learnt through its map: a map
     # that halves the direction's temperature itself leaves twice as much for the lines.
     sharpened = fit_direction_temperatures(forecasts, data, lambda probabilities, _: with_direction_temperature(probabilities, 0.5))

@@ -39,7 +39,14 @@ from kernelcast.models.embedded.features import (
     templates_out_of_sight,
     without_launches,
 )
-from kernelcast.models.embedded.kernelbench_prior import MEMBERS_FILE, PRIOR_PATH, TREES_FILE, WEIGHTS_ONLY_KINDS, KernelBenchPrior
+from kernelcast.models.embedded.kernelbench_prior import (
+    MEMBERS_FILE,
+    PRIOR_PATH,
+    TREES_FILE,
+    WEIGHTS_ONLY_KINDS,
+    KernelBenchPrior,
+    reading_languages,
+)
 from kernelcast.models.embedded.novelty import NOVELTY_PATH, NoveltyTable
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd
@@ -309,10 +316,10 @@ class EmbeddedBackend:
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
                 at, weights_sd, spread = float(centre[index]), float(sd[index]), float(across_sources[index])
-                language = requests[index].candidate.language
-                few_sources[index] = not self.prior.supported(kind, language)
-                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread, language))
-                mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread, language)
+                languages = reading_languages(kind, requests[index])
+                few_sources[index] = not self.prior.supported(kind, languages)
+                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread, languages))
+                mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread, languages)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
         # Where a side's kernels are out of sight (another package's, or built on CuTe's templates), half the

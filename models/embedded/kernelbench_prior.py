@@ -60,7 +60,14 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, forecast_rows_both_ways, read_both_ways
-from kernelcast.models.embedded.pair_kinds import COMPILED_AGAINST_EAGER, LIBRARY_AGAINST_COMPILED, LIBRARY_CALL, kind_flags, pair_kind
+from kernelcast.models.embedded.pair_kinds import (
+    BETWEEN_SOLUTIONS,
+    COMPILED_AGAINST_EAGER,
+    LIBRARY_AGAINST_COMPILED,
+    LIBRARY_CALL,
+    kind_flags,
+    pair_kind,
+)
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities, with_direction_temperature
 
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
@@ -75,10 +82,24 @@ MEMBERS_FILE = "kernelbench_members.npz"
 # forecast the wrong way more often than the right (helion 0.72 -> 0.56, Liger 0.76 -> 0.72). And a
 # problem under torch.compile against itself eager, whose line learns only how sure to be.
 WEIGHTS_ONLY_KINDS = (LIBRARY_CALL, LIBRARY_AGAINST_COMPILED, COMPILED_AGAINST_EAGER)
+# Kinds whose two sides could be given either way round (two solutions of one problem): the
+# forecast of the pair swapped must be the mirror image, so their lines' misses count both ways. The
+# shipped solution-vs-solution misses leaned 0.01 octaves faster, which put two solutions that read
+# alike at P(faster) 0.504 whichever was the candidate. A launch edit is not such a kind: the edited
+# side is the candidate, and edits lost more often than their line said.
+ORDER_FREE_KINDS = (BETWEEN_SOLUTIONS,)
 # A kind of pair in one candidate language is supported when this many sources measured it, each at
 # least SUPPORT_PAIRS pairs: then how far a new source lands was seen at least once.
 SUPPORTING_SOURCES = 2
 SUPPORT_PAIRS = 20
+
+
+def reading_languages(kind: str, request: ForecastRequest) -> tuple[str, ...]:
+    """The candidate languages whose support and direction temperature a pair of `kind` is read with:
+    the candidate's, or both sides' where the order is arbitrary, so that the pair swapped reads alike."""
+    if kind in ORDER_FREE_KINDS:
+        return tuple(sorted({request.reference.language, request.candidate.language}))
+    return (request.candidate.language,)
 
 
 @dataclass(frozen=True)
@@ -92,14 +113,17 @@ class Line:
     def adjust(self, mean: float, sd: float) -> tuple[float, float]:
         return self.intercept + self.slope * mean, max(self.sd, sd)
 
-    def bin_probabilities(self, mean: float, sd: float) -> list[float]:
+    def bin_probabilities(self, mean: float, sd: float, both_ways: bool = False) -> list[float]:
         """The 8 bins around the line: its misses, each smoothed by the bandwidth, stretched by how
-        much wider the model's own spread is; a normal of the line's spread where it has none."""
+        much wider the model's own spread is; a normal of the line's spread where it has none.
+        `both_ways`: each miss counts on either side too, so that a pair read in the other order gets
+        the mirrored bins (a line through the origin whose misses lean one way would not)."""
         centre, spread = self.adjust(mean, sd)
         if not self.misses:
             return normal_bin_probabilities(centre, spread)
         stretch = spread / self.sd if self.sd > 0 else 1.0
-        each = [normal_bin_probabilities(centre + stretch * miss, stretch * self.bandwidth) for miss in self.misses]
+        misses = (*self.misses, *(-miss for miss in self.misses)) if both_ways else self.misses
+        each = [normal_bin_probabilities(centre + stretch * miss, stretch * self.bandwidth) for miss in misses]
         return [sum(column) / len(each) for column in zip(*each)]
 
     def to_json(self) -> dict[str, Any]:
@@ -136,26 +160,34 @@ class KernelBenchPrior:
         kind = pair_kind(request)
         return kind if kind in self.lines else None
 
-    def adjust(self, kind: str, mean: float, sd: float, source_spread: float, language: str) -> tuple[float, float]:
-        return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread, language))
+    def adjust(self, kind: str, mean: float, sd: float, source_spread: float, languages: Sequence[str]) -> tuple[float, float]:
+        return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread, languages))
 
-    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float, language: str) -> list[float]:
-        probabilities = self.lines[kind].bin_probabilities(mean, self._widened(kind, sd, source_spread, language))
-        temperature = self.direction_temperatures.get(kind, {}).get(language)
+    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float, languages: Sequence[str]) -> list[float]:
+        widened = self._widened(kind, sd, source_spread, languages)
+        probabilities = self.lines[kind].bin_probabilities(mean, widened, both_ways=kind in ORDER_FREE_KINDS)
+        temperature = self._temperature(kind, languages)
         if temperature is None:
             return probabilities
         return with_direction_temperature(np.array([probabilities]), temperature)[0].tolist()
 
-    def supported(self, kind: str, language: str) -> bool:
-        """Whether enough sources measured this kind of pair in this candidate language (a prior that
-        does not say, written before support was kept, counts every pair supported)."""
-        return not self.support or self.support.get(kind, {}).get(language, 0) >= SUPPORTING_SOURCES
+    def supported(self, kind: str, languages: Sequence[str]) -> bool:
+        """Whether enough sources measured this kind of pair in each of these candidate languages (a
+        prior that does not say, written before support was kept, counts every pair supported)."""
+        return not self.support or all(self.support.get(kind, {}).get(language, 0) >= SUPPORTING_SOURCES for language in languages)
 
-    def _widened(self, kind: str, sd: float, source_spread: float, language: str) -> float:
+    def _temperature(self, kind: str, languages: Sequence[str]) -> float | None:
+        """The kind's direction temperature in these languages: their geometric mean where there are two."""
+        known = [
+            self.direction_temperatures[kind][language] for language in languages if language in self.direction_temperatures.get(kind, {})
+        ]
+        return math.exp(sum(map(math.log, known)) / len(known)) if known else None
+
+    def _widened(self, kind: str, sd: float, source_spread: float, languages: Sequence[str]) -> float:
         """The weights' spread, or the line's with the sources' disagreement added, whichever is wider;
         wider still where too few sources measured pairs of this kind and language."""
         spread = max(sd, math.hypot(self.lines[kind].sd, source_spread))
-        return spread if self.supported(kind, language) else spread * self.unsupported_widening
+        return spread if self.supported(kind, languages) else spread * self.unsupported_widening
 
     def read(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
         """For (N, 2, F) pairs: what each line reads, the trees' forecast (the weights' `mean` without

@@ -57,6 +57,7 @@ from kernelcast.models.embedded.kernelbench_prior import (
     WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
     Line,
+    reading_languages,
 )
 from kernelcast.models.embedded.pair_kinds import (
     AGAINST_PROBLEM,
@@ -418,7 +419,9 @@ def nested_forecasts(
         for i in chosen:
             kind, pair = data.kinds[i], data.pairs[i]
             if pair.source == left_out and kind in unseen.lines:
-                forecasts[i] = unseen.bin_probabilities(kind, centres[i], float(data.sd[i]), spread_of[i], pair.language)
+                forecasts[i] = unseen.bin_probabilities(
+                    kind, centres[i], float(data.sd[i]), spread_of[i], reading_languages(kind, pair.request)
+                )
     return forecasts
 
 
