@@ -219,6 +219,34 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
     assert shipped.predict(sgemm).probabilities == without.predict(sgemm).probabilities
 
 
+def test_a_problem_against_its_solution_is_the_solution_against_the_problem_mirrored() -> None:
+    """A user may take the solution as the reference and the problem as the candidate: no line reads
+    that order, and the weights alone called the problem slower at 0.99 where its line, read the
+    usual way round, stays unsure."""
+    shipped = EmbeddedBackend()
+    built_on_cute = SOLUTION.replace("source = '", 'source = """\n#include <cute/tensor.hpp>\n').replace("0.f); }'", '0.f); }"""')
+    pairs = (
+        kernelbench_pair("cuda"),
+        kernelbench_pair("triton"),
+        kernelbench_pair("triton", LIBRARY_CALLER),
+        kernelbench_pair("cuda", built_on_cute),
+    )
+    for forward in pairs:
+        backward = ForecastRequest(forward.candidate, forward.reference, HARDWARE, None, assumed=("reference launch",))
+        usual = shipped.predict(ForecastRequest(forward.reference, forward.candidate, HARDWARE, None, assumed=("candidate launch",)))
+        mirrored = shipped.predict(backward)
+        assert mirrored.probabilities == pytest.approx(usual.probabilities[::-1], abs=1e-9)
+        assert mirrored.details["mean_log2"] == -usual.details["mean_log2"]
+        assert mirrored.details["kernelbench_prior"] == usual.details["kernelbench_prior"]
+        assert mirrored.details["read_the_other_way_round"] and "read_the_other_way_round" not in usual.details
+        # What each side is stays with that side.
+        assert mirrored.details["reference_log2_time"] == usual.details["candidate_log2_time"]
+        assert ("out_of_sight" in usual.details) == (forward.candidate.code == built_on_cute)
+        assert [role.split(":")[0] for role in mirrored.details.get("out_of_sight", [])] == [
+            {"candidate": "reference", "reference": "candidate"}[role.split(":")[0]] for role in usual.details.get("out_of_sight", [])
+        ]
+
+
 def test_the_fit_weighs_every_source_alike() -> None:
     # Source a (two pairs) lies on y = 1 + m, source b (eight pairs) on y = -1 + m, both at m = 0 and 1.
     # Weighted alike the intercept sits halfway, at 0; pooled, b's eight pairs would pull it to -0.6.
