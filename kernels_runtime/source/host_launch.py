@@ -261,7 +261,12 @@ def _options(
 
 def _guessed_grid(site: _Site, elements: int, options: Mapping[str, int], block: tuple[int, ...] | None) -> tuple[int, ...]:
     """The grid with every unknown read as `elements`, when that asks for no more blocks than elements
-    (`cdiv(n, BLOCK)`); else one thread (CUDA) or one tile of the largest constexpr (Triton) per element."""
+    (`cdiv(n, BLOCK)`); else one thread (CUDA) or one tile of the largest constexpr (Triton) per element.
+    Bounded by threads instead (blocks × threads ≤ elements), CUDA-L2's CuTe GEMMs, whose tile counts
+    `dim3 grid(BX, BY, BZ)` divide by template arguments and read as a block per output element, were
+    launched 128x fewer threads: within one bin 0.367 -> 0.516 and NLL 2.09 -> 1.89, but direction
+    0.669 -> 0.618 (their variant pairs, now read alike, 0.598 -> 0.512) and ECE 0.048 -> 0.064; no other
+    measured source has a guessed grid, so the bound stayed."""
     guessed = _dims(site.grid, host_values.Values(site.names, site.dialect, elements), MAX_GRID, options)
     if guessed is not None and math.prod(guessed) <= elements:
         return guessed
