@@ -171,6 +171,8 @@ def _prior_words(details: dict[str, Any]) -> str | None:
             f"Read as a KernelBench {kind} pair, through trees and a line fitted on kernels others wrote and we measured. "
             f"Trees fitted each without one of those sources disagree here by ±{spread:.2f} octaves; the interval includes that."
         )
+    if details.get("read_the_other_way_round"):
+        words += " Its line reads the solution as the candidate: the pair was read that way round and the forecast turned back."
     if details.get("few_sources_of_kind"):
         words += " Fewer than two sources measured this kind of pair in this language, so the interval is wider still."
     if details.get("launches_read") is False:

@@ -527,6 +527,9 @@ def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wid
     compiled = str(_prior_words({"kernelbench_prior": COMPILED_AGAINST_EAGER, "source_spread_log2": 0.0, "trees_read": False}))
     assert "on the weights' own forecast" in compiled and "Trees" not in compiled
     assert "Trees fitted each without" in str(_prior_words({**details, "trees_read": True}))
+    # A problem given as the candidate against its solution says it was read the other way round.
+    assert "turned back" in str(_prior_words({**details, "read_the_other_way_round": True}))
+    assert "turned back" not in str(_prior_words(details))
 
 
 def test_the_widening_is_how_much_more_pairs_no_second_source_supported_missed() -> None:
