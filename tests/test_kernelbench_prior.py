@@ -37,6 +37,7 @@ from kernelcast.models.embedded.pair_kinds import (
     kind_flags,
     pair_kind,
 )
+from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import TEMPERATURE_RANGE
 from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
@@ -245,6 +246,27 @@ def test_a_problem_against_its_solution_is_the_solution_against_the_problem_mirr
         assert [role.split(":")[0] for role in mirrored.details.get("out_of_sight", [])] == [
             {"candidate": "reference", "reference": "candidate"}[role.split(":")[0]] for role in usual.details.get("out_of_sight", [])
         ]
+
+
+@pytest.mark.parametrize("kind", ["plain CUDA", COMPILED_AGAINST_EAGER, AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL])
+def test_a_pair_swapped_gets_the_mirror_image_of_its_calibrated_forecast(kind: str) -> None:
+    """What the user is shown, calibration and all: which side is the reference changes only which way
+    round the bins lie. (A launch edit is the one kind with a direction: the edited side lost more often
+    than its line said.)"""
+    naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
+    request = {
+        "plain CUDA": ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None),
+        COMPILED_AGAINST_EAGER: kernelbench_pair("pytorch", COMPILED),
+        AGAINST_PROBLEM: kernelbench_pair("triton", TRITON_SOLUTION),
+        BETWEEN_SOLUTIONS: ForecastRequest(
+            KernelSide(SOLUTION, "cuda", "ModelNew"), KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), HARDWARE
+        ),
+        LIBRARY_CALL: kernelbench_pair("triton", LIBRARY_CALLER),
+    }[kind]
+    forecaster = Forecaster(["embedded"])
+    forward = forecaster.forecast(request).probabilities
+    backward = forecaster.forecast(ForecastRequest(request.candidate, request.reference, HARDWARE, None)).probabilities
+    assert backward == pytest.approx(forward[::-1], abs=1e-9)
 
 
 def test_the_fit_weighs_every_source_alike() -> None:
