@@ -305,6 +305,7 @@ class EmbeddedBackend:
         return [_mirrored(prediction) if flip else prediction for prediction, flip in zip(read, flipped)]
 
     def _read_flipped(self, request: ForecastRequest) -> bool:
+        """Whether a line reads the pair only with its sides swapped."""
         return self.prior is not None and self.prior.applies(request) is None and self.prior.applies(_swapped(request)) is not None
 
     def _read_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
