@@ -300,15 +300,22 @@ class EmbeddedBackend:
         """A pair that a line reads only the other way round (a solution as the reference, its problem
         as the candidate) is read that way round and its forecast mirrored: alone, the weights called
         such a problem slower at 0.99 where the line, read the usual way, stayed unsure."""
-        flipped = [self._read_flipped(request) for request in requests]
-        read = self._read_many([_swapped(request) if flip else request for request, flip in zip(requests, flipped)])
-        return [_mirrored(prediction) if flip else prediction for prediction, flip in zip(read, flipped)]
+        oriented = [self._oriented(request) for request in requests]
+        read = self._read_many([request for request, _, _ in oriented], [kind for _, kind, _ in oriented])
+        return [_mirrored(prediction) if flip else prediction for prediction, (_, _, flip) in zip(read, oriented)]
 
-    def _read_flipped(self, request: ForecastRequest) -> bool:
-        """Whether a line reads the pair only with its sides swapped."""
-        return self.prior is not None and self.prior.applies(request) is None and self.prior.applies(_swapped(request)) is not None
+    def _oriented(self, request: ForecastRequest) -> tuple[ForecastRequest, str | None, bool]:
+        """The pair as it is read, the kind its line reads (None: no line), and whether it was swapped to get one."""
+        if self.prior is None:
+            return request, None, False
+        kind = self.prior.applies(request)
+        if kind is None:
+            swapped = _swapped(request)
+            if (kind_swapped := self.prior.applies(swapped)) is not None:
+                return swapped, kind_swapped, True
+        return request, kind, False
 
-    def _read_many(self, requests: Sequence[ForecastRequest]) -> list[RawPrediction]:
+    def _read_many(self, requests: Sequence[ForecastRequest], prior_applied: Sequence[str | None]) -> list[RawPrediction]:
         guesses = [(index, read) for index, request in enumerate(requests) if (read := _read_without_guesses(request)) is not None]
         guessing = [index for index, _ in guesses]
         features = np.stack([*(pair_features(request) for request in requests), *(read for _, read in guesses)])
@@ -319,7 +326,6 @@ class EmbeddedBackend:
         # Where a launch or a loop's trips were guessed, the forecast is an even mixture of the guess and of the reading without it.
         for alternative, index in enumerate(guessing, start=len(requests)):
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
-        prior_applied = [self.prior.applies(request) if self.prior is not None else None for request in requests]
         read = [index for index, kind in enumerate(prior_applied) if kind]
         # Each pair's tree forecast and the members' spread about it, for the pairs a line reads.
         centre, across_sources = mean.copy(), np.zeros(len(requests))
