@@ -21,6 +21,7 @@ confidence < threshold. Two sets of pairs are used, each for a reason:
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -185,24 +186,30 @@ def expected_log2(probabilities: np.ndarray) -> np.ndarray:
 def top_recovery(score: np.ndarray, speedups: np.ndarray, groups: Sequence[str]) -> dict[str, float]:
     """Per group of ≥ 2 pairs: best true S among the top ⌈0.1·n⌉ by score ÷ best true S of the group.
 
-    Pairs without a group, and groups of one (trivially 1.0), are left out. Ties in score keep
-    the pairs' order. All groups at once: a judging run has tens of thousands of them.
+    Pairs without a group, and groups of one (trivially 1.0), are left out. Where tied scores straddle
+    the cut, the kept ones are drawn at random among them, and the recovery is its expected value over
+    those draws: two solutions read alike are forecast alike, and which of them a search keeps is
+    chance, not the pairs' order in a file.
     """
-    named = np.flatnonzero([bool(group) for group in groups])
-    if not len(named):
-        return {}
-    names, group = np.unique(np.array([groups[i] for i in named]), return_inverse=True)
-    score, speedups = np.asarray(score, dtype=float)[named], np.asarray(speedups, dtype=float)[named]
-    # By group, then best score first, then the pairs' own order.
-    order = np.lexsort((np.arange(len(named)), -score, group))
-    sizes = np.bincount(group)
-    rank = np.arange(len(order)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    kept = order[rank < np.maximum(1, np.ceil(TOP_SHARE * sizes[group[order]]))]
-    best = np.full(len(names), -np.inf)
-    np.maximum.at(best, group, speedups)
-    best_kept = np.full(len(names), -np.inf)
-    np.maximum.at(best_kept, group[kept], speedups[kept])
-    return {str(name): float(best_kept[i] / best[i]) for i, name in enumerate(names) if sizes[i] >= 2}
+    score, speedups = np.asarray(score, dtype=float), np.asarray(speedups, dtype=float)
+    members: dict[str, list[int]] = {}
+    for index, group in enumerate(groups):
+        if group:
+            members.setdefault(group, []).append(index)
+    return {name: _expected_recovery(score[chosen], speedups[chosen]) for name, chosen in members.items() if len(chosen) >= 2}
+
+
+def _expected_recovery(score: np.ndarray, speedups: np.ndarray) -> float:
+    """One group's top-10% recovery, averaged over the ways of breaking ties at the cut."""
+    keep = max(1, math.ceil(TOP_SHARE * len(score)))
+    cut = np.sort(score)[::-1][keep - 1]
+    above = speedups[score > cut]
+    tied = np.sort(speedups[score == cut])[::-1]
+    drawn = keep - len(above)
+    # The best of `drawn` taken at random from `tied` is its j-th best with probability C(t-j, drawn-1) / C(t, drawn).
+    chance = np.array([math.comb(len(tied) - j, drawn - 1) for j in range(1, len(tied) + 1)]) / math.comb(len(tied), drawn)
+    best_kept = np.maximum(tied, above.max(initial=-np.inf))
+    return float(np.dot(chance, best_kept) / speedups.max())
 
 
 def confusion(probabilities: np.ndarray, bins: np.ndarray) -> list[list[int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import subprocess
@@ -67,8 +68,8 @@ def test_uniform_forecaster_has_the_textbook_scores() -> None:
     assert result["risk_coverage"] == [{"threshold": 0.5, "coverage": 1.0, "risk": 0.5}]
     assert result["aurc"] == 0.5 and result["accuracy_at_half_coverage"] == 0.5 and result["coverage_at_half_coverage"] == 1.0
     assert result["coverage_at_threshold"] == 0.0 and result["accuracy_at_threshold"] is None
-    # Every candidate has E[s] = 0; the tie keeps the first pair (S = 0.2) of a group whose best is 5.
-    assert result["top10_recovery_mean"] == pytest.approx(0.2 / 5.0)
+    # Every candidate has E[s] = 0: the one kept is any of the eight, so on average the mean S of a group whose best is 5.
+    assert result["top10_recovery_mean"] == pytest.approx(ONE_PER_BIN.mean() / 5.0)
 
 
 def test_known_direction_ece_selective_prediction_and_brier() -> None:
@@ -131,19 +132,30 @@ def test_top10_recovery_keeps_the_top_tenth_of_each_group() -> None:
     assert top_recovery(score, speedups, groups) == {"a": 0.5}
 
 
-def test_top10_recovery_of_many_groups_with_tied_scores_is_each_groups_own() -> None:
-    """All groups are ranked at once; each must come out as ranking it alone would (ties keep order)."""
+def test_top10_recovery_of_two_solutions_forecast_alike_is_their_average() -> None:
+    # One of the two is kept, either with even chance: (1/3 + 3/3) / 2, whichever comes first.
+    assert top_recovery(np.array([0.5, 0.5]), np.array([1.0, 3.0]), ["a", "a"]) == {"a": pytest.approx(2 / 3)}
+    assert top_recovery(np.array([0.5, 0.5]), np.array([3.0, 1.0]), ["a", "a"]) == {"a": pytest.approx(2 / 3)}
+
+
+def test_top10_recovery_with_ties_is_the_mean_over_every_draw_at_the_cut() -> None:
+    """Each group as counting every equally likely choice of tied pairs at the cut gives it."""
     rng = np.random.default_rng(0)
     groups = [f"g{index}" for index in rng.integers(0, 40, 600)]
     score, speedups = rng.integers(0, 4, 600).astype(float), rng.uniform(0.2, 5.0, 600)
     expected = {}
     for name in sorted(set(groups)):
         members = [i for i, group in enumerate(groups) if group == name]
-        ranked = sorted(members, key=lambda i: -score[i])  # sorted() is stable: ties keep their order
-        kept = ranked[: max(1, -(-len(members) // 10))]
+        keep = max(1, -(-len(members) // 10))
+        cut = sorted((score[i] for i in members), reverse=True)[keep - 1]
+        above = [speedups[i] for i in members if score[i] > cut]
+        tied = [speedups[i] for i in members if score[i] == cut]
+        draws = [max(above + list(drawn)) for drawn in itertools.combinations(tied, keep - len(above))]
         if len(members) >= 2:
-            expected[name] = max(speedups[kept]) / max(speedups[members])
+            expected[name] = float(np.mean(draws)) / max(speedups[members])
     assert top_recovery(score, speedups, groups) == pytest.approx(expected, rel=1e-12)
+    shuffled = rng.permutation(600)
+    assert top_recovery(score[shuffled], speedups[shuffled], [groups[i] for i in shuffled]) == pytest.approx(expected, rel=1e-12)
 
 
 def test_risk_coverage_sweeps_distinct_thresholds() -> None:
