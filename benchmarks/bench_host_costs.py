@@ -9,7 +9,9 @@ With --flaggems (a folder holding the flag_gems package, as `python -m workshop 
 extracts it), two FlagGems ops join: abs through its generated pointwise wrapper
 (`@pointwise_dynamic`) and a full sum through its kernel cache (`@libentry`, two kernels). What they
 cost beyond a Triton kernel launched directly is each dispatch layer's host time
-(models/embedded/features.py: DISPATCH_US).
+(models/embedded/features.py: DISPATCH_US). With --helion (a folder holding the helion package, as
+`python -m workshop realworld pack` extracts it, its imports' wheels installed), an add written as
+helion's example writes it (`@helion.kernel()`, its default config: no autotuning) joins likewise.
 Writes DIR/host_costs.json and DIR/host_costs.md. Each workload is timed by the project's harness
 (kernels_runtime/timing.py: an L2 flush, then the call between two events), in several fresh
 processes: a compiled call's host time lies near what the flush hides, so within one process it
@@ -34,6 +36,7 @@ EAGER_ONE = "eager, 1 op"
 COMPILED = ("torch.compile, 1 op", f"torch.compile, {CHAIN} ops fused", "torch.compile of a module's forward, 1 op")
 
 
+HELION_ADD = "helion add (@helion.kernel, 1 kernel)"
 FLAGGEMS_ABS = "FlagGems abs (@pointwise_dynamic, 1 kernel)"
 FLAGGEMS_SUM = "FlagGems sum (@libentry, 2 kernels)"
 TRITON_ONE = "Triton kernel launched from Python"
@@ -48,7 +51,7 @@ def _autotuned_in_call(configs: int) -> str:
     return f"autotuned Triton kernel defined inside the call, {configs} configs"
 
 
-def workloads(torch: Any, flaggems: Path | None = None) -> list[tuple[str, Callable[[], Any]]]:
+def workloads(torch: Any, flaggems: Path | None = None, helion: Path | None = None) -> list[tuple[str, Callable[[], Any]]]:
     x = torch.randn(SIDE, SIDE, device="cuda")
 
     def chain(t: Any) -> Any:
@@ -73,6 +76,7 @@ def workloads(torch: Any, flaggems: Path | None = None) -> list[tuple[str, Calla
         (DEFINED_IN_CALL, _defined_in_call(torch, x, configs=0)),
         *((_autotuned_in_call(configs), _defined_in_call(torch, x, configs)) for configs in AUTOTUNE_CONFIGS),
         *(_flaggems_ops(flaggems, x) if flaggems else []),
+        *([(HELION_ADD, _helion_add(helion, torch, x))] if helion else []),
     ]
 
 
@@ -90,6 +94,27 @@ def _flaggems_ops(folder: Path, x: Any) -> list[tuple[str, Callable[[], Any]]]:
     absolute = importlib.import_module("flag_gems.ops.abs").abs
     total = importlib.import_module("flag_gems.ops.sum").sum
     return [(FLAGGEMS_ABS, lambda: absolute(x)), (FLAGGEMS_SUM, lambda: total(x))]
+
+
+def _helion_add(folder: Path, torch_module: Any, x: Any) -> Callable[[], Any]:
+    """x + x through a helion kernel imported from `folder`, compiled by its first call (untimed)."""
+    import importlib
+    import os
+
+    os.environ["HELION_AUTOTUNE_EFFORT"] = "none"  # read when a kernel is decorated
+    sys.path.insert(0, str(folder))
+    helion = importlib.import_module("helion")
+    # helion compiles a kernel from its source and refuses closures: the names it uses must be globals.
+    globals().update(torch=torch_module, hl=importlib.import_module("helion.language"))
+
+    @helion.kernel()
+    def add(a: Any, b: Any) -> Any:
+        out = torch.empty_like(a)  # noqa: F821 (a global set above)
+        for tile in hl.tile(out.size()):  # noqa: F821
+            out[tile] = a[tile] + b[tile]
+        return out
+
+    return lambda: add(x, x)
 
 
 def _absolute_kernel() -> Any:
@@ -129,13 +154,13 @@ def _defined_in_call(torch: Any, x: Any, configs: int) -> Callable[[], Any]:
     return call
 
 
-def one_process(flaggems: Path | None) -> dict[str, float]:
+def one_process(flaggems: Path | None, helion: Path | None) -> dict[str, float]:
     """Median µs per call of each workload, timed in this process."""
     import torch
 
     from kernelcast.kernels_runtime import timing
 
-    return {name: 1e3 * float(timing.time_one(torch, fn)["median_ms"]) for name, fn in workloads(torch, flaggems)}
+    return {name: 1e3 * float(timing.time_one(torch, fn)["median_ms"]) for name, fn in workloads(torch, flaggems, helion)}
 
 
 def machine() -> str:
@@ -150,16 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--flaggems", type=Path, help="a folder holding the flag_gems package: time two of its ops too")
+    parser.add_argument("--helion", type=Path, help="a folder holding the helion package: time a helion kernel too")
     parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one_process:
-        print(json.dumps(one_process(args.flaggems)))
+        print(json.dumps(one_process(args.flaggems, args.helion)))
         return 0
 
     runs = []
     for index in range(args.processes):
         command = [sys.executable, __file__, "--out", str(args.out), "--one-process"]
         command += ["--flaggems", str(args.flaggems)] if args.flaggems else []
+        command += ["--helion", str(args.helion)] if args.helion else []
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {index + 1}: " + ", ".join(f"{name} {us:.2f}" for name, us in runs[-1].items()), flush=True)
@@ -177,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.flaggems:
         derived["flaggems_pointwise_wrapper_us_mean"] = statistics.fmean(run[FLAGGEMS_ABS] - run[TRITON_ONE] for run in runs)
         derived["flaggems_libentry_us_mean"] = statistics.fmean(run[FLAGGEMS_SUM] - 2 * run[TRITON_ONE] for run in runs)
+    if args.helion:
+        derived["helion_kernel_us_mean"] = statistics.fmean(run[HELION_ADD] - run[TRITON_ONE] for run in runs)
     args.out.mkdir(parents=True, exist_ok=True)
     where = machine()
     summary = {"machine": where, "side": SIDE, "runs": runs, "derived": derived}
@@ -186,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# Host cost of a call, {SIDE}×{SIDE} fp32, median µs per call, each column one fresh process",
         "",
         f"{where}; `python3 benchmarks/bench_host_costs.py --out DIR --processes {args.processes}"
-        + (" --flaggems LIB`" if args.flaggems else "`"),
+        + (" --flaggems LIB" if args.flaggems else "")
+        + (" --helion LIB`" if args.helion else "`"),
         "",
         "| workload | " + " | ".join(f"process {i + 1}" for i in range(len(runs))) + " |",
         "|---|" + "---|" * len(runs),
@@ -206,6 +236,12 @@ def main(argv: list[str] | None = None) -> int:
             f"Beyond its kernels launched directly, a FlagGems op costs {derived['flaggems_pointwise_wrapper_us_mean']:.1f} µs "
             f"through its generated pointwise wrapper (abs) and {derived['flaggems_libentry_us_mean']:.1f} µs through its "
             f"kernel cache (sum, two kernels), on average over {len(runs)} processes.",
+            "",
+        ]
+    if args.helion:
+        lines[-1:-1] = [
+            f"Beyond a Triton kernel launched directly, a helion kernel's call costs {derived['helion_kernel_us_mean']:.1f} µs "
+            f"(`@helion.kernel`: its bound kernel found by the arguments, then launched), on average over {len(runs)} processes.",
             "",
         ]
     (args.out / "host_costs.md").write_text("\n".join(lines))

@@ -60,6 +60,8 @@ COMPILED_CALL_US = 15.0
 # What a Triton kernel reached through a library's Python dispatch layer costs the host beyond its
 # launch, measured at 64×64 (benchmarks/results/host_costs_flaggems.md): FlagGems' generated
 # pointwise wrapper (`@pointwise_dynamic`) about 20 µs a call, its kernel cache (`@libentry`) 3 µs.
+# A `@helion.kernel` call with its config fixed costs nothing the harness sees beyond a direct launch
+# (3.6–3.9 µs either way, results/host_costs_helion.md), so it is not listed.
 DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
 # What a call pays for a Triton kernel defined inside it (benchmarks/bench_host_costs.py, H200): a new
 # kernel object loads its binary from Triton's disk cache again, 1.7–2.8 ms a call by process (means
