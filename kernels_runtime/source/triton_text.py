@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from kernelcast.kernels_runtime.source.python_ast import parse_python
+
+# A `tl.dot` told to keep fp32 (`allow_tf32=False`, `input_precision="ieee"`) multiplies on the FP32
+# cores, not the TF32 tensor cores an fp32 dot uses by default: several times slower on Ampere and
+# Hopper. A keyword of a call only: `torch.backends.cuda.matmul.allow_tf32 = False` is torch's.
+FP32_DOT = re.compile(r"(?<![\w.])allow_tf32\s*=\s*False|input_precision\s*=\s*['\"]ieee['\"]")
 
 
 def dotted(node: ast.expr) -> str:

@@ -44,7 +44,7 @@ from kernelcast.kernels_runtime.source.timed_path import (
     tuned_share,
     unreached_spans,
 )
-from kernelcast.kernels_runtime.source.triton_text import triton_kernels
+from kernelcast.kernels_runtime.source.triton_text import FP32_DOT, triton_kernels
 from kernelcast.models.embedded.pair_kinds import SOLUTION_KINDS, pair_kind
 from kernelcast.wire import TEMPLATES_OUT_OF_SIGHT, ForecastRequest, KernelSide
 
@@ -478,7 +478,12 @@ def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, fl
         torch_counts = dict.fromkeys(TORCH_OPS, 0.0)
         counts["mma"] += max((_torch_counts(kernel, {})["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
         counts["triton_launch_sites"] += 1.0
-    host = {"dispatch_us": dispatch_us, "built_us": built_us, "tuned_share": tuned}
+    host = {
+        "dispatch_us": dispatch_us,
+        "built_us": built_us,
+        "tuned_share": tuned,
+        "fp32_dots": float(python and bool(FP32_DOT.search(text))),
+    }
     return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, **host}
 
 
@@ -788,8 +793,10 @@ def _physics(
     """
     library = side.language == "pytorch" and counts["torch_heavy"] > 0 and counts["inline_extension"] == 0
     tensor_cores = _uses_tensor_cores(counts, facts) or (library and work.dtype_bytes <= 2)
-    if tensor_cores:
-        peak = hardware.bf16_tflops if work.dtype_bytes <= 2 else hardware.tf32_tflops
+    if tensor_cores and work.dtype_bytes <= 2:
+        peak = hardware.bf16_tflops
+    elif tensor_cores and not counts["fp32_dots"]:
+        peak = hardware.tf32_tflops
     else:
         peak = hardware.fp32_tflops
     efficiency = LIBRARY_EFFICIENCY if library else 1.0
