@@ -478,13 +478,14 @@ def read_code(code: str, language: str, host_loops: bool = True) -> dict[str, fl
         torch_counts = dict.fromkeys(TORCH_OPS, 0.0)
         counts["mma"] += max((_torch_counts(kernel, {})["heavy"] + kernel.count("hl.dot(") for kernel in kernels), default=0.0)
         counts["triton_launch_sites"] += 1.0
-    host = {
+    # Read for the floor and the host shift, not fed to the weights as columns.
+    physics = {
         "dispatch_us": dispatch_us,
         "built_us": built_us,
         "tuned_share": tuned,
         "fp32_dots": float(python and bool(FP32_DOT.search(text))),
     }
-    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, **host}
+    return {**counts, **{f"torch_{kind}": value for kind, value in torch_counts.items()}, **physics}
 
 
 @dataclass(frozen=True)
