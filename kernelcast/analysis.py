@@ -254,10 +254,11 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     reference_launch, candidate_launch, assumed = _stated_launches(analysis, result, elements, inputs)
     if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
-    sides = (
-        _side(reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs),
-        _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs),
+    reference_side = _side(
+        reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs, elements
     )
+    kernel_side = _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs, elements)
+    sides = (reference_side, kernel_side)
     return ForecastRequest(
         reference=sides[0],
         candidate=sides[1],
@@ -407,6 +408,7 @@ def _side(
     file_text: str,
     launch: LaunchSpec | None,
     inputs: Inputs = NO_INPUTS,
+    elements: int | None = None,
 ) -> KernelSide:
     if language == "cuda":
         preamble = [line for line in _preprocessor_lines(file_text) if line not in code]
@@ -415,29 +417,29 @@ def _side(
     if launch is not None and launch.kind == "kernel":
         facts_json["launches"] = [launch.as_launch()]
     elif name == KERNELBENCH_CLASS and language in FACT_LANGUAGES:
-        launches = embedded_launches(file_text, inputs)
+        launches = embedded_launches(file_text, inputs, elements)
         if launches:
             facts_json["launches"] = [spec.as_launch() for spec in launches]
     return KernelSide(code, language, name, facts_json or None)
 
 
 @functools.lru_cache(maxsize=8)
-def embedded_launches(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[LaunchSpec, ...]:
+def embedded_launches(file_text: str, inputs: Inputs = NO_INPUTS, elements: int | None = None) -> tuple[LaunchSpec, ...]:
     """The launches a KernelBench ModelNew's host code makes of its own kernels (load_inline CUDA,
     Triton): what a block-size or `num_warps` edit of such a file changes. Sizes are read from the
-    inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs); sizes it
-    cannot read are guessed as host_launch guesses them, even where the request states sizes: a
-    solution against its edit, neither file with `get_inputs()`, launches on 2^20 elements. The shipped
-    KernelBench fit learnt launch edits so; read on the stated sizes, a refit read the sources worse
-    (workshop/training/README.md). Only the kernels ModelNew's forward launches
+    inputs its `get_inputs()` makes, else from `inputs`, the problem's (problem_inputs). Where the
+    problem states no inputs (a solution against its edit, neither file with `get_inputs()`), sizes
+    the file cannot read are the pair's stated `elements`; where it does, they stay guessed as
+    host_launch guesses them: a library's wrapper derives sizes the stated problem does not name, and
+    the KernelBench fit learnt those on the guess (workshop/training/README.md). Only the kernels ModelNew's forward launches
     count where those can be followed: a file also holds backward kernels and ones nothing calls.
     Of a choice between launches (a vectorised kernel or a scalar one, one for wide rows or another
     for narrow), one path counts, the one the code counts read (alternatives.one_path_each)."""
-    launches = []
+    launches, unread_as = [], None if inputs.shapes else elements
     timed = set(launched_by(one_path_each(file_text, True), True, KERNELBENCH_CLASS))
     for kernel in discover(file_text, "kernelbench.py").kernels:
         if kernel.name != KERNELBENCH_CLASS and kernel.language in FACT_LANGUAGES and (not timed or kernel.name in timed):
-            found = host_launch(file_text, kernel.name, kernel.language, python_file=True, inputs=inputs)
+            found = host_launch(file_text, kernel.name, kernel.language, python_file=True, elements=unread_as, inputs=inputs)
             if found is not None and found.kind == "kernel":
                 launches.append(found)
     return tuple(launches)
@@ -756,13 +758,15 @@ def _read_side(side: KernelSide, elements: int | None, inputs: Inputs) -> _ReadS
     return _ReadSide(side, name, launch, own_code=own_code)
 
 
-def _with_facts(read: _ReadSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs) -> tuple[KernelSide, str | None]:
+def _with_facts(
+    read: _ReadSide, hardware: GpuSpec, cache: ResultCache, inputs: Inputs, elements: int | None
+) -> tuple[KernelSide, str | None]:
     """The read side with the compiler facts of its kernel, compiled for its launch, and why it has none."""
     side, name = read.side, read.kernel
     if name is None:
         return side, read.problem
     if name == KERNELBENCH_CLASS:
-        return _side(side.code, side.language, name, None, side.code, None, inputs), None
+        return _side(side.code, side.language, name, None, side.code, None, inputs, elements), None
     found = _facts_for(side.code, side.language, name, read.launch, hardware, cache, True)
     facts = _named(found, name) if found is not None else None
     problem = read.problem
@@ -788,7 +792,7 @@ def read_as_the_editor(request: ForecastRequest, hardware: GpuSpec, cache: Resul
         )
         reference, candidate = replace(reference, launch=reference_launch), replace(candidate, launch=candidate_launch)
     (reference_side, reference_problem), (candidate_side, candidate_problem) = (
-        _with_facts(read, hardware, cache, inputs) for read in (reference, candidate)
+        _with_facts(read, hardware, cache, inputs, elements) for read in (reference, candidate)
     )
     # The candidate's launch states sizes the request's problem leaves out, as a batch line's does.
     problem = {**candidate.launch.problem_sizes(), **(request.problem or {})} if candidate.launch is not None else request.problem

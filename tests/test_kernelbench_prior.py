@@ -15,7 +15,7 @@ import pytest
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.models.embedded.boosted import BoostedTrees
-from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
+from kernelcast.models.embedded.features import FEATURE_NAMES, api_tokens, pair_features, token_counts
 from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
     ORDER_FREE_KINDS,
@@ -192,7 +192,8 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         # The line reads the trees' forecast, which reads the weights' (plain) forecast and the pair;
         # a library's kernel's line, and the compiled problem's, read the weights' forecast itself,
         # which no source's trees move.
-        read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind])
+        codes = [(request.reference.code, request.candidate.code)]
+        read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind], codes)
         centre, across = float(read[0][0]), float(read[1][0])
         if kind in WEIGHTS_ONLY_KINDS:
             assert centre == pytest.approx(plain["mean_log2"], abs=1e-9) and across == 0
@@ -348,7 +349,10 @@ def test_the_hover_says_a_kernelbench_pair_was_read_through_its_line_and_how_far
 
 def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     data = json.loads(PRIOR_PATH.read_text())
-    assert set(data) == {"lines", "support", "unsupported_widening", "direction_temperatures", "meta"}
+    assert set(data) == {"lines", "support", "unsupported_widening", "direction_temperatures", "meta", "token_vocabulary"}
+    # The trees read the API tokens written on the most sides, each once, a language's own among them.
+    vocabulary = data["token_vocabulary"]
+    assert len(vocabulary) == len(set(vocabulary)) == 60 and {"tl.dot", "__syncthreads", "torch.compile"} <= set(vocabulary)
     assert set(data["lines"]) == {AGAINST_PROBLEM, BETWEEN_SOLUTIONS, SOLUTION_EDIT, *WEIGHTS_ONLY_KINDS}
     # Solutions in CUDA came from several sources; a kind too few measured is forecast wider, never narrower.
     assert data["support"][AGAINST_PROBLEM]["cuda"] >= 3 and data["unsupported_widening"] >= 1.0
@@ -412,6 +416,27 @@ def test_a_block_size_edit_of_a_solution_is_read_from_its_host_launch(tmp_path: 
     against = ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), edit.candidate, HARDWARE, None)
     assert (pair_features(against) == pair_features(without_launches(against))).all()
     assert not (pair_features(edit) == pair_features(without_launches(edit))).all()
+
+
+def test_an_edit_pair_without_get_inputs_launches_on_the_sizes_it_states(tmp_path: Path) -> None:
+    """Neither side of a solution against its launch edit has `get_inputs()`: a pair that states its
+    problem's size (2^30 elements) launches on it, not on the 2^20 a file alone is guessed to run on."""
+    from kernelcast.analysis import read_as_the_editor
+    from kernelcast.cache import ResultCache
+
+    wide = LAUNCHING_SOLUTION.replace("const int threads = 256;", "const int threads = 1024;")
+    cache = ResultCache(tmp_path / "cache")
+    sides = (KernelSide(LAUNCHING_SOLUTION, "cuda", "ModelNew"), KernelSide(wide, "cuda", "ModelNew"))
+    stated, _ = read_as_the_editor(ForecastRequest(*sides, HARDWARE, {"n": 1 << 30}), SPECS["H100-SXM"], cache)
+    guessed, _ = read_as_the_editor(ForecastRequest(*sides, HARDWARE), SPECS["H100-SXM"], cache)
+    grids = [[side.facts["launches"][0]["grid"] for side in (read.reference, read.candidate)] for read in (stated, guessed)]
+    assert grids == [[[1 << 22], [1 << 20]], [[1 << 12], [1 << 10]]]
+    # Against a problem whose get_inputs() states its inputs, sizes the solution cannot read from them
+    # stay guessed, stated size or not: the fit learnt a library's derived sizes so.
+    unsized = PROBLEM.replace("torch.randn(4096, 4096)", "torch.randn(batch_size(), dim())")
+    against = [ForecastRequest(KernelSide(unsized, "pytorch", "Model"), sides[1], HARDWARE, problem) for problem in ({"n": 1 << 30}, None)]
+    grids = [read_as_the_editor(request, SPECS["H100-SXM"], cache)[0].candidate.facts["launches"][0]["grid"] for request in against]
+    assert grids == [[1 << 10], [1 << 10]]
 
 
 # The languages of a Triton solution against its PyTorch problem, which is all a fitted pair's request is read for.
@@ -630,3 +655,63 @@ def test_the_trees_learn_from_the_forecast_they_read_not_from_its_mixture_with_k
     # weights' forecast before that mixing, are grown on it too.
     assert forecast["mean_log2"] == pytest.approx(weights / 2, abs=1e-3)
     assert data.mean[0] == pytest.approx(weights, abs=1e-3)
+
+
+def _sides(reference: str, candidate: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        reference=SimpleNamespace(language="pytorch", code=reference), candidate=SimpleNamespace(language="triton", code=candidate)
+    )
+
+
+PROBLEM_TEXT = "class Model(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
+WITH_DOT = "@triton.jit\ndef k(a, b, c):\n    acc = tl.dot(tl.load(a), tl.load(b))  # not tl.sum\n    tl.store(c, acc)\n"
+WITHOUT_DOT = "@triton.jit\ndef k(a, b, c):\n    acc = tl.sum(tl.load(a) * tl.load(b))\n    tl.store(c, acc)\n"
+
+
+def test_trees_read_which_api_tokens_each_side_writes_and_keep_them_in_the_file(tmp_path: Path) -> None:
+    # Noise features; in every source the solutions calling `tl.dot` measured 2 octaves faster and the
+    # others 2 slower. Only the tokens tell them apart, so trees that read them forecast each way.
+    rng = np.random.default_rng(5)
+    sources = [source for source in "abc" for _ in range(60)]
+    dots = [i % 2 == 0 for i in range(len(sources))]
+    requests = [_sides(PROBLEM_TEXT, WITH_DOT if dot else WITHOUT_DOT) for dot in dots]
+    pairs = [
+        SimpleNamespace(source=source, language="triton", request=request, log2_speedup=2.0 if dot else -2.0)
+        for source, request, dot in zip(sources, requests, dots)
+    ]
+    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
+    codes = [(pair.request.reference.code, pair.request.candidate.code) for pair in pairs]
+    vocabulary = kernelbench_prior.commonest_tokens(codes, 8)
+    assert "tl.dot" in vocabulary and "tl.sum" in vocabulary, vocabulary
+    assert "torch.matmul" in vocabulary and "tl.load" in vocabulary
+    kinds = [AGAINST_PROBLEM] * len(pairs)
+    data = Measured(pairs, features, np.zeros(len(pairs)), np.ones(len(pairs)), kinds, vocabulary, token_counts(codes, vocabulary))
+    prior = fit_prior(data, fitted_kinds(data), {"a", "b", "c"})
+    assert prior.vocabulary == vocabulary
+    fresh = rng.normal(size=(2, 2, len(FEATURE_NAMES)))
+    new_codes = [(PROBLEM_TEXT, WITH_DOT), (PROBLEM_TEXT, WITHOUT_DOT)]
+    centre, _ = prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, new_codes)
+    assert centre[0] > 1.0 and centre[1] < -1.0, centre
+    # Read the other way round (the solution as the reference), the forecast is negated exactly.
+    swapped, _ = prior.read(fresh[:, ::-1], np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, [pair[::-1] for pair in new_codes])
+    assert swapped == pytest.approx(-centre)
+    with pytest.raises(ValueError, match="texts"):
+        prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2)
+    # The file keeps the vocabulary, and the loaded prior forecasts the same.
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior.to_json()))
+    prior.save_trees(path.with_name(TREES_FILE))
+    loaded = KernelBenchPrior.load(path)
+    assert loaded is not None and loaded.vocabulary == vocabulary
+    assert loaded.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, new_codes)[0] == pytest.approx(centre)
+
+
+def test_api_tokens_count_calls_as_written_and_skip_comments() -> None:
+    read = api_tokens(WITH_DOT)
+    assert (read["tl.dot"], read["tl.load"], read["tl.store"], read["triton.jit"]) == (1, 2, 1, 1)
+    assert "tl.sum" not in read, "a comment's call is not the code's"
+    cuda = api_tokens("__global__ void k(float* x) {\n  for (int i = threadIdx.x; i < 8; ++i) atomicAdd(x, 1.f);\n  __syncthreads();\n}\n")
+    assert (cuda["__global__"], cuda["for"], cuda["threadIdx"], cuda["atomicAdd"], cuda["__syncthreads"]) == (1, 1, 1, 1, 1)
+    counts = token_counts([(WITHOUT_DOT, WITH_DOT)], ("tl.dot", "tl.load", "absent"))
+    assert counts.shape == (1, 2, 3)
+    assert counts[0].ravel().tolist() == pytest.approx([0.0, math.log(3), 0.0, math.log(2), math.log(3), 0.0])

@@ -80,21 +80,32 @@ def toward_direction(trees_mean: np.ndarray, log_odds: np.ndarray, step: float) 
     return trees_mean + step * np.tanh(log_odds)
 
 
-def forecast_rows(features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
+def forecast_rows(
+    features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray, tokens: np.ndarray | None = None
+) -> np.ndarray:
     """`pair_rows` with what the weights forecast for the pair (mean and spread of s) and per-pair
-    flags (which kind of pair it is): rows for trees that correct the weights' forecast."""
-    return np.concatenate([pair_rows(features), mean[:, None], sd[:, None], flags], axis=1)
+    flags (which kind of pair it is): rows for trees that correct the weights' forecast. `tokens`,
+    (N, 2, K) per-side columns (features.token_counts), follow as reference, candidate and their difference."""
+    rows = [pair_rows(features), mean[:, None], sd[:, None], flags]
+    if tokens is not None:
+        rows += [tokens[:, 0], tokens[:, 1], tokens[:, 1] - tokens[:, 0]]
+    return np.concatenate(rows, axis=1)
 
 
-def forecast_rows_both_ways(features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
+def forecast_rows_both_ways(
+    features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray, tokens: np.ndarray | None = None
+) -> np.ndarray:
     """(2N, …) `forecast_rows` of each pair as given, then of each with its sides swapped and the weights' mean negated."""
-    return np.concatenate([forecast_rows(features, mean, sd, flags), forecast_rows(features[:, ::-1], -mean, sd, flags)])
+    swapped = None if tokens is None else tokens[:, ::-1]
+    return np.concatenate([forecast_rows(features, mean, sd, flags, tokens), forecast_rows(features[:, ::-1], -mean, sd, flags, swapped)])
 
 
-def corrected(trees: BoostedTrees, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray) -> np.ndarray:
+def corrected(
+    trees: BoostedTrees, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, flags: np.ndarray, tokens: np.ndarray | None = None
+) -> np.ndarray:
     """(N,) forecast of s by trees grown on `forecast_rows_both_ways`, their two readings halved
     apart: antisymmetric exactly, as `BoostedTrees.predict`."""
-    return read_both_ways(trees, forecast_rows_both_ways(features, mean, sd, flags))
+    return read_both_ways(trees, forecast_rows_both_ways(features, mean, sd, flags, tokens))
 
 
 def read_both_ways(trees: BoostedTrees, rows: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ import bisect
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -1022,3 +1023,29 @@ def pair_features(request: ForecastRequest, host_loops: bool = True) -> np.ndarr
             ]
         )
     return np.asarray(rows, dtype=np.float64)
+
+
+# Library calls (`tl.dot`, `torch.empty_like`), CUDA qualifiers and builtins, atomics, loops and
+# block-size names as written: the KernelBench trees read how often each of the commonest ones a side
+# writes, which tells them apart where the counts above agree (two agents' rewrites of one problem).
+_API_TOKEN = re.compile(
+    r"\b(?:tl|triton|torch|F|nn|libdevice|cute|wmma|cuda)\.[A-Za-z_][\w.]*|\b__\w+\b|\batomic\w+\b"
+    r"|\b(?:for|while|if|range|static_range|multiple_of|max_contiguous|num_warps|num_stages|BLOCK\w*|threadIdx|blockIdx)\b"
+)
+_HASH_COMMENT = re.compile(r"(?m)#[^\n]*")
+
+
+@functools.lru_cache(maxsize=256)
+def api_tokens(code: str) -> Counter[str]:
+    """How often the side's text writes each API token (`_API_TOKEN`), `#` comments and directives cut."""
+    return Counter(token.rstrip(".") for token in _API_TOKEN.findall(_HASH_COMMENT.sub("", code)))
+
+
+def token_counts(codes: Sequence[tuple[str, str]], vocabulary: Sequence[str]) -> np.ndarray:
+    """(N, 2, len(vocabulary)) log(1 + count) of each vocabulary token in each (reference, candidate) text."""
+    counts = np.zeros((len(codes), 2, len(vocabulary)))
+    for i, sides in enumerate(codes):
+        for side, code in enumerate(sides):
+            written = api_tokens(code)
+            counts[i, side] = [math.log1p(written[token]) for token in vocabulary]
+    return counts

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.models.embedded.boosted import BoostedTrees, forecast_rows_both_ways, read_both_ways
+from kernelcast.models.embedded.features import token_counts
 from kernelcast.models.embedded.pair_kinds import (
     BETWEEN_SOLUTIONS,
     COMPILED_AGAINST_EAGER,
@@ -154,6 +155,8 @@ class KernelBenchPrior:
     # should be of its direction than the line makes it, learnt from how the lines' forecasts of
     # sources left out of their fit were right (LLM-written CUDA more often than forecast, Triton less).
     direction_temperatures: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The API tokens (features.api_tokens) whose counts on each side the trees read beside the features.
+    vocabulary: tuple[str, ...] = ()
 
     def applies(self, request: ForecastRequest) -> str | None:
         """The kind of pair, where this prior has a line for it."""
@@ -189,15 +192,21 @@ class KernelBenchPrior:
         spread = max(sd, math.hypot(self.lines[kind].sd, source_spread))
         return spread if self.supported(kind, languages) else spread * self.unsupported_widening
 
-    def read(self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
-        """For (N, 2, F) pairs: what each line reads, the trees' forecast (the weights' `mean` without
-        trees), and the jackknife sd of the members' forecasts, sqrt((n - 1) / n · Σ (t_i - t̄)²) for
-        n members (0 where all agree, or without members). The trees and members read one set of rows."""
+    def read(
+        self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None], codes: Sequence[tuple[str, str]] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For (N, 2, F) pairs and their (reference, candidate) texts: what each line reads, the trees'
+        forecast (the weights' `mean` without trees), and the jackknife sd of the members' forecasts,
+        sqrt((n - 1) / n · Σ (t_i - t̄)²) for n members (0 where all agree, or without members). The
+        trees and members read one set of rows."""
         mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
         spread = np.zeros(len(kinds))
         if (self.trees is None and len(self.members) < 2) or not len(kinds):
             return mean, spread
-        rows = forecast_rows_both_ways(features, mean, sd, kind_flags(kinds))
+        if self.vocabulary and len(codes) != len(kinds):
+            raise ValueError("these trees read the pairs' texts: pass each pair's (reference, candidate) code")
+        tokens = token_counts(codes, self.vocabulary) if self.vocabulary else None
+        rows = forecast_rows_both_ways(features, mean, sd, kind_flags(kinds), tokens)
         centre = read_both_ways(self.trees, rows) if self.trees is not None else mean
         if len(self.members) >= 2:
             forecasts = np.stack([read_both_ways(member, rows) for member in self.members])
@@ -213,6 +222,7 @@ class KernelBenchPrior:
             "support": self.support,
             "unsupported_widening": self.unsupported_widening,
             **({"direction_temperatures": self.direction_temperatures} if self.direction_temperatures else {}),
+            **({"token_vocabulary": list(self.vocabulary)} if self.vocabulary else {}),
             "meta": self.meta,
         }
 
@@ -250,4 +260,5 @@ class KernelBenchPrior:
             kind: {language: float(value) for language, value in each.items()}
             for kind, each in data.get("direction_temperatures", {}).items()
         }
-        return cls(lines, data.get("meta", {}), trees, tuple(members), support, widening, temperatures)
+        vocabulary = tuple(data.get("token_vocabulary", ()))
+        return cls(lines, data.get("meta", {}), trees, tuple(members), support, widening, temperatures, vocabulary)
