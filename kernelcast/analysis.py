@@ -254,11 +254,12 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     reference_launch, candidate_launch, assumed = _stated_launches(analysis, result, elements, inputs)
     if result.launch is None and candidate_launch is not None:  # the reference's launch stands in: so do its sizes
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
-    reference_side = _side(
-        reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs, elements
+    sides = (
+        _side(
+            reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs, elements
+        ),
+        _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs, elements),
     )
-    kernel_side = _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs, elements)
-    sides = (reference_side, kernel_side)
     return ForecastRequest(
         reference=sides[0],
         candidate=sides[1],

@@ -1037,7 +1037,9 @@ _HASH_COMMENT = re.compile(r"(?m)#[^\n]*")
 
 @functools.lru_cache(maxsize=256)
 def api_tokens(code: str) -> Counter[str]:
-    """How often the side's text writes each API token (`_API_TOKEN`), `#` comments and directives cut."""
+    """How often the side's text writes each API token (`_API_TOKEN`), `#` comments and directives cut.
+    Not `strip_comments`: the shipped trees learnt these counts, and that cut (`//`, `/* */` too)
+    moves the counts of 2,470 of the 14,238 fitted pairs, mostly `for`; it waits for the next refit."""
     return Counter(token.rstrip(".") for token in _API_TOKEN.findall(_HASH_COMMENT.sub("", code)))
 
 
