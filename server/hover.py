@@ -175,7 +175,6 @@ def _prior_words(details: dict[str, Any]) -> str | None:
         words += " Its line reads the solution as the candidate: the pair was read that way round and the forecast turned back."
     if details.get("few_sources_of_kind"):
         words += " Fewer than two sources measured this kind of pair in this language, so the interval is wider still."
-    words += _miss_scale_words(float(details.get("miss_scale", 1.0)))
     if details.get("launches_read") is False:
         words += (
             " The launches ModelNew makes of its own kernels are not read, as the line was fitted (read with them, the"
@@ -183,19 +182,6 @@ def _prior_words(details: dict[str, Any]) -> str | None:
             " does not move this forecast; measure it."
         )
     return words
-
-
-# How far from 1 a pair's miss scale must lie for the hover to name it: a tenth either way moves the interval little.
-_MISS_SCALE_NAMED = 0.1
-
-
-def _miss_scale_words(scale: float) -> str:
-    """Why the interval is wider or narrower than the line's usual one: the miss trees (kernelbench_prior.miss_scale)."""
-    if scale >= 1.0 + _MISS_SCALE_NAMED:
-        return f" Pairs like this one were missed by more than most on sources left out of the fit: the line's spread ×{scale:.2f}."
-    if scale <= 1.0 - _MISS_SCALE_NAMED:
-        return f" Pairs like this one were missed by less than most on sources left out of the fit: the line's spread ×{scale:.2f}."
-    return ""
 
 
 # Guesses the forecast mixes with the reading without them (models/embedded/backend.py) or was learnt without.
