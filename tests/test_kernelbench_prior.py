@@ -193,7 +193,8 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         # a library's kernel's line, and the compiled problem's, read the weights' forecast itself,
         # which no source's trees move.
         codes = [(request.reference.code, request.candidate.code)]
-        read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind], codes)
+        tokens = shipped.prior.tokens_of(codes)
+        read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind], tokens)
         centre, across = float(read[0][0]), float(read[1][0])
         if kind in WEIGHTS_ONLY_KINDS:
             assert centre == pytest.approx(plain["mean_log2"], abs=1e-9) and across == 0
@@ -690,20 +691,23 @@ def test_trees_read_which_api_tokens_each_side_writes_and_keep_them_in_the_file(
     assert prior.vocabulary == vocabulary
     fresh = rng.normal(size=(2, 2, len(FEATURE_NAMES)))
     new_codes = [(PROBLEM_TEXT, WITH_DOT), (PROBLEM_TEXT, WITHOUT_DOT)]
-    centre, _ = prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, new_codes)
+    centre, _ = prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, prior.tokens_of(new_codes))
     assert centre[0] > 1.0 and centre[1] < -1.0, centre
     # Read the other way round (the solution as the reference), the forecast is negated exactly.
-    swapped, _ = prior.read(fresh[:, ::-1], np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, [pair[::-1] for pair in new_codes])
+    swapped_tokens = prior.tokens_of([pair[::-1] for pair in new_codes])
+    swapped, _ = prior.read(fresh[:, ::-1], np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, swapped_tokens)
     assert swapped == pytest.approx(-centre)
     with pytest.raises(ValueError, match="texts"):
         prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2)
+    with pytest.raises(ValueError, match="texts"):
+        prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, prior.tokens_of(new_codes[:1]))
     # The file keeps the vocabulary, and the loaded prior forecasts the same.
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(prior.to_json()))
     prior.save_trees(path.with_name(TREES_FILE))
     loaded = KernelBenchPrior.load(path)
     assert loaded is not None and loaded.vocabulary == vocabulary
-    assert loaded.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, new_codes)[0] == pytest.approx(centre)
+    assert loaded.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, loaded.tokens_of(new_codes))[0] == pytest.approx(centre)
 
 
 def test_api_tokens_count_calls_as_written_and_skip_comments() -> None:

@@ -332,7 +332,8 @@ class EmbeddedBackend:
         if self.prior is not None and read:
             read_kinds = [prior_applied[i] for i in read]
             codes = [(requests[i].reference.code, requests[i].candidate.code) for i in read]
-            centre[read], across_sources[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds, codes)
+            tokens = self.prior.tokens_of(codes)
+            centre[read], across_sources[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds, tokens)
         probabilities, few_sources = [], [False] * len(requests)
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:

@@ -192,20 +192,24 @@ class KernelBenchPrior:
         spread = max(sd, math.hypot(self.lines[kind].sd, source_spread))
         return spread if self.supported(kind, languages) else spread * self.unsupported_widening
 
+    def tokens_of(self, codes: Sequence[tuple[str, str]]) -> np.ndarray | None:
+        """The (N, 2, vocabulary) token counts the trees read of (reference, candidate) texts; None without a vocabulary."""
+        return token_counts(codes, self.vocabulary) if self.vocabulary else None
+
     def read(
-        self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None], codes: Sequence[tuple[str, str]] = ()
+        self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None], tokens: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """For (N, 2, F) pairs and their (reference, candidate) texts: what each line reads, the trees'
-        forecast (the weights' `mean` without trees), and the jackknife sd of the members' forecasts,
+        """For (N, 2, F) pairs and their `tokens_of`: what each line reads, the trees' forecast (the
+        weights' `mean` without trees), and the jackknife sd of the members' forecasts,
         sqrt((n - 1) / n · Σ (t_i - t̄)²) for n members (0 where all agree, or without members). The
-        trees and members read one set of rows."""
+        trees and members read one set of rows. Counts are taken, not texts, so that a refit counts
+        each pair's tokens once, not once a fit."""
         mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
         spread = np.zeros(len(kinds))
         if (self.trees is None and len(self.members) < 2) or not len(kinds):
             return mean, spread
-        if self.vocabulary and len(codes) != len(kinds):
-            raise ValueError("these trees read the pairs' texts: pass each pair's (reference, candidate) code")
-        tokens = token_counts(codes, self.vocabulary) if self.vocabulary else None
+        if self.vocabulary and (tokens is None or tokens.shape != (len(kinds), 2, len(self.vocabulary))):
+            raise ValueError("these trees read the pairs' texts: pass tokens_of each pair's (reference, candidate) code")
         rows = forecast_rows_both_ways(features, mean, sd, kind_flags(kinds), tokens)
         centre = read_both_ways(self.trees, rows) if self.trees is not None else mean
         if len(self.members) >= 2:

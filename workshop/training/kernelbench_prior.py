@@ -317,12 +317,6 @@ class Measured:
     def tokens_of(self, indices: Sequence[int]) -> np.ndarray | None:
         return None if self.tokens is None else self.tokens[list(indices)]
 
-    def codes_of(self, indices: Sequence[int]) -> list[tuple[str, str]]:
-        """The pairs' (reference, candidate) texts, where the trees read their tokens (none without a vocabulary)."""
-        if not self.vocabulary:
-            return []
-        return [(self.pairs[i].request.reference.code, self.pairs[i].request.candidate.code) for i in indices]
-
 
 def grow_trees(data: Measured, indices: Sequence[int]) -> BoostedTrees:
     """Trees fitted to the measured log2 S of `indices`, each pair both ways round, every source
@@ -431,7 +425,7 @@ def nested_forecasts(
     spread about the pair; the support and widening of every source in `sources`)."""
     chosen = sorted(centres)
     kinds = [data.kinds[i] for i in chosen]
-    _, spread = prior.read(data.features[chosen], data.mean[chosen], data.sd[chosen], kinds, data.codes_of(chosen))
+    _, spread = prior.read(data.features[chosen], data.mean[chosen], data.sd[chosen], kinds, data.tokens_of(chosen))
     spread_of = dict(zip(chosen, spread.tolist()))
     forecasts = {}
     for left_out in sorted(sources):
