@@ -175,7 +175,6 @@ def _prior_words(details: dict[str, Any]) -> str | None:
         words += " Its line reads the solution as the candidate: the pair was read that way round and the forecast turned back."
     if details.get("few_sources_of_kind"):
         words += " Fewer than two sources measured this kind of pair in this language, so the interval is wider still."
-    words += _miss_scale_words(float(details.get("miss_scale", 1.0)))
     if details.get("launches_read") is False:
         words += (
             " The launches ModelNew makes of its own kernels are not read, as the line was fitted (read with them, the"
@@ -183,21 +182,6 @@ def _prior_words(details: dict[str, Any]) -> str | None:
             " does not move this forecast; measure it."
         )
     return words
-
-
-# How far from 1 a pair's miss scale must lie for the hover to name it: a tenth either way moves the confidence little.
-_MISS_SCALE_NAMED = 0.1
-
-
-def _miss_scale_words(scale: float) -> str:
-    """Why the confidence in the direction is lower or higher than the kind's usual: the miss trees
-    (kernelbench_prior.miss_scale)."""
-    missed = " Pairs like this one were missed by {} than most on sources left out of the fit, so the direction is held {}"
-    if scale >= 1.0 + _MISS_SCALE_NAMED:
-        return missed.format("more", f"less sure (log-odds ÷{scale:.2f}).")
-    if scale <= 1.0 - _MISS_SCALE_NAMED:
-        return missed.format("less", f"surer (log-odds ÷{scale:.2f}).")
-    return ""
 
 
 # Guesses the forecast mixes with the reading without them (models/embedded/backend.py) or was learnt without.

@@ -4,7 +4,6 @@ weigh alike; solution against solution through the origin)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -19,7 +18,6 @@ from kernelcast.models.embedded.boosted import BoostedTrees
 from kernelcast.models.embedded.features import FEATURE_NAMES, api_tokens, pair_features, token_counts
 from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
-    MISS_TREES_FILE,
     ORDER_FREE_KINDS,
     PRIOR_PATH,
     SUPPORT_PAIRS,
@@ -41,7 +39,7 @@ from kernelcast.models.embedded.pair_kinds import (
 )
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import TEMPERATURE_RANGE
-from kernelcast.wire import NUM_BINS, ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
+from kernelcast.wire import ForecastRequest, KernelSide, normal_bin_probabilities, with_direction_temperature
 from workshop.training import kernelbench_prior
 from workshop.training.kernelbench_prior import (
     CAPPED_SHARES,
@@ -58,7 +56,6 @@ from workshop.training.kernelbench_prior import (
     problem_folds,
     source_weights,
     support_of,
-    trust_in_miss_trees,
     unsupported_widening,
 )
 
@@ -198,7 +195,7 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         codes = [(request.reference.code, request.candidate.code)]
         tokens = shipped.prior.tokens_of(codes)
         read = shipped.prior.read(pair_features(request)[None], [plain["mean_log2"]], [plain["spread_log2"]], [kind], tokens)
-        centre, across, scale = float(read[0][0]), float(read[1][0]), float(read[2][0])
+        centre, across = float(read[0][0]), float(read[1][0])
         if kind in WEIGHTS_ONLY_KINDS:
             assert centre == pytest.approx(plain["mean_log2"], abs=1e-9) and across == 0
         else:
@@ -209,14 +206,12 @@ def test_the_shipped_lines_move_kernelbench_forecasts_and_leave_others_alone(tmp
         assert moved["spread_log2"] == pytest.approx(max(math.hypot(line.sd, across), plain["spread_log2"]), abs=1e-3)
         widened = line.bin_probabilities(centre, max(math.hypot(line.sd, across), plain["spread_log2"]), both_ways=kind in ORDER_FREE_KINDS)
         # Then as sure of its direction as the kind's forecasts in the candidate's language were right;
-        # two solutions, which could be given either way round, in either side's language (the geometric
-        # mean); and less (more) sure again where the line missed pairs like this one by more (less).
+        # two solutions, which could be given either way round, in either side's language (the geometric mean).
         by_language = shipped.prior.direction_temperatures[kind]
         sides = {request.candidate.language} | ({request.reference.language} if kind in ORDER_FREE_KINDS else set())
         temperature = math.prod(by_language[language] for language in sides) ** (1 / len(sides))
         assert temperature != pytest.approx(1.0, abs=0.02)
-        assert moved["miss_scale"] == pytest.approx(scale, abs=1e-3)
-        sure_as_right = with_direction_temperature(np.array([widened]), temperature * scale)[0]
+        sure_as_right = with_direction_temperature(np.array([widened]), temperature)[0]
         assert shipped.predict(request).probabilities == pytest.approx(sure_as_right.tolist(), abs=1e-4)
     # Two solutions swapped: the forecast flips exactly, trees, shape and all: the bins mirror.
     swapped = ForecastRequest(solutions.candidate, solutions.reference, HARDWARE, None)
@@ -505,7 +500,7 @@ def test_a_library_kernels_line_is_fitted_on_and_reads_the_weights_forecast() ->
     line = prior.lines[LIBRARY_CALL]
     assert (line.intercept, line.slope) == (0.0, 1.0)
     assert min(line.misses) < -2.0 and max(line.misses) > 1.5, "the misses of the weights' 0.3, both ways"
-    centre, across, _ = prior.read(features[:5], mean[:5], np.ones(5), [LIBRARY_CALL] * 5)
+    centre, across = prior.read(features[:5], mean[:5], np.ones(5), [LIBRARY_CALL] * 5)
     assert centre == pytest.approx(mean[:5]) and (across == 0).all()
 
 
@@ -527,74 +522,6 @@ def test_a_forecast_the_sources_disagree_on_is_wider_and_one_they_agree_on_is_no
     assert narrow == line.bin_probabilities(centre, 0.1)
     assert sum(wide[4:]) > sum(narrow[4:]) + 0.2, "less sure it is slower"
     assert disagreeing.adjust(AGAINST_PROBLEM, centre, 0.1, float(spread[0]), "cuda")[1] == pytest.approx(math.hypot(0.5, spread[0]))
-
-
-def test_pairs_like_those_a_line_missed_by_much_are_forecast_less_sure_of_their_direction(tmp_path: Path) -> None:
-    # Three sources, each with pairs of two looks (the second feature column +3 or -3 on both sides):
-    # measured within 0.1 octaves of even, or 2.5 octaves either way. The lines miss the second look
-    # by far more, on every source left out: its forecasts must be the less sure of their direction.
-    rng = np.random.default_rng(3)
-    sources = ["a"] * 120 + ["b"] * 120 + ["c"] * 120
-    loud = np.tile([True, False], len(sources) // 2)
-    log2s = np.where(loud, rng.choice([-2.5, 2.5], len(sources)), rng.normal(0.0, 0.1, len(sources)))
-    pairs = [
-        SimpleNamespace(source=source, language="triton", request=TRITON_AGAINST_PYTORCH, log2_speedup=float(s))
-        for source, s in zip(sources, log2s)
-    ]
-    features = rng.normal(size=(len(pairs), 2, len(FEATURE_NAMES)))
-    features[:, :, 0] = [1.0, 0.0]
-    features[:, :, 1] = np.where(loud, 3.0, -3.0)[:, None]
-    data = Measured(pairs, features, np.zeros(len(pairs)), np.full(len(pairs), 0.1), [AGAINST_PROBLEM] * len(pairs))
-    prior = fit_prior(data, fitted_kinds(data), {"a", "b", "c"})
-    assert prior.miss_trees is not None, "the trees told the two looks apart on every source left out"
-    fresh = rng.normal(size=(2, 2, len(FEATURE_NAMES)))
-    fresh[:, :, 1] = [[3.0, 3.0], [-3.0, -3.0]]
-    _, across, scale = prior.read(fresh, np.zeros(2), np.full(2, 0.1), [AGAINST_PROBLEM] * 2)
-    # Nearly all the mean square lies in the loud half: its scale is above 1, the quiet half's at the floor.
-    assert prior.miss_exponent > 0.5 and scale[0] > 1.1 and scale[1] < 0.6, (prior.miss_exponent, scale)
-    # Read at one forecast, the loud look leans less far from even odds and the quiet look further
-    # than the line alone; the bins on each side of 1x keep the line's shape, and so does the interval.
-    faster = slice(NUM_BINS // 2, NUM_BINS)
-    line_only, loud_bins, quiet_bins = (
-        np.array(prior.bin_probabilities(AGAINST_PROBLEM, 0.6, 0.1, float(across[0]), ("triton",), miss_scale))
-        for miss_scale in (1.0, *scale)
-    )
-
-    def log_odds_of_faster(bins: np.ndarray) -> float:
-        return float(np.log(bins[faster].sum() / (1.0 - bins[faster].sum())))
-
-    assert log_odds_of_faster(line_only) > 0.1, line_only
-    assert log_odds_of_faster(loud_bins) == pytest.approx(log_odds_of_faster(line_only) / scale[0])
-    assert log_odds_of_faster(quiet_bins) == pytest.approx(log_odds_of_faster(line_only) / scale[1])
-    for bins in (loud_bins, quiet_bins):
-        assert bins[faster] / bins[faster].sum() == pytest.approx(line_only[faster] / line_only[faster].sum())
-    assert prior.adjust(AGAINST_PROBLEM, 0.6, 0.1, float(across[0]), ("triton",))[1] == pytest.approx(
-        max(0.1, math.hypot(prior.lines[AGAINST_PROBLEM].sd, float(across[0])))
-    )
-    # Without the miss trees both would be read alike.
-    plain = dataclasses.replace(prior, miss_trees=None)
-    assert plain.read(fresh, np.zeros(2), np.full(2, 0.1), [AGAINST_PROBLEM] * 2)[2] == pytest.approx([1.0, 1.0])
-    # The files keep the miss trees and their level.
-    path = tmp_path / "prior.json"
-    path.write_text(json.dumps(prior.to_json()))
-    prior.save_trees(path.with_name(TREES_FILE))
-    assert path.with_name(MISS_TREES_FILE).exists()
-    loaded = KernelBenchPrior.load(path)
-    assert loaded is not None and loaded.miss_level == pytest.approx(prior.miss_level)
-    assert loaded.read(fresh, np.zeros(2), np.full(2, 0.1), [AGAINST_PROBLEM] * 2)[2] == pytest.approx(scale)
-
-
-def test_miss_trees_are_trusted_as_far_as_they_told_a_new_sources_misses() -> None:
-    rng = np.random.default_rng(5)
-    variance = np.exp(rng.normal(size=4000))
-    squares = variance * rng.normal(size=4000) ** 2
-    weights = np.ones(4000)
-    exponent, level = trust_in_miss_trees(squares, np.log(variance), weights)
-    assert exponent >= 0.85, exponent
-    scaled = squares / np.exp(exponent * (np.log(variance) - level))
-    assert np.mean(scaled) == pytest.approx(np.mean(squares)), "the misses keep their mean square"
-    # A word unrelated to how far the pairs were missed is not taken.
-    assert trust_in_miss_trees(squares, rng.normal(size=4000), weights)[0] <= 0.1
 
 
 def test_cuda_l2_weighs_a_tenth_of_a_source_and_every_other_source_the_same() -> None:
@@ -648,10 +575,6 @@ def test_a_kind_of_pair_too_few_sources_measured_in_its_language_is_forecast_wid
     compiled = str(_prior_words({"kernelbench_prior": COMPILED_AGAINST_EAGER, "source_spread_log2": 0.0, "trees_read": False}))
     assert "on the weights' own forecast" in compiled and "Trees" not in compiled
     assert "Trees fitted each without" in str(_prior_words({**details, "trees_read": True}))
-    # A pair the miss trees make less or more sure of its direction says so; one they leave near its kind's does not.
-    assert "missed by more than most" in str(_prior_words({**details, "miss_scale": 1.6}))
-    assert "missed by less than most" in str(_prior_words({**details, "miss_scale": 0.7}))
-    assert "than most" not in str(_prior_words({**details, "miss_scale": 1.05})) and "than most" not in str(_prior_words(details))
     # A problem given as the candidate against its solution says it was read the other way round.
     assert "turned back" in str(_prior_words({**details, "read_the_other_way_round": True}))
     assert "turned back" not in str(_prior_words(details))
@@ -768,11 +691,11 @@ def test_trees_read_which_api_tokens_each_side_writes_and_keep_them_in_the_file(
     assert prior.vocabulary == vocabulary
     fresh = rng.normal(size=(2, 2, len(FEATURE_NAMES)))
     new_codes = [(PROBLEM_TEXT, WITH_DOT), (PROBLEM_TEXT, WITHOUT_DOT)]
-    centre, _, _ = prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, prior.tokens_of(new_codes))
+    centre, _ = prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, prior.tokens_of(new_codes))
     assert centre[0] > 1.0 and centre[1] < -1.0, centre
     # Read the other way round (the solution as the reference), the forecast is negated exactly.
     swapped_tokens = prior.tokens_of([pair[::-1] for pair in new_codes])
-    swapped, _, _ = prior.read(fresh[:, ::-1], np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, swapped_tokens)
+    swapped, _ = prior.read(fresh[:, ::-1], np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, swapped_tokens)
     assert swapped == pytest.approx(-centre)
     with pytest.raises(ValueError, match="texts"):
         prior.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2)

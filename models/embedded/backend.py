@@ -41,7 +41,6 @@ from kernelcast.models.embedded.features import (
 )
 from kernelcast.models.embedded.kernelbench_prior import (
     MEMBERS_FILE,
-    MISS_TREES_FILE,
     PRIOR_PATH,
     TREES_FILE,
     WEIGHTS_ONLY_KINDS,
@@ -285,7 +284,7 @@ class EmbeddedBackend:
         self.prior = KernelBenchPrior.load(prior_path)
         digests = [novelty_path]
         if self.prior is not None:
-            beside = [prior_path.with_name(name) for name in (TREES_FILE, MEMBERS_FILE, MISS_TREES_FILE)]
+            beside = [prior_path.with_name(name) for name in (TREES_FILE, MEMBERS_FILE)]
             digests += [prior_path, *(path for path in beside if path.exists())]
         self.model_id = f"{self.model.model_id}+novelty-{source_digest(digests)}"
         # Same weights read by another feature reader give other forecasts: cached ones must not be served.
@@ -329,20 +328,19 @@ class EmbeddedBackend:
             mean[index], sd[index] = even_mixture(mean[index], sd[index], prediction.mean[alternative], widened[alternative])
         read = [index for index, kind in enumerate(prior_applied) if kind]
         # Each pair's tree forecast and the members' spread about it, for the pairs a line reads.
-        centre, across_sources, miss_scale = mean.copy(), np.zeros(len(requests)), np.ones(len(requests))
+        centre, across_sources = mean.copy(), np.zeros(len(requests))
         if self.prior is not None and read:
             read_kinds = [prior_applied[i] for i in read]
             codes = [(requests[i].reference.code, requests[i].candidate.code) for i in read]
             tokens = self.prior.tokens_of(codes)
-            centre[read], across_sources[read], miss_scale[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds, tokens)
+            centre[read], across_sources[read] = self.prior.read(features[read], mean[read], sd[read], read_kinds, tokens)
         probabilities, few_sources = [], [False] * len(requests)
         for index, kind in enumerate(prior_applied):
             if kind and self.prior is not None:
-                at, weights_sd = float(centre[index]), float(sd[index])
-                spread, scale = float(across_sources[index]), float(miss_scale[index])
+                at, weights_sd, spread = float(centre[index]), float(sd[index]), float(across_sources[index])
                 languages = reading_languages(kind, requests[index])
                 few_sources[index] = not self.prior.supported(kind, languages)
-                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread, languages, scale))
+                probabilities.append(self.prior.bin_probabilities(kind, at, weights_sd, spread, languages))
                 mean[index], sd[index] = self.prior.adjust(kind, at, weights_sd, spread, languages)
             else:
                 probabilities.append(normal_bin_probabilities(float(mean[index]), float(sd[index])))
@@ -357,7 +355,7 @@ class EmbeddedBackend:
                 probabilities[index] = [0.5 * (read + blind) for read, blind in zip(probabilities[index], knowing_nothing)]
                 mean[index], sd[index] = even_mixture(float(mean[index]), float(sd[index]), 0.0, UNSEEN_SD)
         raw = []
-        for request, mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, scale, few, bins, calls, read in zip(
+        for request, mean_log2, sd_log2, learned, unfamiliar, (reference, candidate), applied, spread, few, bins, calls, read in zip(
             requests,
             mean.tolist(),
             sd.tolist(),
@@ -366,7 +364,6 @@ class EmbeddedBackend:
             prediction.log2_time.tolist(),
             prior_applied,
             across_sources.tolist(),
-            miss_scale.tolist(),
             few_sources,
             probabilities,
             unseen,
@@ -385,7 +382,6 @@ class EmbeddedBackend:
                 details["trees_read"] = applied not in WEIGHTS_ONLY_KINDS
                 details["launches_read"] = applied not in SOLUTION_KINDS
                 details["source_spread_log2"] = round(spread, 4)
-                details["miss_scale"] = round(scale, 3)
                 details["few_sources_of_kind"] = few
             if calls:
                 details["out_of_sight"] = calls

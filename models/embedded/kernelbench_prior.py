@@ -69,7 +69,6 @@ from kernelcast.models.embedded.pair_kinds import (
     kind_flags,
     pair_kind,
 )
-from kernelcast.models.embedded.spread import spread_rows
 from kernelcast.wire import ForecastRequest, normal_bin_probabilities, with_direction_temperature
 
 PRIOR_PATH = Path(__file__).parents[1] / "weights" / "kernelbench_prior.json"
@@ -78,10 +77,6 @@ TREES_FILE = "kernelbench_trees.npz"
 # Trees grown as those were, each with one source left out (beside PRIOR_PATH): member i's arrays are
 # prefixed "i/".
 MEMBERS_FILE = "kernelbench_members.npz"
-# The trees that say how far a line is likely to miss this pair (beside PRIOR_PATH): miss_scale.
-MISS_TREES_FILE = "kernelbench_miss_trees.npz"
-# How far miss_scale may sharpen or soften a line's sureness of direction.
-MIN_MISS_SCALE, MAX_MISS_SCALE = 0.5, 2.0
 # Kinds whose line reads the weights' forecast, not the trees': a library's kernel against its problem
 # (eager or compiled).
 # With each library held out, the trees (grown mostly on LLM-written solutions) moved the weights'
@@ -162,13 +157,6 @@ class KernelBenchPrior:
     direction_temperatures: dict[str, dict[str, float]] = field(default_factory=dict)
     # The API tokens (features.api_tokens) whose counts on each side the trees read beside the features.
     vocabulary: tuple[str, ...] = ()
-    # Trees on the pair's features and what was forecast of it (miss_columns), fitted to the log squared
-    # miss of the lines' forecasts of sources left out of their fit, the level those misses sit at, and
-    # how far to trust the trees' word on a source they never saw (an exponent in [0, 1] on the scale):
-    # of which pairs a line should be less sure of the direction than its kind, and of which surer (miss_scale).
-    miss_trees: BoostedTrees | None = None
-    miss_level: float = 0.0
-    miss_exponent: float = 1.0
 
     def applies(self, request: ForecastRequest) -> str | None:
         """The kind of pair, where this prior has a line for it."""
@@ -178,16 +166,11 @@ class KernelBenchPrior:
     def adjust(self, kind: str, mean: float, sd: float, source_spread: float, languages: Sequence[str]) -> tuple[float, float]:
         return self.lines[kind].adjust(mean, self._widened(kind, sd, source_spread, languages))
 
-    def bin_probabilities(
-        self, kind: str, mean: float, sd: float, source_spread: float, languages: Sequence[str], miss_scale: float = 1.0
-    ) -> list[float]:
-        """The line's bins about `mean`, as sure of the direction as the kind's temperature and the
-        pair's miss scale (read) make it: the scale divides the log-odds of faster, so each side of 1×
-        keeps the line's shape and only the weight between the sides moves."""
+    def bin_probabilities(self, kind: str, mean: float, sd: float, source_spread: float, languages: Sequence[str]) -> list[float]:
         widened = self._widened(kind, sd, source_spread, languages)
         probabilities = self.lines[kind].bin_probabilities(mean, widened, both_ways=kind in ORDER_FREE_KINDS)
-        temperature = (self._temperature(kind, languages) or 1.0) * miss_scale
-        if temperature == 1.0:
+        temperature = self._temperature(kind, languages)
+        if temperature is None:
             return probabilities
         return with_direction_temperature(np.array([probabilities]), temperature)[0].tolist()
 
@@ -215,28 +198,12 @@ class KernelBenchPrior:
 
     def read(
         self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None], tokens: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For (N, 2, F) pairs and their `tokens_of`: what each line reads, the trees' forecast (the
-        weights' `mean` without trees); the jackknife sd of the members' forecasts,
-        sqrt((n - 1) / n · Σ (t_i - t̄)²) for n members (0 where all agree, or without members); and
-        miss_scale of each. The trees and members read one set of rows. Counts are taken, not texts, so
-        that a refit counts each pair's tokens once, not once a fit."""
-        centre, spread = self._centre_and_spread(features, mean, sd, kinds, tokens)
-        return centre, spread, self.miss_scale(features, centre, mean, sd, spread)
-
-    def miss_scale(
-        self, features: np.ndarray, centre: np.ndarray, mean: np.ndarray, sd: np.ndarray, source_spread: np.ndarray
-    ) -> np.ndarray:
-        """(N,) how much less (above 1) or more (below 1) sure of the direction than its kind a line
-        should be of pairs like these: the miss trees' log squared miss over its level; 1 without miss trees."""
-        if self.miss_trees is None or not len(features):
-            return np.ones(len(features))
-        columns = miss_columns(np.asarray(centre, dtype=float), np.asarray(mean, dtype=float), np.asarray(sd, dtype=float), source_spread)
-        return scale_of(log_square_miss(self.miss_trees, features, columns), self.miss_level, self.miss_exponent)
-
-    def _centre_and_spread(
-        self, features: np.ndarray, mean: np.ndarray, sd: np.ndarray, kinds: Sequence[str | None], tokens: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
+        """For (N, 2, F) pairs and their `tokens_of`: what each line reads, the trees' forecast (the
+        weights' `mean` without trees), and the jackknife sd of the members' forecasts,
+        sqrt((n - 1) / n · Σ (t_i - t̄)²) for n members (0 where all agree, or without members). The
+        trees and members read one set of rows. Counts are taken, not texts, so that a refit counts
+        each pair's tokens once, not once a fit."""
         mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
         spread = np.zeros(len(kinds))
         if (self.trees is None and len(self.members) < 2) or not len(kinds):
@@ -260,16 +227,13 @@ class KernelBenchPrior:
             "unsupported_widening": self.unsupported_widening,
             **({"direction_temperatures": self.direction_temperatures} if self.direction_temperatures else {}),
             **({"token_vocabulary": list(self.vocabulary)} if self.vocabulary else {}),
-            **({"miss_level": self.miss_level, "miss_exponent": self.miss_exponent} if self.miss_trees is not None else {}),
             "meta": self.meta,
         }
 
     def save_trees(self, path: Path) -> None:
-        """The trees to `path`, their members to MEMBERS_FILE and the miss trees to MISS_TREES_FILE beside it."""
+        """The trees to `path`, their members to MEMBERS_FILE beside it."""
         if self.trees is not None:
             np.savez_compressed(path, **self.trees.to_arrays())
-        if self.miss_trees is not None:
-            np.savez_compressed(path.with_name(MISS_TREES_FILE), **self.miss_trees.to_arrays())
         if self.members:
             members = {key: value for i, member in enumerate(self.members) for key, value in member.to_arrays(f"{i}/").items()}
             np.savez_compressed(path.with_name(MEMBERS_FILE), **members)
@@ -282,7 +246,11 @@ class KernelBenchPrior:
             return None
         data = json.loads(path.read_text())
         lines = {kind: Line.from_json(line) for kind, line in data["lines"].items()}
-        trees, miss_trees = (_load_trees(path.with_name(name)) for name in (TREES_FILE, MISS_TREES_FILE))
+        trees_path = path.with_name(TREES_FILE)
+        trees = None
+        if trees_path.exists():
+            with np.load(trees_path) as arrays:
+                trees = BoostedTrees.from_arrays(dict(arrays))
         members: list[BoostedTrees] = []
         members_path = path.with_name(MEMBERS_FILE)
         if members_path.exists():
@@ -297,30 +265,4 @@ class KernelBenchPrior:
             for kind, each in data.get("direction_temperatures", {}).items()
         }
         vocabulary = tuple(data.get("token_vocabulary", ()))
-        miss = (float(data.get("miss_level", 0.0)), float(data.get("miss_exponent", 1.0)))
-        return cls(lines, data.get("meta", {}), trees, tuple(members), support, widening, temperatures, vocabulary, miss_trees, *miss)
-
-
-def _load_trees(path: Path) -> BoostedTrees | None:
-    if not path.exists():
-        return None
-    with np.load(path) as arrays:
-        return BoostedTrees.from_arrays(dict(arrays))
-
-
-def log_square_miss(trees: BoostedTrees, features: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """(N,) the miss trees' log squared miss of (N, 2, F) pairs and their miss_columns, read both ways round and averaged."""
-    both_ways = trees.raw(spread_rows(features, columns))
-    return 0.5 * (both_ways[: len(features)] + both_ways[len(features) :])
-
-
-def scale_of(log_square: np.ndarray, level: float, exponent: float) -> np.ndarray:
-    """How far above (below) `level` a log squared miss lies, as a factor on the miss's size raised to
-    `exponent` (0: the trees' word ignored), within the bounds."""
-    return np.clip(np.exp(0.5 * exponent * (np.asarray(log_square) - level)), MIN_MISS_SCALE, MAX_MISS_SCALE)
-
-
-def miss_columns(centre: np.ndarray, mean: np.ndarray, sd: np.ndarray, source_spread: np.ndarray) -> np.ndarray:
-    """(N, 5) what was forecast of a pair, as sizes only (the same with the sides swapped): what the
-    line reads, the weights' forecast, their distance, the weights' spread and the members' disagreement."""
-    return np.stack([np.abs(centre), np.abs(mean), np.abs(centre - mean), sd, np.asarray(source_spread, dtype=float)], axis=1)
+        return cls(lines, data.get("meta", {}), trees, tuple(members), support, widening, temperatures, vocabulary)

@@ -57,10 +57,7 @@ from kernelcast.models.embedded.kernelbench_prior import (
     WEIGHTS_ONLY_KINDS,
     KernelBenchPrior,
     Line,
-    log_square_miss,
-    miss_columns,
     reading_languages,
-    scale_of,
 )
 from kernelcast.models.embedded.pair_kinds import (
     AGAINST_PROBLEM,
@@ -72,7 +69,6 @@ from kernelcast.models.embedded.pair_kinds import (
     kind_flags,
     pair_kind,
 )
-from kernelcast.models.embedded.spread import SQUARED_ERROR_FLOOR, spread_rows
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.models.service.calibration import best_temperature, gpu_class
 from kernelcast.wire import NUM_BINS, Forecast, LabelledPair, read_pairs, with_direction_temperature
@@ -421,120 +417,24 @@ def shipped_calibration(forecaster: Forecaster) -> ServiceMap:
     return calibrated
 
 
-def members_spread(data: Measured, members: Sequence[BoostedTrees], indices: Sequence[int]) -> dict[int, float]:
-    """The members' jackknife spread about each pair (KernelBenchPrior.read), as the shipped prior reads it."""
-    chosen = list(indices)
-    reader = KernelBenchPrior({}, members=tuple(members), vocabulary=data.vocabulary)
-    kinds = [data.kinds[i] for i in chosen]
-    _, spread, _ = reader.read(data.features[chosen], data.mean[chosen], data.sd[chosen], kinds, data.tokens_of(chosen))
-    return dict(zip(chosen, spread.tolist()))
-
-
-# The miss trees: smaller still than the trees, on a noisier target (one pair's squared miss).
-MISS_TREE_SETTINGS = TreeSettings(rounds=150, leaves=7, min_pairs_in_leaf=80, feature_fraction=0.7, bagging_fraction=0.8, threads=1)
-
-
-@dataclass(frozen=True)
-class MissModel:
-    trees: BoostedTrees | None
-    level: float
-    exponent: float
-    scales: dict[int, float]  # each pair's miss scale, by miss trees that never saw its source
-
-
-# The exponents tried on the miss trees' word (trust_in_miss_trees).
-MISS_EXPONENTS = np.linspace(0.0, 1.0, 21)
-
-
-def trust_in_miss_trees(squares: np.ndarray, predicted: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
-    """The exponent a in MISS_EXPONENTS under which misses of squares `squares`, each normal with a
-    variance proportional to exp(a · predicted), are most likely (every pair weighing its weight), and
-    the level at which those variances keep the misses' weighted mean square. `predicted` must come
-    from trees that never saw the pair's source: a exactly 0 says the trees know nothing of a new
-    source's misses."""
-
-    def negative_log_likelihood(exponent: float) -> float:
-        relative = np.exp(exponent * predicted)
-        common = np.sum(weights * squares / relative) / np.sum(weights)
-        return float(np.sum(weights * np.log(common * relative)) / np.sum(weights))
-
-    exponent = float(min(MISS_EXPONENTS, key=negative_log_likelihood))
-    if exponent == 0.0:
-        return 0.0, 0.0
-    level = (np.log(np.sum(weights * squares)) - np.log(np.sum(weights * squares * np.exp(-exponent * predicted)))) / exponent
-    return exponent, float(level)
-
-
-def fit_miss_trees(
-    data: Measured, fitted: dict[str, list[int]], centres: Mapping[int, float], spreads: Mapping[int, float], sources: set[str]
-) -> MissModel:
-    """Trees fitted to the log squared miss of each line's forecasts of every source left out of its
-    fit (left_out_misses), reading the pair's features and what was forecast of it (miss_columns),
-    every source weighing the same; and for each pair of `centres` its miss scale by the same trees
-    grown without its source, trusted as far as those scales said how far a source left out was missed
-    (trust_in_miss_trees). The level is set so that the misses divided by those scales keep the mean
-    square they had: a pair like those the lines missed by much is forecast less sure of its direction
-    than its kind, one like those missed by little surer (KernelBenchPrior.bin_probabilities), and the
-    lines' spread and shape stay what the sources say."""
-    left_out = left_out_misses(fitted, centres, data.pairs, sources)
-    missed = {i: float(miss) for by_source in left_out.values() for own, misses in by_source.values() for i, miss in zip(own, misses)}
-    if not missed:
-        return MissModel(None, 0.0, 0.0, {})
-    indices = sorted(missed)
-
-    def rows(chosen: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        picked = list(chosen)
-        columns = miss_columns(
-            np.array([centres[i] for i in picked]), data.mean[picked], data.sd[picked], np.array([spreads[i] for i in picked])
-        )
-        return data.features[picked], columns
-
-    def grown(chosen: Sequence[int]) -> Any:
-        features, columns = rows(chosen)
-        target = np.log(np.array([missed[i] for i in chosen]) ** 2 + SQUARED_ERROR_FLOOR)
-        weights = source_weights([data.pairs[i].source for i in chosen])
-        both_ways, target, weights = spread_rows(features, columns), np.concatenate([target, target]), np.concatenate([weights, weights])
-        return forest_pool().submit(grow, both_ways, target, weights, MISS_TREE_SETTINGS, 0)
-
-    missed_sources = sorted({data.pairs[i].source for i in indices})
-    left_outs = missed_sources if len(missed_sources) > 1 else []
-    without = {source: grown([i for i in indices if data.pairs[i].source != source]) for source in left_outs}
-    every = grown(indices).result()
-    trees_for = {source: future.result() for source, future in without.items()}
-    log_square: dict[int, float] = {}
-    for source in sorted({data.pairs[i].source for i in centres}):
-        own = [i for i in sorted(centres) if data.pairs[i].source == source]
-        log_square.update(zip(own, log_square_miss(trees_for.get(source, every), *rows(own)).tolist()))
-    squares = np.array([missed[i] ** 2 for i in indices])
-    weights = source_weights([data.pairs[i].source for i in indices])
-    exponent, level = trust_in_miss_trees(squares, np.array([log_square[i] for i in indices]), weights)
-    if exponent == 0.0:
-        return MissModel(None, 0.0, 0.0, {})
-    scales = dict(zip(sorted(log_square), scale_of(np.array([log_square[i] for i in sorted(log_square)]), level, exponent).tolist()))
-    return MissModel(every, round(level, 6), exponent, scales)
-
-
 def nested_forecasts(
-    prior: KernelBenchPrior,
-    data: Measured,
-    fitted: dict[str, list[int]],
-    centres: Mapping[int, float],
-    sources: set[str],
-    spreads: Mapping[int, float],
-    miss_scales: Mapping[int, float],
+    prior: KernelBenchPrior, data: Measured, fitted: dict[str, list[int]], centres: Mapping[int, float], sources: set[str]
 ) -> dict[int, list[float]]:
     """Each pair a line reads forecast as if its source were new: read at the trees' forecast that never
     saw the source, through the lines fitted without it, as wide as the prior makes it (the members'
-    `spreads` about the pair, its miss scale by miss trees that never saw its source; the support and
-    widening of every source in `sources`)."""
+    spread about the pair; the support and widening of every source in `sources`)."""
+    chosen = sorted(centres)
+    kinds = [data.kinds[i] for i in chosen]
+    _, spread = prior.read(data.features[chosen], data.mean[chosen], data.sd[chosen], kinds, data.tokens_of(chosen))
+    spread_of = dict(zip(chosen, spread.tolist()))
     forecasts = {}
     for left_out in sorted(sources):
         unseen = dataclasses.replace(prior, lines=held_out_lines(fitted, centres, data.pairs, sources - {left_out}))
-        for i in sorted(centres):
+        for i in chosen:
             kind, pair = data.kinds[i], data.pairs[i]
             if pair.source == left_out and kind in unseen.lines:
                 forecasts[i] = unseen.bin_probabilities(
-                    kind, centres[i], float(data.sd[i]), spreads[i], reading_languages(kind, pair.request), miss_scales.get(i, 1.0)
+                    kind, centres[i], float(data.sd[i]), spread_of[i], reading_languages(kind, pair.request)
                 )
     return forecasts
 
@@ -579,16 +479,11 @@ def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str], c
     read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
     centres, members = out_of_source_centres(data, read, sources)
     centres.update({i: float(data.mean[i]) for i in read if data.kinds[i] in WEIGHTS_ONLY_KINDS})
-    spreads = members_spread(data, members, sorted(centres))
-    misses = fit_miss_trees(data, fitted, centres, spreads, sources)
     lines = held_out_lines(fitted, centres, data.pairs, sources)
     support = support_of(fitted, data.pairs, sources)
     widening = unsupported_widening({kind: fitted[kind] for kind in lines}, centres, data.pairs, sources)
-    trees = grow_trees(data, data.of(sources))
-    missing = {"miss_trees": misses.trees, "miss_level": misses.level, "miss_exponent": misses.exponent}
-    prior = KernelBenchPrior(lines, {}, trees, members, support, widening, vocabulary=data.vocabulary, **missing)
-    forecasts = nested_forecasts(prior, data, fitted, centres, sources, spreads, misses.scales)
-    temperatures = fit_direction_temperatures(forecasts, data, calibrated)
+    prior = KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members, support, widening, vocabulary=data.vocabulary)
+    temperatures = fit_direction_temperatures(nested_forecasts(prior, data, fitted, centres, sources), data, calibrated)
     return dataclasses.replace(prior, direction_temperatures=temperatures)
 
 
