@@ -17,7 +17,6 @@ from kernelcast.kernels_runtime.source.timed_path import (
     MAX_REPEATS,
     calls_out_of_sight,
     guessed_trips,
-    host_work,
     kernels_built_each_call,
     line_repeats,
     names_imported_in_class,
@@ -580,55 +579,3 @@ def test_a_scripts_own_tensors_size_what_its_calls_launch() -> None:
     assert _known_at(TUTORIAL_SCRIPT, "return max(m.shape[0], 1)", "m.shape[1]") == "781", "through .half() and the main block"
     kernelbench = TUTORIAL_SCRIPT + "\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return add(x, x)\n"
     assert _known_at(kernelbench, "add_kernel[(", "n_elements") == "n_elements", "a KernelBench model is given its tensors"
-
-
-CHECKED_WRAPPER = textwrap.dedent(
-    """
-    import torch
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
-
-    def scale(x):
-        assert x.is_cuda, "x must be on the GPU"
-        if not x.is_contiguous():
-            raise ValueError("x must be contiguous")
-        out = torch.empty_like(x)
-        grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)
-        scale_kernel[grid](x, out, x.numel(), BLOCK=1024)
-        return out
-
-    class ModelNew(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.factor = torch.ones(1)
-
-        def forward(self, x):
-            return scale(x)
-
-    def get_inputs():
-        return [torch.randn(4096, device="cuda")]
-    """
-)
-
-
-def test_host_work_counts_the_python_around_the_kernels_not_the_kernels_or_the_set_up() -> None:
-    work = host_work(CHECKED_WRAPPER)
-    # scale: assert, if, raise, two assignments, the launch, return; forward: return.
-    assert (work.statements, work.checks) == (8, 2)
-    # is_contiguous, ValueError, empty_like, numel and the launch; forward's scale(x). Not the grid lambda's
-    # (counted with the lambda, which is not a function of the text's), nor __init__'s, get_inputs' or the kernel's.
-    assert work.calls == 6
-    plain = CHECKED_WRAPPER.replace('    assert x.is_cuda, "x must be on the GPU"\n', "").replace(
-        '    if not x.is_contiguous():\n        raise ValueError("x must be contiguous")\n', ""
-    )
-    assert host_work(plain).statements == work.statements - 3 and host_work(plain).checks == 0
-
-
-def test_host_work_of_a_text_that_is_not_python_is_none() -> None:
-    assert host_work("__global__ void k(float* x) { x[threadIdx.x] = 0.f; }\n") == host_work("def half_typed(:\n")
-    assert host_work("").statements == 0

@@ -75,8 +75,6 @@ MAX_DEPTH = 4
 GUESSED_CONFIGS = 4
 # The harness calls these itself, outside the timed call; they are not dead code.
 _HARNESS_ENTRIES = frozenset({"get_inputs", "get_init_inputs"})
-# Nor is a model's `__init__` part of the timed call: it runs once, when the harness builds the model.
-_UNTIMED_METHODS = _HARNESS_ENTRIES | {"__init__"}
 _MODEL_CLASS = re.compile(r"^class\s+Model(?:New)?\b", re.M)
 
 
@@ -121,43 +119,6 @@ def line_repeats(text: str) -> dict[int, float]:
     """Line number (from 1) → how many times one timed call runs it, for the lines that run more than once."""
     walk = _walked(text)
     return walk.repeats if walk is not None else {}
-
-
-@dataclass(frozen=True)
-class HostWork:
-    """The Python one timed call runs around its kernels, each line once (loops not unrolled)."""
-
-    statements: int = 0
-    calls: int = 0
-    checks: int = 0  # `assert` and `raise`: what validating wrappers add before they launch
-
-
-def host_work(text: str) -> HostWork:
-    """What the text's functions and methods do on the host: their own statements, calls and checks,
-    leaving out device kernels, the harness's entries and `__init__` (run once, before timing); a text
-    that is not Python (a `.cu` file) has none. At a few µs of device time, the wrapper's Python is
-    what two rewrites of one small kernel differ by."""
-    tree = host_values.parse_module(text)
-    if tree is None:
-        return HostWork()
-    statements = calls = checks = 0
-    for function in ast.walk(tree):
-        if not isinstance(function, _FUNCTIONS) or function.name in _UNTIMED_METHODS or _kernel(function):
-            continue
-        for node in _own_nodes(function):
-            statements += isinstance(node, ast.stmt)
-            calls += isinstance(node, ast.Call)
-            checks += isinstance(node, (ast.Assert, ast.Raise))
-    return HostWork(statements, calls, checks)
-
-
-def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    """The nodes of a function's body, not those of the functions, classes and lambdas it defines."""
-    pending: list[ast.AST] = list(function.body)
-    while pending:
-        node = pending.pop()
-        yield node
-        pending.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)))
 
 
 def guessed_trips(text: str) -> bool:

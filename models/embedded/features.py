@@ -40,7 +40,6 @@ from kernelcast.kernels_runtime.source.python_ast import line_offsets
 from kernelcast.kernels_runtime.source.timed_path import (
     BACKWARD_NAME,
     calls_out_of_sight,
-    host_work,
     kernels_built_each_call,
     line_repeats,
     tuned_share,
@@ -1044,25 +1043,11 @@ def api_tokens(code: str) -> Counter[str]:
     return Counter(token.rstrip(".") for token in _API_TOKEN.findall(_HASH_COMMENT.sub("", code)))
 
 
-# Words a vocabulary may hold beside API tokens: how much Python the side's timed call runs around its
-# kernels (timed_path.host_work), which no token counts. Angle brackets: no API token is spelt so.
-HOST_READINGS = ("<host statements>", "<host calls>", "<host checks>")
-
-
-@functools.lru_cache(maxsize=256)
-def _written(code: str) -> Counter[str]:
-    """api_tokens with the HOST_READINGS counted in."""
-    work = host_work(code)
-    return api_tokens(code) + Counter(dict(zip(HOST_READINGS, (work.statements, work.calls, work.checks))))
-
-
 def token_counts(codes: Sequence[tuple[str, str]], vocabulary: Sequence[str]) -> np.ndarray:
-    """(N, 2, len(vocabulary)) log(1 + count) of each vocabulary word (an API token or one of
-    HOST_READINGS) in each (reference, candidate) text."""
+    """(N, 2, len(vocabulary)) log(1 + count) of each vocabulary token in each (reference, candidate) text."""
     counts = np.zeros((len(codes), 2, len(vocabulary)))
-    reads_host = any(word in HOST_READINGS for word in vocabulary)
     for i, sides in enumerate(codes):
         for side, code in enumerate(sides):
-            written = _written(code) if reads_host else api_tokens(code)
+            written = api_tokens(code)
             counts[i, side] = [math.log1p(written[token]) for token in vocabulary]
     return counts

@@ -48,7 +48,7 @@ import numpy as np
 from kernelcast.batch import add_facts, default_jobs, report_fact_problems
 from kernelcast.evaluation import evaluate, forecast_pairs, summary_table
 from kernelcast.models.embedded.boosted import BoostedTrees, corrected, forecast_rows_both_ways
-from kernelcast.models.embedded.features import HOST_READINGS, api_tokens, pair_features, token_counts
+from kernelcast.models.embedded.features import api_tokens, pair_features, token_counts
 from kernelcast.models.embedded.kernelbench_prior import (
     PRIOR_PATH,
     SUPPORT_PAIRS,
@@ -512,7 +512,7 @@ def measured(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
     read = [forecast.provenance["details"] for forecast in forecast_all(pairs, forecaster)]
     details = [each.get("before_out_of_sight", each) for each in read]
     codes = [(pair.request.reference.code, pair.request.candidate.code) for pair in pairs]
-    vocabulary = (*commonest_tokens(codes, VOCABULARY_SIZE), *HOST_READINGS)
+    vocabulary = commonest_tokens(codes, VOCABULARY_SIZE)
     return Measured(
         pairs,
         np.stack([pair_features(pair.request) for pair in pairs]),
@@ -529,12 +529,6 @@ def measured(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
 # flaggems 0.711 -> 0.775, flash-linear-attention 0.826 -> 0.891, helion 0.614 -> 0.737, LLMKernel
 # 0.621 -> 0.647; TritonBench 0.580 -> 0.564, liger 0.674 -> 0.652, yenhao-huang 0.806 -> 0.786.
 VOCABULARY_SIZE = 60
-# Beside them the trees read features.HOST_READINGS: how much Python each side's timed call runs around
-# its kernels. The trees alone (kernelbench_probe's way, each source held out) read the twelve sources
-# at 0.750 with them against 0.740 without (TritonBench 0.575 -> 0.591, flash-linear-attention 0.848 ->
-# 0.891, liger 0.652 -> 0.674; cuda-l2 0.582 -> 0.570, hzeng2000 0.827 -> 0.819). On TritonBench's
-# variant pairs of kernels under 20 µs, the side with fewer host statements was the faster in 0.64 of
-# 817, where the shipped forecast was right in 0.56.
 
 
 def commonest_tokens(codes: Sequence[tuple[str, str]], size: int) -> tuple[str, ...]:
