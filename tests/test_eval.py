@@ -22,6 +22,7 @@ from kernelcast.evaluation import (
     evaluate,
     forecasts_from_file,
     metrics,
+    oracle_direction_accuracy,
     reliability,
     risk_coverage,
     summary_table,
@@ -418,3 +419,45 @@ def test_resolved_direction_accuracy_counts_only_pairs_whose_interval_clears_one
     plain = evaluate([faster_row] * 6, speedups)["overall"]
     assert plain["n_resolved"] == 0 and plain["resolved_direction_accuracy"] is None
     assert plain["direction_accuracy"] == overall["direction_accuracy"]
+    assert plain["oracle_direction_accuracy"] is None
+
+
+def test_labels_far_apart_for_their_noise_leave_the_oracle_always_right() -> None:
+    generator = np.random.default_rng(0)
+    log2_s = generator.choice([-1, 1], 400) * generator.uniform(0.5, 3.0, 400)
+    assert oracle_direction_accuracy(log2_s, np.full(400, 0.01)) > 0.99
+
+
+def test_labels_of_kernels_equally_fast_leave_the_oracle_near_a_coin_flip() -> None:
+    """Two texts alike but for comments measure apart by their noise alone: no oracle tells which way.
+    The estimate errs high there: EM is slow to gather the prior at S = 1."""
+    log2_s = np.random.default_rng(1).normal(0.0, 0.3, 1500)
+    assert 0.5 < oracle_direction_accuracy(log2_s, np.full(1500, 0.3)) < 0.65
+
+
+def test_the_oracle_estimate_agrees_with_an_oracle_that_knows_the_truth() -> None:
+    """Half the pairs truly alike, half far apart, noise of several sizes: the estimate from the labels
+    alone lands near how often the true sign and the measured one agree, where taking each label for
+    the truth (0.94 here) would not."""
+    generator = np.random.default_rng(2)
+    count = 3000
+    truth = np.where(generator.random(count) < 0.5, generator.normal(0.0, 0.05, count), generator.normal(0.0, 1.5, count))
+    sd = generator.choice([0.02, 0.1, 0.4], count)
+    labels = truth + generator.normal(0.0, 1.0, count) * sd
+    counted = np.abs(labels) >= 0.1
+    known = float(np.mean((truth > 0)[counted] == (labels > 0)[counted]))
+    assert known < 0.9
+    assert oracle_direction_accuracy(labels, sd) == pytest.approx(known, abs=0.03)
+
+
+def test_the_oracle_column_reads_each_pairs_interval_as_its_noise() -> None:
+    """Narrow intervals: the oracle is right on every direction pair; a pair without an interval is
+    left out of it, and a source of near-ties alone has no oracle to report."""
+    faster_row = np.eye(8)[5]
+    speedups = [2.0, 0.5, 1.5, 3.0, 1.01, 1.02]
+    intervals = [(1.98, 2.02), (0.49, 0.51), (1.48, 1.52), None, (0.99, 1.03), (1.0, 1.04)]
+    result = evaluate([faster_row] * 6, speedups, sources=["a"] * 4 + ["b"] * 2, intervals=intervals)
+    assert result["by_source"]["a"]["oracle_direction_accuracy"] > 0.99
+    assert result["by_source"]["b"]["oracle_direction_accuracy"] is None
+    assert result["mean_over_sources"]["oracle_direction_accuracy"] == result["by_source"]["a"]["oracle_direction_accuracy"]
+    assert "oracle" in summary_table(result).splitlines()[0]

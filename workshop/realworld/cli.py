@@ -95,13 +95,6 @@ def add_parser(subparsers: Any) -> None:
     )
     pairs.set_defaults(run=pairs_command)
 
-    ceiling = commands.add_parser(
-        "ceiling", help="per source, the direction accuracy an oracle of the true S would score on the measured labels"
-    )
-    ceiling.add_argument("pairs", type=Path, help="labelled pairs (`realworld pairs --out`)")
-    ceiling.add_argument("--json", action="store_true", help="print the table as JSON")
-    ceiling.set_defaults(run=ceiling_command)
-
 
 def manifest_command(args: argparse.Namespace) -> int:
     from workshop.realworld import manifest
@@ -199,15 +192,6 @@ def repro_command(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=1))
         return 0
     print(json.dumps(dataset.reproducibility(dataset.read(), lines(args.results)), indent=1))
-    return 0
-
-
-def ceiling_command(args: argparse.Namespace) -> int:
-    from kernelcast.wire import read_pairs
-    from workshop.realworld import ceiling
-
-    table = ceiling.ceilings(read_pairs(args.pairs))
-    print(json.dumps(table, indent=1) if args.json else ceiling.table_text(table))
     return 0
 
 
