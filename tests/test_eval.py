@@ -15,6 +15,7 @@ import pytest
 from lsp_support import isolated_env
 from test_llm_llama_cpp import require_llama_and_model
 
+from kernelcast import evaluation
 from kernelcast.evaluation import (
     PLOT_INSTALL_HINT,
     ece,
@@ -448,6 +449,18 @@ def test_the_oracle_estimate_agrees_with_an_oracle_that_knows_the_truth() -> Non
     known = float(np.mean((truth > 0)[counted] == (labels > 0)[counted]))
     assert known < 0.9
     assert oracle_direction_accuracy(labels, sd) == pytest.approx(known, abs=0.03)
+
+
+def test_the_oracle_of_many_labels_fits_on_a_draw_of_them_and_reads_them_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corpus of 10^5 pairs must not hold a likelihood of every label at once: fitted on 500 of
+    3,000 labels and read 500 at a time, the estimate stays near the whole fit's and the truth."""
+    generator = np.random.default_rng(3)
+    truth = np.where(generator.random(3000) < 0.5, generator.normal(0.0, 0.05, 3000), generator.normal(0.0, 1.5, 3000))
+    sd = generator.choice([0.02, 0.1, 0.4], 3000)
+    labels = truth + generator.normal(0.0, 1.0, 3000) * sd
+    whole = oracle_direction_accuracy(labels, sd)
+    monkeypatch.setattr(evaluation, "ORACLE_LABELS_AT_ONCE", 500)
+    assert oracle_direction_accuracy(labels, sd) == pytest.approx(whole, abs=0.02)
 
 
 def test_the_oracle_column_reads_each_pairs_interval_as_its_noise() -> None:
