@@ -133,12 +133,12 @@ TREE_SETTINGS = TreeSettings(rounds=600, leaves=15, min_pairs_in_leaf=40, baggin
 TREE_SEEDS = 3
 
 # Sources whose pairs weigh only this share of a source's in the trees: shared/data/wild asks CUDA-L2's
-# capped. Its HGEMM kernels, which no line reads (the weights alone forecast them), are GEMM only, and
-# weighing as much as any other source their 335 pairs moved the KernelBench sources' forecasts. Three
-# refits of the same code, each source held out, CUDA-L2 left out / at a tenth / whole: eh_kernelbench
-# 0.833 / 0.844 / 0.830, hzeng2000 0.815 / 0.811 / 0.782, technoabsurdist 0.870 / 0.854 / 0.847,
-# LLMKernel 0.663 / 0.665 / 0.650, launch edits 62 / 67 / 54 right of 76 (eh_kernelbench's 28 / 34 / 21
-# of 36). Left out against a tenth: mean of ten 0.764 / 0.767, accuracy at 0.8 0.885 / 0.905.
+# capped. Its HGEMM kernels are GEMM only, and weighing as much as any other source their 335 pairs moved
+# the KernelBench sources' forecasts. Three refits of the same code, each source held out, CUDA-L2 left
+# out / at a tenth / whole: eh_kernelbench 0.833 / 0.844 / 0.830, hzeng2000 0.815 / 0.811 / 0.782,
+# technoabsurdist 0.870 / 0.854 / 0.847, LLMKernel 0.663 / 0.665 / 0.650, launch edits 62 / 67 / 54 right
+# of 76 (eh_kernelbench's 28 / 34 / 21 of 36). Left out against a tenth: mean of ten 0.764 / 0.767,
+# accuracy at 0.8 0.885 / 0.905.
 CAPPED_SHARES = {"cuda-l2": 0.1}
 
 
@@ -156,7 +156,12 @@ def source_weights(sources: Sequence[str]) -> np.ndarray:
     at 0.749 against 0.730 over seven sources, but without flash-linear-attention's 46 variant pairs
     (0.587 -> 0.717) the six others at 0.754 against 0.753."""
     counts = Counter(sources)
-    return np.array([CAPPED_SHARES.get(source, 1.0) / counts[source] for source in sources])
+    return np.array([share_of(source) / counts[source] for source in sources])
+
+
+def share_of(source: str) -> float:
+    """What a source weighs beside the others: 1, or its CAPPED_SHARES share."""
+    return CAPPED_SHARES.get(source, 1.0)
 
 
 def fit(means: Sequence[float], log2_speedups: Sequence[float], sources: Sequence[str], mode: str = "line") -> Line:
@@ -218,19 +223,21 @@ def held_out_lines(
     A line's own residuals say how far pairs of the sources it saw scatter; a source it never saw
     (another library, another agent) misses by more. For each source in turn the line is fitted on
     the others and that source's misses kept. The spread is their root mean square, every source
-    weighing the same, and never narrower than the line's own; the shape is their quantiles, so a
-    forecast keeps most of its mass near the line where most pairs land. One source alone has no
-    source to leave out: its own residuals stand."""
+    weighing its share (`share_of`), and never narrower than the line's own; the shape is their quantiles, so a
+    forecast keeps most of its mass near the line where most pairs land. A source CAPPED_SHARES holds
+    down counts by its share here too, as in the lines' fit. One source alone has no source to leave out: its own
+    residuals stand."""
     lines = fit_lines(fitted, means, pairs, lambda i: pairs[i].source in sources)
     left_out = left_out_misses({kind: fitted[kind] for kind in lines}, means, pairs, sources)
     for kind, line in lines.items():
         misses = [each for _, each in left_out[kind].values()]
+        shares = np.array([share_of(source) for source in left_out[kind]])
         if not misses:
-            misses = [_misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)]
-        spread = max(line.sd, math.sqrt(float(np.mean([np.mean(each**2) for each in misses]))))
+            misses, shares = [_misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)], np.ones(1)
+        spread = max(line.sd, math.sqrt(float(np.average([np.mean(each**2) for each in misses], weights=shares))))
         if FIT_MODES[kind] == "symmetric":
             misses = [np.concatenate([each, -each]) for each in misses]
-        quantiles = _quantiles_each_source_alike(misses)
+        quantiles = _quantiles_each_source_alike(misses, shares)
         lines[kind] = Line(line.intercept, line.slope, round(spread, 4), quantiles, _bandwidth(quantiles))
     return lines
 
@@ -252,7 +259,7 @@ def unsupported_widening(
 ) -> float:
     """How much wider to forecast a pair of a kind and language too few sources measured: the root of
     the ratio of mean squared misses, each source left out in turn, of its pairs that the other sources
-    did not support to those they did (every source weighing the same); 1 where none or all were."""
+    did not support to those they did (every source weighing its share); 1 where none or all were."""
     left_out = left_out_misses(fitted, means, pairs, sources)
     support_without = {source: support_of(fitted, pairs, sources - {source}) for source in sources}
     unsupported: dict[str, list[float]] = defaultdict(list)
@@ -264,7 +271,11 @@ def unsupported_widening(
                 (supported if enough else unsupported)[source].append(float(miss) ** 2)
     if not unsupported or not supported:
         return 1.0
-    ratio = np.mean([np.mean(each) for each in unsupported.values()]) / np.mean([np.mean(each) for each in supported.values()])
+
+    def mean_over_sources(by_source: dict[str, list[float]]) -> float:
+        return float(np.average([np.mean(each) for each in by_source.values()], weights=[share_of(source) for source in by_source]))
+
+    ratio = mean_over_sources(unsupported) / mean_over_sources(supported)
     return round(max(1.0, math.sqrt(float(ratio))), 4)
 
 
@@ -276,10 +287,10 @@ def _misses(line: Line, indices: Sequence[int], means: Mapping[int, float], pair
     return y - (line.intercept + line.slope * np.array([means[i] for i in indices]))
 
 
-def _quantiles_each_source_alike(misses: Sequence[np.ndarray]) -> tuple[float, ...]:
-    """MISS_QUANTILES evenly spaced quantiles of the pooled misses, each source's misses weighing the same in all."""
+def _quantiles_each_source_alike(misses: Sequence[np.ndarray], shares: np.ndarray) -> tuple[float, ...]:
+    """MISS_QUANTILES evenly spaced quantiles of the pooled misses, each source's misses weighing its share in all."""
     values = np.concatenate(misses)
-    weights = np.concatenate([np.full(len(each), 1.0 / len(each)) for each in misses])
+    weights = np.concatenate([np.full(len(each), share / len(each)) for each, share in zip(misses, shares)])
     order = np.argsort(values)
     cumulative = (np.cumsum(weights[order]) - 0.5 * weights[order]) / weights.sum()
     levels = (np.arange(MISS_QUANTILES) + 0.5) / MISS_QUANTILES
