@@ -307,6 +307,25 @@ def test_a_line_is_as_wide_as_it_missed_on_a_source_left_out() -> None:
     assert with_few.intercept > 0.5 and max(with_few.misses) < 2.5 and with_few.sd < 2.5
 
 
+def test_a_capped_source_weighs_its_share_in_how_far_a_line_missed() -> None:
+    # Sources a and b as above, and a third, SUPPORT_PAIRS pairs three octaves above the line. Named
+    # like any source it would weigh as much as a or b in the spread and the shape; CUDA-L2, whose
+    # pairs weigh a tenth in the fit (CAPPED_SHARES), weighs a tenth here too.
+    lying = {"a": ((0.0, 1.0), (1.0, 2.0)), "b": ((0.0, -1.0), (1.0, 0.0))}
+    rows = [(source, m, y) for source, points in lying.items() for m, y in points * (SUPPORT_PAIRS // 2)]
+
+    def line_with(third: str) -> Line:
+        placed = rows + [(third, m, m + 3.0) for m in (0.0, 1.0) * (SUPPORT_PAIRS // 2)]
+        pairs = [SimpleNamespace(source=source, log2_speedup=y) for source, _, y in placed]
+        means = {i: m for i, (_, m, _) in enumerate(placed)}
+        return held_out_lines({AGAINST_PROBLEM: list(range(len(placed)))}, means, pairs, {"a", "b", third})[AGAINST_PROBLEM]
+
+    capped, whole = line_with("cuda-l2"), line_with("c")
+    assert capped.sd < whole.sd
+    far = [sum(miss > 2.25 for miss in line.misses) / len(line.misses) for line in (capped, whole)]
+    assert far[0] < 0.1 < 0.25 < far[1]  # about a twentieth of the shape against a third
+
+
 def test_a_line_forecasts_in_the_shape_of_its_misses() -> None:
     # Most pairs on the line, one in five three octaves off either side: the RMS miss is 1.34, but
     # a forecast on the line keeps far more mass in the two bins around it than a normal that wide.
