@@ -223,21 +223,19 @@ def held_out_lines(
     A line's own residuals say how far pairs of the sources it saw scatter; a source it never saw
     (another library, another agent) misses by more. For each source in turn the line is fitted on
     the others and that source's misses kept. The spread is their root mean square, every source
-    weighing its share (`share_of`), and never narrower than the line's own; the shape is their quantiles, so a
-    forecast keeps most of its mass near the line where most pairs land. A source CAPPED_SHARES holds
-    down counts by its share here too, as in the lines' fit. One source alone has no source to leave out: its own
-    residuals stand."""
+    weighing its share (`share_of`, as in the line's fit), and never narrower than the line's own; the
+    shape is their quantiles, so a forecast keeps most of its mass near the line where most pairs
+    land. One source alone has no source to leave out: its own residuals stand."""
     lines = fit_lines(fitted, means, pairs, lambda i: pairs[i].source in sources)
     left_out = left_out_misses({kind: fitted[kind] for kind in lines}, means, pairs, sources)
     for kind, line in lines.items():
-        misses = [each for _, each in left_out[kind].values()]
-        shares = np.array([share_of(source) for source in left_out[kind]])
-        if not misses:
-            misses, shares = [_misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)], np.ones(1)
-        spread = max(line.sd, math.sqrt(float(np.average([np.mean(each**2) for each in misses], weights=shares))))
+        misses = {source: each for source, (_, each) in left_out[kind].items()}
+        if not misses:  # no source to leave out: the line's own residuals, pooled, weighing one share
+            misses = {"": _misses(line, [i for i in fitted[kind] if pairs[i].source in sources], means, pairs)}
+        spread = max(line.sd, math.sqrt(mean_over_sources({source: each**2 for source, each in misses.items()})))
         if FIT_MODES[kind] == "symmetric":
-            misses = [np.concatenate([each, -each]) for each in misses]
-        quantiles = _quantiles_each_source_alike(misses, shares)
+            misses = {source: np.concatenate([each, -each]) for source, each in misses.items()}
+        quantiles = _pooled_quantiles(misses)
         lines[kind] = Line(line.intercept, line.slope, round(spread, 4), quantiles, _bandwidth(quantiles))
     return lines
 
@@ -271,10 +269,6 @@ def unsupported_widening(
                 (supported if enough else unsupported)[source].append(float(miss) ** 2)
     if not unsupported or not supported:
         return 1.0
-
-    def mean_over_sources(by_source: dict[str, list[float]]) -> float:
-        return float(np.average([np.mean(each) for each in by_source.values()], weights=[share_of(source) for source in by_source]))
-
     ratio = mean_over_sources(unsupported) / mean_over_sources(supported)
     return round(max(1.0, math.sqrt(float(ratio))), 4)
 
@@ -287,10 +281,15 @@ def _misses(line: Line, indices: Sequence[int], means: Mapping[int, float], pair
     return y - (line.intercept + line.slope * np.array([means[i] for i in indices]))
 
 
-def _quantiles_each_source_alike(misses: Sequence[np.ndarray], shares: np.ndarray) -> tuple[float, ...]:
+def mean_over_sources(by_source: Mapping[str, Sequence[float] | np.ndarray]) -> float:
+    """The mean of each source's values, averaged over the sources, each weighing its share (`share_of`)."""
+    return float(np.average([np.mean(each) for each in by_source.values()], weights=[share_of(source) for source in by_source]))
+
+
+def _pooled_quantiles(misses: Mapping[str, np.ndarray]) -> tuple[float, ...]:
     """MISS_QUANTILES evenly spaced quantiles of the pooled misses, each source's misses weighing its share in all."""
-    values = np.concatenate(misses)
-    weights = np.concatenate([np.full(len(each), share / len(each)) for each, share in zip(misses, shares)])
+    values = np.concatenate(list(misses.values()))
+    weights = np.concatenate([np.full(len(each), share_of(source) / len(each)) for source, each in misses.items()])
     order = np.argsort(values)
     cumulative = (np.cumsum(weights[order]) - 0.5 * weights[order]) / weights.sum()
     levels = (np.arange(MISS_QUANTILES) + 0.5) / MISS_QUANTILES
