@@ -729,6 +729,16 @@ def test_trees_read_which_api_tokens_each_side_writes_and_keep_them_in_the_file(
     assert loaded.read(fresh, np.zeros(2), np.ones(2), [AGAINST_PROBLEM] * 2, loaded.tokens_of(new_codes))[0] == pytest.approx(centre)
 
 
+def test_api_tokens_read_a_kernel_held_in_a_python_string() -> None:
+    one_line = 'import torch  # tl.sum\nKERNEL = "#include <cuda.h>\\n__global__ void k() { __syncthreads(); }  # for\\n"\n'
+    read = api_tokens(one_line)
+    assert (read["__global__"], read["__syncthreads"]) == (1, 1), "the literal's kernel is read past its #include line"
+    assert "tl.sum" not in read and "for" not in read, "a comment, in the code or in the literal, is not the code's"
+    assert api_tokens('import torch\nx = f"{torch.relu}"\ny = b"__global__"\n')["__global__"] == 0, "bytes hold no text"
+    unreadable = 'import torch\ns = "unterminated #include\ntorch.relu(x)\n'
+    assert api_tokens(unreadable)["torch.relu"] == 1, "text Python cannot tokenize is cut as before"
+
+
 def test_api_tokens_count_calls_as_written_and_skip_comments() -> None:
     read = api_tokens(WITH_DOT)
     assert (read["tl.dot"], read["tl.load"], read["tl.store"], read["triton.jit"]) == (1, 2, 1, 1)

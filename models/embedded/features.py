@@ -18,10 +18,14 @@ pragma in the code, then to launch sites counted in the code.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import functools
+import io
+import itertools
 import math
 import re
+import tokenize
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -36,7 +40,7 @@ from kernelcast.kernels_runtime.source.cuda_text import blank
 from kernelcast.kernels_runtime.source.host_launch import TRITON_DEFAULT_WARPS, repeated_grids, scalar_programs
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
-from kernelcast.kernels_runtime.source.python_ast import line_offsets
+from kernelcast.kernels_runtime.source.python_ast import line_offsets, parse_python_expression
 from kernelcast.kernels_runtime.source.timed_path import (
     BACKWARD_NAME,
     calls_out_of_sight,
@@ -1038,12 +1042,46 @@ _HASH_COMMENT = re.compile(r"(?m)#[^\n]*")
 @functools.lru_cache(maxsize=256)
 def api_tokens(code: str) -> Counter[str]:
     """How often the side's text writes each API token (`_API_TOKEN`), `#` comments and directives cut.
+    A Python side's string literals are read as the text they hold, so a kernel kept in a one-line
+    literal (`KERNEL_SOURCE = '#include …\\n…'`) counts its own tokens, not only its wrapper's.
     Not `strip_comments`: the shipped trees learnt these counts, and that cut (`//`, `/* */` too)
-    moves the shipped vocabulary's counts on 2,786 of the 14,238 fitted pairs; it waits for a refit.
-    The cut does not stop at a string's end: a kernel held in a one-line literal (CUDA-L2's timed
-    files hold `KERNEL_SOURCE = '#include …\\n…'`) loses every token after its first `#`, so those
-    sides count their wrapper's tokens alone."""
-    return Counter(token.rstrip(".") for token in _API_TOKEN.findall(_HASH_COMMENT.sub("", code)))
+    would move them."""
+    readable = _python_text(code) if "import " in code else None
+    text = readable if readable is not None else _HASH_COMMENT.sub("", code)
+    return Counter(token.rstrip(".") for token in _API_TOKEN.findall(text))
+
+
+def _python_text(code: str) -> str | None:
+    """The code with its comments cut and each string literal replaced by its value, that value's
+    `#` lines cut too; None where Python's tokenizer cannot read it (then it is not Python)."""
+    lines = io.StringIO(code).readlines()
+    starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    pieces, done = [], 0
+    try:
+        for token in tokenize.generate_tokens(iter(lines).__next__):
+            if token.type not in (tokenize.COMMENT, tokenize.STRING):
+                continue
+            begin = starts[token.start[0] - 1] + token.start[1]
+            pieces.append(code[done:begin])
+            if token.type == tokenize.STRING:
+                pieces.append(f" {_HASH_COMMENT.sub('', _string_value(token.string))} ")
+            done = starts[token.end[0] - 1] + token.end[1]
+    except (tokenize.TokenError, SyntaxError, StopIteration):
+        return None
+    pieces.append(code[done:])
+    return "".join(pieces)
+
+
+def _string_value(literal: str) -> str:
+    """A string literal's value; an f-string or a literal that does not evaluate stays as written,
+    a bytes literal holds no text."""
+    try:
+        value = parse_python_expression(literal)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return literal
+    if not isinstance(value, ast.Constant):
+        return literal
+    return value.value if isinstance(value.value, str) else ""
 
 
 def token_counts(codes: Sequence[tuple[str, str]], vocabulary: Sequence[str]) -> np.ndarray:
