@@ -1042,8 +1042,9 @@ _HASH_COMMENT = re.compile(r"(?m)#[^\n]*")
 @functools.lru_cache(maxsize=256)
 def api_tokens(code: str) -> Counter[str]:
     """How often the side's text writes each API token (`_API_TOKEN`), `#` comments and directives cut.
-    A Python side's string literals are read as the text they hold, so a kernel kept in a one-line
-    literal (`KERNEL_SOURCE = '#include …\\n…'`) counts its own tokens, not only its wrapper's.
+    A side that imports is read as Python: its string literals are read as the text they hold, so a
+    kernel kept in a one-line literal (`KERNEL_SOURCE = '#include …\\n…'`) counts its own tokens,
+    not only its wrapper's.
     Not `strip_comments`: the shipped trees learnt these counts, and that cut (`//`, `/* */` too)
     would move them."""
     readable = _python_text(code) if "import " in code else None
@@ -1053,7 +1054,7 @@ def api_tokens(code: str) -> Counter[str]:
 
 def _python_text(code: str) -> str | None:
     """The code with its comments cut and each string literal replaced by its value, that value's
-    `#` lines cut too; None where Python's tokenizer cannot read it (then it is not Python)."""
+    `#` lines cut too; None where Python's tokenizer cannot read it (a CUDA file, an unclosed string or bracket)."""
     lines = io.StringIO(code).readlines()
     starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
     pieces, done = [], 0
