@@ -21,8 +21,6 @@ from __future__ import annotations
 import ast
 import bisect
 import functools
-import io
-import itertools
 import math
 import re
 import tokenize
@@ -1055,8 +1053,8 @@ def api_tokens(code: str) -> Counter[str]:
 def _python_text(code: str) -> str | None:
     """The code with its comments cut and each string literal replaced by its value, that value's
     `#` lines cut too; None where Python's tokenizer cannot read it (a CUDA file, an unclosed string or bracket)."""
-    lines = io.StringIO(code).readlines()
-    starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    starts = line_offsets(code)
+    lines = [code[begin:end] for begin, end in zip(starts, starts[1:])]
     pieces, done = [], 0
     try:
         for token in tokenize.generate_tokens(iter(lines).__next__):

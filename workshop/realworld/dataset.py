@@ -365,9 +365,8 @@ def cuda_l2_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[Label
     reference is the generated torch file.
 
     Not the .cu file alone: that hides what the time includes. A padded kernel (16 of the 113) measured
-    slower than one of the same shape that needs none in all 27 such pairs, by a median 1.9 octaves.
-    Held out by source, CUDA-L2 reads at 0.701 direction and 0.725 within one bin from the timed
-    files, at 0.669 and 0.367 from the .cu files (benchmarks/results/realworld_eval.md)."""
+    slower than one of the same shape that needs none in all 27 such pairs, by a median 1.9 octaves,
+    which the .cu text cannot show (held-out numbers: benchmarks/results/realworld_eval.md)."""
     first = members[0]
     cublas = KernelSide(reference_code(*first["shape"]), "pytorch", "Model")
     sides = {
