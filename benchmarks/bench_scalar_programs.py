@@ -2,8 +2,8 @@
 
 A Triton kernel that never builds a block (no `tl.arange`) gives each program a single value: one
 lane's work for a program of Triton's 4 warps, so the call costs the waves of programs it starts
-more than the bytes it moves. The forecaster lengthens such a side by `scalar_program_us`
-(models/embedded/features.py): SCALAR_WAVE_US per wave of the programs the GPU holds at once (SMs ×
+more than the bytes it moves. The forecaster lengthens such a side by `few_value_program_us`
+(models/embedded/features.py): FEW_VALUE_WAVE_US per wave of the programs the GPU holds at once (SMs ×
 16 programs of 4 warps). This times the kernel an author writes that way (FILE, which the counted
 cost is read from too) against the same work done a block of 1,024 values a program, over sizes from
 a few programs to hundreds of waves, and sets the measured time of a wave, and the measured gap
@@ -80,12 +80,12 @@ def at_once(gpu: str) -> int:
 def counted(elements: int, gpu: str) -> tuple[float, int | None]:
     """The µs the forecaster adds for the program-per-value side, and the programs it read, from FILE."""
     from kernelcast.kernels_runtime.hardware import SPECS
-    from kernelcast.kernels_runtime.source.host_launch import scalar_programs
-    from kernelcast.models.embedded.features import Hardware, scalar_program_us
+    from kernelcast.kernels_runtime.source.host_launch import few_value_programs
+    from kernelcast.models.embedded.features import Hardware, few_value_program_us
 
     text = FILE.format(block=BLOCK, elements=elements)
-    (launch,) = scalar_programs(text)
-    return scalar_program_us(text, Hardware.from_json(SPECS[gpu].to_json()), float(elements)), launch.programs
+    (launch,) = few_value_programs(text)
+    return few_value_program_us(text, Hardware.from_json(SPECS[gpu].to_json()), float(elements)), launch.programs
 
 
 def main(argv: list[str] | None = None) -> int:

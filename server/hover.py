@@ -102,8 +102,8 @@ def _forecast_lines(forecast: Forecast) -> list[str]:
         lines += ["", _out_of_sight_words(details["out_of_sight"])]
     if details.get("repeated_grids"):
         lines += ["", _repeated_grid_words(details["repeated_grids"])]
-    if details.get("scalar_programs"):
-        lines += ["", _scalar_program_words(details["scalar_programs"])]
+    if details.get("few_value_programs"):
+        lines += ["", _few_value_program_words(details["few_value_programs"])]
     if provenance.get("assumed"):
         lines += ["", _assumed_words(provenance["assumed"])]
     if provenance.get("local_learning"):
@@ -142,15 +142,16 @@ def _repeated_grid_words(repeated: list[dict[str, Any]]) -> str:
     return f"Repeated grid: {text[0].upper()}{text[1:]}. The forecast counts the copies (a CUDA block size is not a Triton grid axis)."
 
 
-def _scalar_program_words(launches: list[dict[str, Any]]) -> str:
-    """Which launch gives each program one value: why a forecast says a side is many times slower."""
+def _few_value_program_words(launches: list[dict[str, Any]]) -> str:
+    """Which launch gives each program only a few values: why a forecast says a side is many times slower."""
     each = []
     for launch in launches:
-        programs = f"{launch['programs']:,} programs" if launch["programs"] is not None else "a program per element of the problem"
-        each.append(f"the {launch['side']}'s `{launch['launch']}` ({programs})")
+        values = "one value" if launch["values"] == 1 else f"blocks of {launch['values']} values"
+        programs = f"{launch['programs']:,} programs" if launch["programs"] is not None else "as many programs as the problem's size makes"
+        each.append(f"the {launch['side']}'s `{launch['launch']}` ({values}, {programs})")
     return (
-        f"One value a program: {'; '.join(each)}. Its kernel builds no block (no `tl.arange`), so each program loads and"
-        " stores single values and the call costs the waves of programs it starts; the forecast counts them."
+        f"Few values a program: {'; '.join(each)}. Most lanes of each program idle, so the call costs the waves of"
+        " programs it starts more than the bytes it moves; the forecast counts them."
     )
 
 

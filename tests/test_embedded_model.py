@@ -29,15 +29,15 @@ from kernelcast.models.embedded.features import (
     DEFINED_IN_CALL_US,
     DISPATCH_US,
     FEATURE_NAMES,
+    FEW_VALUE_WAVE_US,
     FLOOR_INDEX,
-    SCALAR_WAVE_US,
     Hardware,
+    few_value_program_us,
     host_shift,
     pair_features,
     programs_at_once,
     read_code,
     repeated_grid_octaves,
-    scalar_program_us,
 )
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -417,10 +417,11 @@ def test_a_grid_that_repeats_its_work_lengthens_the_call_by_the_waves_the_copies
     assert "The reference's `scale_kernel[" in "\n".join(_forecast_lines(swapped))
 
 
-def test_programs_of_one_value_each_lengthen_the_call_by_the_waves_they_start() -> None:
-    """A Triton kernel with no `tl.arange` (host_launch.scalar_programs) costs SCALAR_WAVE_US a wave of its
-    programs; no generated kernel is written so, and the weights read it as moving its bytes at
-    bandwidth. TritonBench's ReLU written so measured 104x slower than eager at 2^20 elements."""
+def test_programs_of_a_few_values_each_lengthen_the_call_by_the_waves_they_start() -> None:
+    """A Triton kernel with no `tl.arange`, or with blocks of a few values (host_launch.few_value_programs),
+    costs FEW_VALUE_WAVE_US a wave of its programs; no generated kernel is written so, and the weights read
+    it as moving its bytes at bandwidth. TritonBench's ReLU written so measured 104x slower than eager at
+    2^20 elements."""
     from kernelcast.models.service.calibrated import Forecaster
     from kernelcast.server.hover import _forecast_lines
 
@@ -434,23 +435,26 @@ def test_programs_of_one_value_each_lengthen_the_call_by_the_waves_they_start() 
     hardware = Hardware.from_json(HARDWARE)
     waves = math.ceil((1 << 20) / programs_at_once(hardware))
     assert programs_at_once(hardware) == hardware.sm_count * hardware.threads_per_sm // 128
-    assert scalar_program_us(text, hardware, 0.0) == waves * SCALAR_WAVE_US
-    assert scalar_program_us(blocks, hardware, 0.0) == 0.0
-    # Where the text leaves the grid to run time, a program per element of the problem.
+    assert few_value_program_us(text, hardware, 0.0) == waves * FEW_VALUE_WAVE_US
+    assert few_value_program_us(blocks, hardware, 0.0) == 0.0
+    # Where the text leaves the grid to run time, as many programs as it starts on the problem's elements.
     unsized = text.replace('[torch.randn(1 << 20, device="cuda")]', "[]")
-    assert scalar_program_us(unsized, hardware, 4096.0) == math.ceil(4096 / programs_at_once(hardware)) * SCALAR_WAVE_US
+    assert few_value_program_us(unsized, hardware, 4096.0) == math.ceil(4096 / programs_at_once(hardware)) * FEW_VALUE_WAVE_US
+    # The block kernel alone with blocks of 16 values a program: 2^16 programs over 2^20 elements.
+    sixteen = blocks.replace("BLOCK=1024", "BLOCK=16").replace("triton.cdiv(n, 1024)", "triton.cdiv(n, 16)")
+    assert few_value_program_us(sixteen, hardware, 0.0) == math.ceil((1 << 16) / programs_at_once(hardware)) * FEW_VALUE_WAVE_US
     request = ForecastRequest(KernelSide(blocks, "triton", "ModelNew"), KernelSide(text, "triton", "ModelNew"), HARDWARE)
     rows = pair_features(request)
     shift = host_shift(request, rows)
     floor_us = 2.0 ** rows[1, FLOOR_INDEX]
-    assert shift[0] == 0.0 and shift[1] == pytest.approx(math.log2((floor_us + waves * SCALAR_WAVE_US) / floor_us))
+    assert shift[0] == 0.0 and shift[1] == pytest.approx(math.log2((floor_us + waves * FEW_VALUE_WAVE_US) / floor_us))
     forecast = Forecaster(["embedded"]).forecast(request)
     assert forecast.direction == "slower" and forecast.probabilities[0] > 0.5  # most of it in the slowest bin
     swapped = Forecaster(["embedded"]).forecast(ForecastRequest(request.candidate, request.reference, HARDWARE))
     assert swapped.direction == "faster" and swapped.probabilities[-1] > 0.5
     hover = "\n".join(_forecast_lines(forecast))
-    assert "One value a program: the candidate's `relu_kernel[n,]` (1,048,576 programs)" in hover
-    assert "One value a program: the reference's `relu_kernel[n,]`" in "\n".join(_forecast_lines(swapped))
+    assert "Few values a program: the candidate's `relu_kernel[n,]` (one value, 1,048,576 programs)" in hover
+    assert "Few values a program: the reference's `relu_kernel[n,]`" in "\n".join(_forecast_lines(swapped))
 
 
 def test_a_kernel_built_inside_the_call_pays_the_build_on_top_of_the_weights_forecast() -> None:

@@ -16,12 +16,12 @@ from kernelcast.batch import request_with_facts
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.host_launch import (
     DEFAULT_ELEMENTS,
+    FewValuePrograms,
     RepeatedGrid,
-    ScalarPrograms,
     autotune_configs,
+    few_value_programs,
     host_launch,
     repeated_grids,
-    scalar_programs,
 )
 from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
 from kernelcast.models.embedded.backend import EmbeddedBackend
@@ -277,23 +277,43 @@ def test_a_triton_grid_axis_its_kernel_never_reads_repeats_the_whole_grid() -> N
     assert repeated_grids(REPEATED.replace("BLOCK = 1024", "BLOCK = pick_block(x)")) == ()
 
 
-def test_a_triton_kernel_that_builds_no_block_gives_each_program_one_value() -> None:
+def test_triton_programs_that_work_on_a_few_values_each_are_found_with_their_block() -> None:
     """A kernel with no `tl.arange` loads and stores single values, one lane's work for a program of 4
-    warps: TritonBench's LLM-written ReLU and abs written so measured about 100x slower than eager."""
+    warps, and one whose blocks are one-dimensional and hold at most FEW_VALUES values as the launch
+    fixes them leaves most lanes idle too: TritonBench's ReLU and abs written with one value a program
+    measured about 100x slower than eager, its sine with blocks of 4 on a program per element as slow."""
     text = SCALAR_PROGRAM_FILE.format(block=1024, elements="1 << 20")
-    assert scalar_programs(text) == (ScalarPrograms("relu_kernel", programs=1 << 20, launch="relu_kernel[n,]"),)
+    assert few_value_programs(text) == (FewValuePrograms("relu_kernel", values=1, programs=1 << 20, launch="relu_kernel[n,]"),)
+    # A grid left to run time grows with the problem: a program per element here.
     unsized = text.replace('[torch.randn(1 << 20, device="cuda")]', "[]")
-    assert [launch.programs for launch in scalar_programs(unsized)] == [None]
-    # A block made in the kernel, or in a @triton.jit function of the file it calls, is not one value.
-    helper = "@triton.jit\ndef _lanes(n):\n    return tl.arange(0, 16) < n\n\n\n"
+    (launch,) = few_value_programs(unsized)
+    assert (launch.programs, launch.per_element, launch.programs_at(4096.0)) == (None, 1.0, 4096.0)
+    # The block kernel with blocks of 16 values a program, and of 4 on a program per element.
+    sixteen = few_value_programs(SCALAR_PROGRAM_FILE.format(block=16, elements="1 << 20"))
+    # (the model calls relu alone, so the sizes relu_blocks reads are not known: its grid grows with them).
+    assert [(launch.kernel, launch.values, launch.programs_at(1 << 20)) for launch in sixteen] == [
+        ("relu_kernel", 1, 1 << 20),
+        ("relu_block_kernel", 16, 1 << 16),
+    ]
+    over = unsized.replace("relu_block_kernel[(triton.cdiv(n, 1024),)]", "relu_block_kernel[(n,)]").replace("BLOCK=1024", "BLOCK=4")
+    assert [(launch.values, launch.programs_at(4096.0)) for launch in few_value_programs(over)] == [(1, 4096.0), (4, 4096.0)]
+    blocked = unsized.replace("relu_block_kernel[(triton.cdiv(n, 1024),)]", "relu_block_kernel[(triton.cdiv(n, 16),)]")
+    assert [launch.per_element for launch in few_value_programs(blocked.replace("BLOCK=1024", "BLOCK=16"))] == [1.0, 1 / 16]
+    # Not judged: a block the launch leaves to run time, one of two dimensions, a block pointer.
+    assert len(few_value_programs(unsized.replace("BLOCK=1024", "BLOCK=pick_block(x)"))) == 1
+    two_dimensional = over.replace("mask = offsets < n", "mask = (offsets[:, None] < n) & (offsets[None, :] < n)")
+    assert [launch.kernel for launch in few_value_programs(two_dimensional)] == ["relu_kernel"]
+    # A block made in a @triton.jit function of the file the kernel calls counts as the kernel's own.
+    helper = "@triton.jit\ndef _lanes(n):\n    return tl.arange(0, {lanes}) < n\n\n\n"
     calls_helper = text.replace("    if index < n:\n", "    keep = _lanes(n)\n    if index < n:\n")
-    blocked = calls_helper.replace("@triton.jit\ndef relu_kernel", helper + "@triton.jit\ndef relu_kernel")
-    assert [launch.kernel for launch in scalar_programs(blocked)] == []
-    zeros = text.replace("tl.maximum(tl.load(x_ptr + index), 0.0)", "tl.maximum(tl.load(x_ptr + index), tl.zeros((1,), tl.float32))")
-    assert scalar_programs(zeros) == ()
+    for lanes, found in ((16, [("relu_kernel", 16)]), (1024, [])):
+        with_helper = calls_helper.replace("@triton.jit\ndef relu_kernel", helper.format(lanes=lanes) + "@triton.jit\ndef relu_kernel")
+        assert [(launch.kernel, launch.values) for launch in few_value_programs(with_helper)] == found
+    pointer = text.replace("tl.maximum(tl.load(x_ptr + index), 0.0)", "tl.load(tl.make_block_ptr(x_ptr, (n,), (1,), (index,), (1,), (0,)))")
+    assert few_value_programs(pointer) == ()
     # A function the file does not define may build the block; a kernel that loads nothing is not judged.
-    assert scalar_programs(text.replace("tl.load(x_ptr + index)", "imported_load(x_ptr, index)")) == ()
-    assert scalar_programs(text.replace("tl.load(x_ptr + index)", "1.0")) == ()
+    assert few_value_programs(text.replace("tl.load(x_ptr + index)", "imported_load(x_ptr, index)")) == ()
+    assert few_value_programs(text.replace("tl.load(x_ptr + index)", "1.0")) == ()
 
 
 def test_a_grid_function_that_returns_its_grid_reads_as_the_lambda_would() -> None:

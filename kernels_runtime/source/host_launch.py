@@ -736,7 +736,8 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
         for site in sites:
             if not read or all(axis in read for axis in range(len(site.grid))):
                 continue
-            extents = _extents(site.grid, *_site_values(file_text, name, site))
+            names, options, _ = _site_options(file_text, name, site)
+            extents = _extents(site.grid, names, options)
             axes = tuple(axis for axis in range(len(extents)) if axis not in read)
             copies = [extents[axis] for axis in axes]
             known_copies = [extent for extent in copies if extent is not None]
@@ -749,52 +750,143 @@ def repeated_grids(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[Repeated
     return tuple(found)
 
 
-def _site_values(file_text: str, name: str, site: _Site) -> tuple[host_values.Values, dict[str, int]]:
-    """What a Triton launch site's names hold, and its options (constexprs, num_warps) as passed."""
+def _site_options(file_text: str, name: str, site: _Site) -> tuple[host_values.Values, dict[str, int], list[str]]:
+    """What a Triton launch site's names hold, its options (constexprs, num_warps) as passed, and
+    GUESSED_CONFIG where one is left to run time or to the autotuner (_options)."""
     exact = host_values.Values(site.names, site.dialect)
     given = {**dict(zip(_parameters(file_text, name, "triton", True), site.args)), **site.keywords}
-    options, _ = _options(site, "triton", given, _triton_constexprs(file_text, name), exact)
-    return exact, options
+    options, guessed = _options(site, "triton", given, _triton_constexprs(file_text, name), exact)
+    return exact, options, guessed
 
 
 @dataclass(frozen=True)
-class ScalarPrograms:
-    """A Triton launch whose kernel never builds a block of values (no `tl.arange`, `tl.zeros`,
-    `tl.full`, block pointer or tensor descriptor, in it or in the file's @triton.jit functions it
-    calls): each program loads and stores single values, one lane's work for a program of Triton's
-    warps."""
+class FewValuePrograms:
+    """A Triton launch whose programs each work on a few values: its kernel builds no block (no
+    `tl.arange`, `tl.zeros`, `tl.full`, block pointer or tensor descriptor, in it or in the file's
+    @triton.jit functions it calls), so each program loads and stores single values, or builds only
+    one-dimensional blocks of at most FEW_VALUES values, as the launch fixes them. Either way most
+    lanes of a program of Triton's warps idle, and the call costs the waves of programs it starts."""
 
     kernel: str
+    values: int  # the longest block a program builds; 1 where it builds none
     programs: int | None  # the grid's programs, where the text fixes them
     launch: str  # as ast.unparse writes it, `kernel[n_elements,]`
+    # Where the grid is left to run time: the programs it starts per element of the problem, reading
+    # what the text leaves unknown as the problem's elements (`(n,)` 1, `(cdiv(n, 16),)` 1/16); None
+    # where the grid does not grow so.
+    per_element: float | None = None
+
+    def programs_at(self, elements: float) -> float:
+        """The programs the launch starts on a problem of `elements` elements: as the text fixes them,
+        else as its grid grows, else one a block of the elements."""
+        if self.programs is not None:
+            return float(self.programs)
+        return self.per_element * elements if self.per_element is not None else elements / self.values
+
+
+# The most values a block may hold for its programs to cost the waves they start rather than the bytes
+# they move: blocks of 4 and of 16 values a program measured what a wave of one-value programs costs
+# (TritonBench's candidates on the H200, models/embedded/features.FEW_VALUE_WAVE_US); longer blocks
+# were not measured so.
+FEW_VALUES = 16
 
 
 @functools.lru_cache(maxsize=64)
-def scalar_programs(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[ScalarPrograms, ...]:
-    """The launches of the file's Triton kernels whose programs work on single values, and how many
+def few_value_programs(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[FewValuePrograms, ...]:
+    """The launches of the file's Triton kernels whose programs work on a few values each, and how many
     programs each starts where the text fixes it. A kernel that calls a function the file does not
-    define is not judged (that function may build the block), nor one that loads nothing."""
+    define is not judged (that function may build a block), nor one that loads nothing, nor a launch
+    whose block the text leaves to run time or to an autotuner."""
     kernels = {kernel.name: kernel for kernel in triton_kernels(file_text)}
     found = []
     for name, sites in _triton_sites(file_text, inputs).items():
-        calls = _kernel_calls(name, kernels)
-        if calls is None or not _loads_single_values(calls):
+        functions = _reached(name, kernels)
+        if functions is None:
+            continue
+        calls = _calls_in(functions)
+        if "load" not in _attributes(calls):
             continue
         for site in sites:
-            extents = _extents(site.grid, *_site_values(file_text, name, site))
+            names, options, guessed = _site_options(file_text, name, site)
+            values = 1 if not _attributes(calls) & _BLOCK_MAKERS else None if guessed else _block_values(functions, calls, options)
+            if values is None or values > FEW_VALUES:
+                continue
+            extents = _extents(site.grid, names, options)
             known = [extent for extent in extents if extent is not None]
             programs = math.prod(known) if len(known) == len(extents) else None
-            found.append(ScalarPrograms(name, programs, site.written))
+            per_element = _programs_per_element(site, options) if programs is None else None
+            found.append(FewValuePrograms(name, values, programs, site.written, per_element))
     return tuple(found)
+
+
+# Two problem sizes at which a grid left to run time is read, to tell how it grows with the problem.
+_PROBED_ELEMENTS = (1 << 20, 1 << 22)
+
+
+def _programs_per_element(site: _Site, options: Mapping[str, int]) -> float | None:
+    """The programs a grid left to run time starts per element, its unknowns read as the problem's
+    elements; None where it does not grow in proportion (a fixed grid over a loop, a square root)."""
+    shares = []
+    for elements in _PROBED_ELEMENTS:
+        extents = _extents(site.grid, host_values.Values(site.names, site.dialect, elements), options)
+        if None in extents:
+            return None
+        shares.append(math.prod(extents) / elements)  # type: ignore[arg-type]
+    return shares[0] if math.isclose(shares[0], shares[1], rel_tol=0.01) else None
 
 
 # Triton calls that make a block of values: a kernel that makes none works on single values.
 _BLOCK_MAKERS = frozenset({"arange", "make_block_ptr", "make_tensor_descriptor", "zeros", "full", "zeros_like", "full_like"})
+# Of those, the ones whose block's length the call states: `tl.arange(0, BLOCK)`, `tl.zeros((BLOCK,), ...)`.
+_SIZED_BLOCK_MAKERS = frozenset({"arange", "zeros", "full"})
 
 
-def _loads_single_values(calls: list[ast.Call]) -> bool:
-    attributes = {node.func.attr for node in calls if isinstance(node.func, ast.Attribute)}
-    return "load" in attributes and not attributes & _BLOCK_MAKERS
+def _attributes(calls: list[ast.Call]) -> set[str]:
+    return {node.func.attr for node in calls if isinstance(node.func, ast.Attribute)}
+
+
+def _block_values(functions: list[ast.FunctionDef], calls: list[ast.Call], options: Mapping[str, int]) -> int | None:
+    """The longest block the kernel builds, where every block is one-dimensional and its length is a
+    number or a constexpr the launch fixes; None otherwise (a block pointer, `x[:, None]`, a length the
+    text does not fix)."""
+    if _attributes(calls) & (_BLOCK_MAKERS - _SIZED_BLOCK_MAKERS) or any(_broadcasts(function) for function in functions):
+        return None
+    lengths = []
+    for node in calls:
+        if not (isinstance(node.func, ast.Attribute) and node.func.attr in _SIZED_BLOCK_MAKERS):
+            continue
+        length = _block_length(node, options)
+        if length is None:
+            return None
+        lengths.append(length)
+    return max(lengths, default=None)
+
+
+def _block_length(call: ast.Call, options: Mapping[str, int]) -> int | None:
+    """`tl.arange(start, end)`'s end − start, `tl.zeros((n,), ...)`/`tl.full((n,), ...)`'s n."""
+    if call.func.attr == "arange":  # type: ignore[attr-defined]
+        bounds = [_constexpr_int(argument, options) for argument in call.args[:2]]
+        return bounds[1] - bounds[0] if len(bounds) == 2 and None not in bounds else None  # type: ignore[operator]
+    shape = call.args[0] if call.args else None
+    if isinstance(shape, (ast.Tuple, ast.List)):
+        return _constexpr_int(shape.elts[0], options) if len(shape.elts) == 1 else None
+    return _constexpr_int(shape, options) if shape is not None else None
+
+
+def _constexpr_int(node: ast.expr, options: Mapping[str, int]) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return options.get(node.id) if isinstance(node, ast.Name) else None
+
+
+def _broadcasts(function: ast.FunctionDef) -> bool:
+    """Whether the function indexes with `None` (`offs[:, None]`): its blocks have two dimensions."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Subscript):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if any(isinstance(part, ast.Constant) and part.value is None for part in parts):
+                return True
+    return False
 
 
 def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef]) -> set[int] | None:
@@ -813,23 +905,30 @@ def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef]) -> set[int] | 
     return axes
 
 
-def _kernel_calls(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozenset[str] = frozenset()) -> list[ast.Call] | None:
-    """Every call in the kernel and in the file's @triton.jit functions it calls; None where it calls a
+def _reached(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozenset[str] = frozenset()) -> list[ast.FunctionDef] | None:
+    """The kernel and the file's @triton.jit functions it calls, directly or not; None where it calls a
     function the file does not define (what that function does cannot be read)."""
-    calls: list[ast.Call] = []
+    functions = [kernels[name]]
     for node in ast.walk(kernels[name]):
-        if not isinstance(node, ast.Call):
-            continue
-        calls.append(node)
-        if isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
             if node.func.id not in kernels:
                 return None
             if node.func.id not in seen | {name}:
-                inner = _kernel_calls(node.func.id, kernels, seen | {name})
+                inner = _reached(node.func.id, kernels, seen | {name})
                 if inner is None:
                     return None
-                calls += inner
-    return calls
+                functions += inner
+    return functions
+
+
+def _kernel_calls(name: str, kernels: Mapping[str, ast.FunctionDef]) -> list[ast.Call] | None:
+    """Every call in the kernel and in the file's @triton.jit functions it calls; None as for _reached."""
+    functions = _reached(name, kernels)
+    return None if functions is None else _calls_in(functions)
+
+
+def _calls_in(functions: list[ast.FunctionDef]) -> list[ast.Call]:
+    return [node for function in functions for node in ast.walk(function) if isinstance(node, ast.Call)]
 
 
 # Names a Triton kernel calls that are not functions of the file: they read no grid axis and build no block.

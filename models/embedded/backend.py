@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelcast.kernels_runtime.source.host_launch import repeated_grids, scalar_programs
+from kernelcast.kernels_runtime.source.host_launch import few_value_programs, repeated_grids
 from kernelcast.models.embedded.boosted import BoostedTrees, toward_direction
 from kernelcast.models.embedded.features import (
     FEATURE_NAMES,
@@ -422,7 +422,7 @@ def _mirrored(prediction: RawPrediction) -> RawPrediction:
         details["out_of_sight"] = [_other_role(role) + ":" + what for role, what in calls]
         before = details["before_out_of_sight"]
         details["before_out_of_sight"] = {**before, "mean_log2": -before["mean_log2"]}
-    for reading in ("repeated_grids", "scalar_programs"):
+    for reading in ("repeated_grids", "few_value_programs"):
         if reading in details:
             details[reading] = [{**launch, "side": _other_role(launch["side"])} for launch in details[reading]]
     return RawPrediction(probabilities=prediction.probabilities[::-1], details=details)
@@ -446,9 +446,9 @@ def _out_of_sight(request: ForecastRequest) -> list[str]:
 
 def _lengthened_launches(request: ForecastRequest) -> dict[str, list[dict[str, Any]]]:
     """The Triton launches features.host_shift lengthens, by what it read: grids that repeat their work
-    (host_launch.repeated_grids) and programs of one value each (host_launch.scalar_programs). For the
+    (host_launch.repeated_grids) and programs of a few values each (host_launch.few_value_programs). For the
     hover to say why a forecast moved so far."""
-    found: dict[str, list[dict[str, Any]]] = {"repeated_grids": [], "scalar_programs": []}
+    found: dict[str, list[dict[str, Any]]] = {"repeated_grids": [], "few_value_programs": []}
     for role, side in (("reference", request.reference), ("candidate", request.candidate)):
         if side.language != "triton":
             continue
@@ -456,8 +456,9 @@ def _lengthened_launches(request: ForecastRequest) -> dict[str, list[dict[str, A
             {"side": role, "launch": grid.launch, "copies": grid.copies, "unread_axes": list(grid.unread_axes)}
             for grid in repeated_grids(side.code)
         ]
-        found["scalar_programs"] += [
-            {"side": role, "launch": launch.launch, "programs": launch.programs} for launch in scalar_programs(side.code)
+        found["few_value_programs"] += [
+            {"side": role, "launch": launch.launch, "values": launch.values, "programs": launch.programs}
+            for launch in few_value_programs(side.code)
         ]
     return {reading: launches for reading, launches in found.items() if launches}
 

@@ -35,7 +35,7 @@ from kernelcast.kernels_runtime.hardware import DEFAULT_TARGET, SPECS
 from kernelcast.kernels_runtime.source.access_pattern import ACCESS_NAMES, access_summary
 from kernelcast.kernels_runtime.source.alternatives import one_path_each
 from kernelcast.kernels_runtime.source.cuda_text import blank
-from kernelcast.kernels_runtime.source.host_launch import TRITON_DEFAULT_WARPS, repeated_grids, scalar_programs
+from kernelcast.kernels_runtime.source.host_launch import TRITON_DEFAULT_WARPS, few_value_programs, repeated_grids
 from kernelcast.kernels_runtime.source.launch_spec import DTYPE_BYTES, LaunchSpec, find_launch_spec, launch_specs
 from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
 from kernelcast.kernels_runtime.source.python_ast import line_offsets, parse_python_expression
@@ -73,8 +73,11 @@ DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
 DEFINED_IN_CALL_US = 2200.0
 AUTOTUNE_CONFIG_US = 105_000.0
 # A wave of Triton programs that each load and store one value: 1.20-1.27 µs from 16 to 7,944 waves on
-# the H200 (benchmarks/results/scalar_programs.md).
-SCALAR_WAVE_US = 1.25
+# the H200 (benchmarks/results/scalar_programs.md). Programs of 4 or 16 values each cost the same: among
+# TritonBench's measured candidates (H200), a block of 4 a program over 2^20 and 2^27 elements took
+# 634 µs and 80.8 ms against 621 µs and 79.4 ms counted so, a block of 16 44.6 µs and 5.05 ms against
+# 40.0 µs and 4.97 ms.
+FEW_VALUE_WAVE_US = 1.25
 # How much faster an `@triton.autotune` kernel runs, timed after its tuning, than with one of its
 # configs chosen without timing (benchmarks/bench_autotune_gain.py, H200): the median config of a
 # list ran slower than the best by 0.02–0.87 octaves on row reductions, softmaxes and matmuls (the
@@ -849,7 +852,7 @@ def host_shift(request: ForecastRequest, rows: np.ndarray) -> np.ndarray:
             continue
         counts = read_code(side.code, side.language)
         host_us = counts.get("dispatch_us", 0.0) + counts.get("built_us", 0.0)
-        host_us += scalar_program_us(side.code, hardware, problem_elements(request.problem or {}))
+        host_us += few_value_program_us(side.code, hardware, problem_elements(request.problem or {}))
         floor_us = 2.0 ** float(row[FLOOR_INDEX])
         shifts.append(math.log2((floor_us + host_us) / floor_us) + repeated_grid_octaves(side.code, hardware))
     return np.array(shifts)
@@ -860,15 +863,15 @@ def programs_at_once(hardware: Hardware) -> int:
     return hardware.sm_count * max(1, hardware.threads_per_sm // (32 * TRITON_DEFAULT_WARPS))
 
 
-def scalar_program_us(code: str, hardware: Hardware, elements: float) -> float:
-    """µs the side's launches of programs that each work on one value (host_launch.scalar_programs)
-    take: SCALAR_WAVE_US a wave of the programs they start, one per element of the problem where the
-    text leaves the grid to run time. The weights learnt kernels whose programs take a block of
-    values each, so they read such a side as moving its bytes at bandwidth; TritonBench's ReLU and
-    abs written that way measured about 100x slower than eager at 2^20 elements."""
+def few_value_program_us(code: str, hardware: Hardware, elements: float) -> float:
+    """µs the side's launches of programs that each work on a few values (host_launch.few_value_programs)
+    take: FEW_VALUE_WAVE_US a wave of the programs they start on a problem of `elements` elements. The
+    weights learnt kernels whose programs take a block of hundreds of values or more, so they read such
+    a side as moving its bytes at bandwidth; TritonBench's ReLU and abs written with one value a
+    program measured about 100x slower than eager at 2^20 elements, its sine with 4 a program and a
+    program per element 13.8x slower than one with 1,024."""
     at_once = programs_at_once(hardware)
-    waves = sum(math.ceil((launch.programs if launch.programs is not None else elements) / at_once) for launch in scalar_programs(code))
-    return waves * SCALAR_WAVE_US
+    return sum(math.ceil(launch.programs_at(elements) / at_once) for launch in few_value_programs(code)) * FEW_VALUE_WAVE_US
 
 
 def repeated_grid_octaves(code: str, hardware: Hardware) -> float:
