@@ -808,7 +808,10 @@ def few_value_programs(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[FewV
             continue
         for site in sites:
             names, options, guessed = _site_options(file_text, name, site)
-            values = 1 if not _attributes(calls) & _BLOCK_MAKERS else None if guessed else _block_values(functions, calls, options)
+            if not _attributes(calls) & _BLOCK_MAKERS:
+                values: int | None = 1
+            else:  # a block whose length the launch leaves to run time or to an autotuner is not judged
+                values = None if guessed else _block_values(functions, calls, options)
             if values is None or values > FEW_VALUES:
                 continue
             extents = _extents(site.grid, names, options)

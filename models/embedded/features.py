@@ -868,8 +868,8 @@ def few_value_program_us(code: str, hardware: Hardware, elements: float) -> floa
     take: FEW_VALUE_WAVE_US a wave of the programs they start on a problem of `elements` elements. The
     weights learnt kernels whose programs take a block of hundreds of values or more, so they read such
     a side as moving its bytes at bandwidth; TritonBench's ReLU and abs written with one value a
-    program measured about 100x slower than eager at 2^20 elements, its sine with 4 a program and a
-    program per element 13.8x slower than one with 1,024."""
+    program measured about 100x slower than eager at 2^20 elements, and its sine with blocks of 4
+    values on a program per element took as long as one value a program does."""
     at_once = programs_at_once(hardware)
     return sum(math.ceil(launch.programs_at(elements) / at_once) for launch in few_value_programs(code)) * FEW_VALUE_WAVE_US
 
