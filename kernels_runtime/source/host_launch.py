@@ -804,14 +804,18 @@ def few_value_programs(file_text: str, inputs: Inputs = NO_INPUTS) -> tuple[FewV
         if functions is None:
             continue
         calls = _calls_in(functions)
-        if "load" not in _attributes(calls):
+        attributes = _attributes(calls)
+        builds_blocks = bool(attributes & _BLOCK_MAKERS)
+        if "load" not in attributes or (builds_blocks and not _one_dimensional(functions, attributes)):
             continue
         for site in sites:
             names, options, guessed = _site_options(file_text, name, site)
-            if not _attributes(calls) & _BLOCK_MAKERS:
+            if not builds_blocks:
                 values: int | None = 1
-            else:  # a block whose length the launch leaves to run time or to an autotuner is not judged
-                values = None if guessed else _block_values(functions, calls, options)
+            elif guessed:  # a block whose length the launch leaves to run time or to an autotuner is not judged
+                continue
+            else:
+                values = _longest_block(calls, options)
             if values is None or values > FEW_VALUES:
                 continue
             extents = _extents(site.grid, names, options)
@@ -848,12 +852,15 @@ def _attributes(calls: list[ast.Call]) -> set[str]:
     return {node.func.attr for node in calls if isinstance(node.func, ast.Attribute)}
 
 
-def _block_values(functions: list[ast.FunctionDef], calls: list[ast.Call], options: Mapping[str, int]) -> int | None:
-    """The longest block the kernel builds, where every block is one-dimensional and its length is a
-    number or a constexpr the launch fixes; None otherwise (a block pointer, `x[:, None]`, a length the
-    text does not fix)."""
-    if _attributes(calls) & (_BLOCK_MAKERS - _SIZED_BLOCK_MAKERS) or any(_broadcasts(function) for function in functions):
-        return None
+def _one_dimensional(functions: list[ast.FunctionDef], attributes: set[str]) -> bool:
+    """Whether every block the kernel builds is one-dimensional and states its length: no block pointer
+    or descriptor, no `x[:, None]`."""
+    return not attributes & (_BLOCK_MAKERS - _SIZED_BLOCK_MAKERS) and not any(_broadcasts(function) for function in functions)
+
+
+def _longest_block(calls: list[ast.Call], options: Mapping[str, int]) -> int | None:
+    """The longest block the kernel's calls build, each length a number or a constexpr the launch
+    fixes; None where one is not."""
     lengths = []
     for node in calls:
         if not (isinstance(node.func, ast.Attribute) and node.func.attr in _SIZED_BLOCK_MAKERS):
