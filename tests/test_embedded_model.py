@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.bench_few_value_programs import FILE as RELU_FILE
 from benchmarks.bench_repeated_grid import FILE as REPEATED_GRID_FILE
-from benchmarks.bench_scalar_programs import FILE as SCALAR_PROGRAM_FILE
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
 from kernelcast.models.embedded.backend import (
@@ -425,7 +425,7 @@ def test_programs_of_a_few_values_each_lengthen_the_call_by_the_waves_they_start
     from kernelcast.models.service.calibrated import Forecaster
     from kernelcast.server.hover import _forecast_lines
 
-    text = SCALAR_PROGRAM_FILE.format(block=1024, elements="1 << 20")
+    text = RELU_FILE.format(block=1024, elements="1 << 20")
     # The same file with the block kernel alone, called by the model.
     blocks = (
         text[: text.index("@triton.jit\ndef relu_kernel")]

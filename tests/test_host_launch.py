@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.bench_few_value_programs import FILE as RELU_FILE
 from benchmarks.bench_repeated_grid import FILE as REPEATED_GRID_FILE
-from benchmarks.bench_scalar_programs import FILE as SCALAR_PROGRAM_FILE
 from kernelcast.analysis import analyse_text, build_request, problem_sizes
 from kernelcast.batch import request_with_facts
 from kernelcast.kernels_runtime.hardware import SPECS
@@ -282,14 +282,14 @@ def test_triton_programs_that_work_on_a_few_values_each_are_found_with_their_blo
     warps, and one whose blocks are one-dimensional and hold at most FEW_VALUES values as the launch
     fixes them leaves most lanes idle too: TritonBench's ReLU and abs written with one value a program
     measured about 100x slower than eager, its sine with blocks of 4 on a program per element as slow."""
-    text = SCALAR_PROGRAM_FILE.format(block=1024, elements="1 << 20")
+    text = RELU_FILE.format(block=1024, elements="1 << 20")
     assert few_value_programs(text) == (FewValuePrograms("relu_kernel", values=1, programs=1 << 20, launch="relu_kernel[n,]"),)
     # A grid left to run time grows with the problem: a program per element here.
     unsized = text.replace('[torch.randn(1 << 20, device="cuda")]', "[]")
     (launch,) = few_value_programs(unsized)
     assert (launch.programs, launch.per_element, launch.programs_at(4096.0)) == (None, 1.0, 4096.0)
     # The block kernel with blocks of 16 values a program, and of 4 on a program per element.
-    sixteen = few_value_programs(SCALAR_PROGRAM_FILE.format(block=16, elements="1 << 20"))
+    sixteen = few_value_programs(RELU_FILE.format(block=16, elements="1 << 20"))
     # (the model calls relu alone, so the sizes relu_blocks reads are not known: its grid grows with them).
     assert [(launch.kernel, launch.values, launch.programs_at(1 << 20)) for launch in sixteen] == [
         ("relu_kernel", 1, 1 << 20),

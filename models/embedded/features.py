@@ -72,8 +72,9 @@ DISPATCH_US = {"@pointwise_dynamic": 20.0, "@libentry": 3.0}
 # Triton's benchmarker, 105–109 ms a config.
 DEFINED_IN_CALL_US = 2200.0
 AUTOTUNE_CONFIG_US = 105_000.0
-# A wave of Triton programs that each load and store one value: 1.20-1.27 µs from 16 to 7,944 waves on
-# the H200 (benchmarks/results/scalar_programs.md). Programs of 4 or 16 values each cost the same: among
+# A wave of Triton programs that each load and store one value: 1.21-1.26 µs from 8 to 7,944 waves on
+# the H100, blocks of 4 values 1.15-1.25 µs, of 16 0.96-1.18 µs from 2 waves up, each beyond the time of
+# the same work in blocks of 1,024 (benchmarks/results/few_value_programs.md). Likewise among
 # TritonBench's measured candidates (H200), a block of 4 a program over 2^20 and 2^27 elements took
 # 634 µs and 80.8 ms against 621 µs and 79.4 ms counted so, a block of 16 44.6 µs and 5.05 ms against
 # 40.0 µs and 4.97 ms.
