@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 import time
 
@@ -9,7 +10,7 @@ import pytest
 
 from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.kernels_runtime.source.launch_spec import parse_launch_pragma
-from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, thread_work
+from kernelcast.kernels_runtime.source.loop_trips import NO_WORK, ThreadWork, block_shape, thread_work
 from kernelcast.models.embedded.features import FEATURE_NAMES, pair_features
 from kernelcast.wire import ForecastRequest, KernelSide
 
@@ -505,3 +506,19 @@ def test_a_function_like_macro_in_a_loop_bound_is_expanded_as_written_out() -> N
     work = thread_work(CDIV_MACRO, "cuda", launch("tiles", [1, 1, 1], [32, 1, 1], 1 << 20))
     assert work.iterations == 32_768
     assert work == thread_work(written_out, "cuda", launch("tiles", [1, 1, 1], [32, 1, 1], 1 << 20))
+
+
+@pytest.mark.parametrize(
+    ("expression", "shape"),
+    [
+        ("tl.arange(0, BLOCK)", (16,)),
+        ("tl.arange(4, 2 * BLOCK)", (28,)),
+        ("tl.zeros((BLOCK, 64), dtype=tl.float32)", (16, 64)),
+        ("tl.full([BLOCK], 0.0, tl.float32)", (16,)),
+        ("tl.arange(0, BLOCK)[:, None] + tl.arange(0, 8)[None, :]", (16, 8)),
+        ("tl.arange(0, N)", ()),  # a length the launch does not fix
+        ("tl.program_id(0)", ()),
+    ],
+)
+def test_block_shapes_are_read_from_the_launch_constexprs(expression: str, shape: tuple[int, ...]) -> None:
+    assert block_shape(ast.parse(expression, mode="eval").body, {"BLOCK": 16}) == shape

@@ -55,6 +55,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     parse_launch_pragma,
     template_for,
 )
+from kernelcast.kernels_runtime.source.loop_trips import block_shape
 from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, passed_to, with_sizes_known_at, with_sizes_of
 from kernelcast.kernels_runtime.source.triton_text import autotune_listing, constexpr_parameters, dotted, triton_kernels
 
@@ -861,34 +862,17 @@ def _one_dimensional(functions: list[ast.FunctionDef], attributes: set[str]) -> 
 
 
 def _longest_block(calls: list[ast.Call], options: Mapping[str, int]) -> int | None:
-    """The longest block the kernel's calls build, each length a number or a constexpr the launch
-    fixes; None where one is not."""
+    """The longest block the kernel's calls build, each one-dimensional with its length read from
+    the constexprs the launch fixes; None where one is not."""
     lengths = []
     for node in calls:
         if not (isinstance(node.func, ast.Attribute) and node.func.attr in _SIZED_BLOCK_MAKERS):
             continue
-        length = _block_length(node, options)
-        if length is None:
+        shape = block_shape(node, options)
+        if len(shape) != 1:
             return None
-        lengths.append(length)
+        lengths.append(shape[0])
     return max(lengths, default=None)
-
-
-def _block_length(call: ast.Call, options: Mapping[str, int]) -> int | None:
-    """`tl.arange(start, end)`'s end − start, `tl.zeros((n,), ...)`/`tl.full((n,), ...)`'s n."""
-    if call.func.attr == "arange":  # type: ignore[attr-defined]
-        bounds = [_constexpr_int(argument, options) for argument in call.args[:2]]
-        return bounds[1] - bounds[0] if len(bounds) == 2 and None not in bounds else None  # type: ignore[operator]
-    shape = call.args[0] if call.args else None
-    if isinstance(shape, (ast.Tuple, ast.List)):
-        return _constexpr_int(shape.elts[0], options) if len(shape.elts) == 1 else None
-    return _constexpr_int(shape, options) if shape is not None else None
-
-
-def _constexpr_int(node: ast.expr, options: Mapping[str, int]) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    return options.get(node.id) if isinstance(node, ast.Name) else None
 
 
 def _broadcasts(function: ast.FunctionDef) -> bool:

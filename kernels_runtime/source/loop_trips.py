@@ -624,6 +624,13 @@ def _called(node: ast.Call) -> str:
     return function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
 
 
+def block_shape(node: ast.AST, constexprs: Mapping[str, int]) -> tuple[int, ...]:
+    """The shape of the block a Triton expression builds from nothing but `constexprs` (a launch's
+    BLOCK_SIZE=...): `tl.arange(0, BLOCK)` is (BLOCK,); () for a scalar or what cannot be followed.
+    The one reading of block lengths: host_launch judges a program's width by it."""
+    return _shape(node, dict(constexprs), {})
+
+
 def _shape(node: ast.AST, names: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     """The block shape of a Triton expression; () for a scalar or what cannot be followed."""
     if isinstance(node, ast.Name):
