@@ -788,9 +788,9 @@ class FewValuePrograms:
 # The most values a block may hold for its programs to be counted at the waves they start rather than
 # the bytes they move: blocks of 4 and of 16 values a program cost what a wave of one-value programs
 # costs (models/embedded/features.FEW_VALUE_WAVE_US). Blocks of 64 still cost 0.75-0.90 µs a wave on
-# the H100 (benchmarks/results/few_value_programs.md), but a wave cost counted for blocks of up to 256
-# values, whole or beyond the side's bandwidth time, turned as many real-world pairs' direction wrong
-# as right: half of such kernels loop over a row, so their programs are not one a block of elements.
+# the H100 (benchmarks/results/few_value_programs.md), but counting a wave cost for blocks of up to 256
+# values, whole or beyond the side's bandwidth time, got no more of the 311 real-world pairs with such
+# a block right: half of those kernels loop over a row, so their programs are not one a block of elements.
 FEW_VALUES = 16
 
 
