@@ -888,11 +888,11 @@ def _broadcasts(function: ast.FunctionDef) -> bool:
 def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef]) -> set[int] | None:
     """The grid axes `tl.program_id` reads in the kernel and the @triton.jit functions it calls; None
     where that cannot be told (an axis not written as a number, a call of a function not in `kernels`)."""
-    calls = _kernel_calls(name, kernels)
-    if calls is None:
+    functions = _reached(name, kernels)
+    if functions is None:
         return None
     axes: set[int] = set()
-    for node in calls:
+    for node in _calls_in(functions):
         if isinstance(node.func, ast.Attribute) and node.func.attr == "program_id":
             axis = node.args[0] if node.args else next((keyword.value for keyword in node.keywords if keyword.arg == "axis"), None)
             if not (isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
@@ -901,26 +901,21 @@ def _axes_read(name: str, kernels: Mapping[str, ast.FunctionDef]) -> set[int] | 
     return axes
 
 
-def _reached(name: str, kernels: Mapping[str, ast.FunctionDef], seen: frozenset[str] = frozenset()) -> list[ast.FunctionDef] | None:
-    """The kernel and the file's @triton.jit functions it calls, directly or not; None where it calls a
-    function the file does not define (what that function does cannot be read)."""
-    functions = [kernels[name]]
-    for node in ast.walk(kernels[name]):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
-            if node.func.id not in kernels:
-                return None
-            if node.func.id not in seen | {name}:
-                inner = _reached(node.func.id, kernels, seen | {name})
-                if inner is None:
+def _reached(name: str, kernels: Mapping[str, ast.FunctionDef]) -> list[ast.FunctionDef] | None:
+    """The kernel and the file's @triton.jit functions it calls, directly or not, each once; None where
+    it calls a function the file does not define (what that function does cannot be read)."""
+    reached = {name: kernels[name]}
+    pending = [kernels[name]]
+    while pending:
+        for node in ast.walk(pending.pop()):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _KERNEL_BUILTINS:
+                called = node.func.id
+                if called not in kernels:
                     return None
-                functions += inner
-    return functions
-
-
-def _kernel_calls(name: str, kernels: Mapping[str, ast.FunctionDef]) -> list[ast.Call] | None:
-    """Every call in the kernel and in the file's @triton.jit functions it calls; None as for _reached."""
-    functions = _reached(name, kernels)
-    return None if functions is None else _calls_in(functions)
+                if called not in reached:
+                    reached[called] = kernels[called]
+                    pending.append(kernels[called])
+    return list(reached.values())
 
 
 def _calls_in(functions: list[ast.FunctionDef]) -> list[ast.Call]:
