@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernelcast.models.embedded.features import FEATURE_NAMES, SIDE_NAMES
-from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS
+from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL
 from workshop.training import kernelbench_prior, kernelbench_probe
 from workshop.training.boosting import TreeSettings
 from workshop.training.kernelbench_prior import Measured, out_of_source_centres
@@ -83,3 +83,24 @@ def test_a_pair_is_forecast_by_trees_grown_without_its_problem() -> None:
     assert np.mean([(centres[i] > 0) == (data.pairs[i].log2_speedup > 0) for i in own]) < 0.2
     others = [i for i, pair in enumerate(data.pairs) if pair.source == "a"]
     assert np.mean([(centres[i] > 0) == (data.pairs[i].log2_speedup > 0) for i in others]) > 0.8
+
+
+def test_the_second_mean_counts_only_pairs_whose_line_reads_the_trees() -> None:
+    # Source a: its solutions read right, its library calls wrong; source lib: library calls only, all
+    # wrong. The shipped forecast of a library call reads the weights, so only a's solutions count there.
+    data = _sources({"a": 2.0, "lib": 2.0})
+    data.kinds[:] = [AGAINST_PROBLEM if pair.source == "a" and n % 2 else LIBRARY_CALL for n, pair in enumerate(data.pairs)]
+    right = {i: pair.log2_speedup if data.kinds[i] == AGAINST_PROBLEM else -pair.log2_speedup for i, pair in enumerate(data.pairs)}
+    rows = _rows(direction_table(data, {"source": right}))
+    assert float(rows["mean of 2 sources"][0]) < 0.3
+    assert float(rows["mean of 1, pairs whose line reads the trees"][0]) == 1.0
+
+
+def test_other_seeds_grow_other_bags_of_the_same_pairs() -> None:
+    data = _sources({"a": 2.0, "b": 2.0, "c": 1.0})
+    sources = {"a", "b", "c"}
+    first, again = (out_of_source_centres(data, range(len(data.pairs)), sources)[0] for _ in range(2))
+    other = out_of_source_centres(data, range(len(data.pairs)), sources, first_seed=3)[0]
+    assert first == again
+    assert first.keys() == other.keys() and first != other
+    assert np.corrcoef([first[i] for i in first], [other[i] for i in first])[0, 1] > 0.9

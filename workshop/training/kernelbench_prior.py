@@ -334,9 +334,10 @@ def grow_trees(data: Measured, indices: Sequence[int]) -> BoostedTrees:
     return grow_forests(data, [indices])[0]
 
 
-def grow_forests(data: Measured, groups: Sequence[Sequence[int]]) -> list[BoostedTrees]:
+def grow_forests(data: Measured, groups: Sequence[Sequence[int]], first_seed: int = 0) -> list[BoostedTrees]:
     """grow_trees of each group, all their forests handed to forest_pool at once so that no process
-    waits for the slowest forest of a group."""
+    waits for the slowest forest of a group. `first_seed` other than 0 grows other bags of the same
+    pairs: how far that moves a forecast is the noise a change must beat (kernelbench_probe)."""
     pool = forest_pool()
     futures = []
     for indices in groups:
@@ -346,7 +347,9 @@ def grow_forests(data: Measured, groups: Sequence[Sequence[int]]) -> list[Booste
         target = np.clip([data.pairs[i].log2_speedup for i in chosen], -CLIP_LOG2, CLIP_LOG2)
         weights = source_weights([data.pairs[i].source for i in chosen])
         target, weights = np.concatenate([target, -target]), np.concatenate([weights, weights])
-        futures.append([pool.submit(grow, rows, target, weights, TREE_SETTINGS, seed) for seed in range(TREE_SEEDS)])
+        futures.append(
+            [pool.submit(grow, rows, target, weights, TREE_SETTINGS, seed) for seed in range(first_seed, first_seed + TREE_SEEDS)]
+        )
     return [averaged([forest.result() for forest in forests]) for forests in futures]
 
 
@@ -357,20 +360,25 @@ def forest_pool() -> ProcessPoolExecutor:
     return ProcessPoolExecutor(default_jobs(), mp_context=multiprocessing.get_context("spawn"))
 
 
-def out_of_source_centres(data: Measured, read: Sequence[int], sources: set[str]) -> tuple[dict[int, float], tuple[BoostedTrees, ...]]:
+def out_of_source_centres(
+    data: Measured, read: Sequence[int], sources: set[str], first_seed: int = 0
+) -> tuple[dict[int, float], tuple[BoostedTrees, ...]]:
     """The trees' forecast of each pair in `read`, by trees grown on `sources` less the pair's own:
     what a line is fitted on must miss as forecasts of an unseen source do. Those trees, one per
     source left out, are the prior's members too (KernelBenchPrior.read)."""
     owned = {left_out: [i for i in read if data.pairs[i].source == left_out] for left_out in sorted(sources)}
     left_outs = [left_out for left_out, own in owned.items() if own and len(sources) > 1]
-    centres, members = held_out_centres(data, [(data.of(sources - {left_out}), owned[left_out]) for left_out in left_outs])
+    splits = [(data.of(sources - {left_out}), owned[left_out]) for left_out in left_outs]
+    centres, members = held_out_centres(data, splits, first_seed)
     return centres, tuple(members)
 
 
-def held_out_centres(data: Measured, splits: Sequence[tuple[Sequence[int], Sequence[int]]]) -> tuple[dict[int, float], list[BoostedTrees]]:
+def held_out_centres(
+    data: Measured, splits: Sequence[tuple[Sequence[int], Sequence[int]]], first_seed: int = 0
+) -> tuple[dict[int, float], list[BoostedTrees]]:
     """For each (grown, forecast) split, the trees grown on `grown` and their forecast of each pair in
     `forecast`, which they never saw; the forests all grow at once (grow_forests)."""
-    forests = grow_forests(data, [grown for grown, _ in splits])
+    forests = grow_forests(data, [grown for grown, _ in splits], first_seed)
     centres: dict[int, float] = {}
     for (_, forecast), trees in zip(splits, forests):
         centres.update(zip(forecast, data.corrected(trees, forecast).tolist()))
