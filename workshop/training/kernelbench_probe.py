@@ -38,6 +38,8 @@ from workshop.training.kernelbench_prior import (
 
 # A kind of a source gets its own row from this many counted pairs.
 KIND_ROW_PAIRS = 40
+# The row of a source's pairs that no line reads.
+NO_LINE = "no line"
 
 
 def out_of_fold_centres(data: Measured, folds: int, first_seed: int = 0) -> dict[int, float]:
@@ -61,15 +63,16 @@ def direction_table(data: Measured, columns: Mapping[str, Mapping[int, float]]) 
     kernel or of torch.compile reads the weights alone (WEIGHTS_ONLY_KINDS), so what the trees do to
     those pairs moves the first mean and not the forecaster."""
     hits: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
-    read_by_trees: dict[str, list[list[float]]] = defaultdict(list)
     for i, pair in enumerate(data.pairs):
         if abs(pair.log2_speedup) < DIRECTION_MIN_LOG2:
             continue
         found = [float((centres[i] >= 0) == (pair.log2_speedup > 0)) for centres in columns.values()]
         hits[(pair.source, "")].append(found)
-        hits[(pair.source, data.kinds[i] or "no line")].append(found)
-        if data.kinds[i] and data.kinds[i] not in WEIGHTS_ONLY_KINDS:
-            read_by_trees[pair.source].append(found)
+        hits[(pair.source, data.kinds[i] or NO_LINE)].append(found)
+    read_by_trees: dict[str, list[list[float]]] = defaultdict(list)
+    for (source, kind), found in hits.items():
+        if kind not in ("", NO_LINE, *WEIGHTS_ONLY_KINDS):
+            read_by_trees[source] += found
     sources = sorted(source for source, kind in hits if not kind)
     header = f"{'held out':<48} {'N':>5} " + " ".join(f"{name:>9}" for name in columns)
 
