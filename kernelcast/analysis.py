@@ -36,11 +36,12 @@ from kernelcast.kernels_runtime.source.launch_spec import (
     as_cuda_pragma,
     find_launch_spec,
     kernelbench_input_shapes,
+    with_problem_inputs,
 )
 from kernelcast.kernels_runtime.source.model_layers import kernelbench_init_values
 from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, guessed_trips
 from kernelcast.project_config import ProjectConfig, load_project_config
-from kernelcast.references import FILE_ORIGINS, NoReference, Reference, resolve_reference
+from kernelcast.references import FILE_ORIGINS, NoReference, Reference, kernelbench_problem_of, resolve_reference
 from kernelcast.settings import Settings
 from kernelcast.wire import (
     ASSUMED_CANDIDATE_CONFIG,
@@ -80,6 +81,8 @@ class KernelResult:
     stands_in_for: str | None = None  # the configured backend whose forecast will replace the one shown
     stand_in_failure: str | None = None  # why that backend did not answer: the stand-in's forecast stays
     unchanged: bool = False  # candidate's code equals the reference's
+    # A KernelBench solution's problem where its reference is another file (a solution): the inputs both are timed on.
+    problem_model: Reference | None = None
     part_of: str | None = None  # a kernel inside a KernelBench ModelNew: forecast as part of it
     computed_at: float | None = None
     from_cache: bool = False
@@ -229,11 +232,15 @@ def attach_reference(
     else:
         result.reference = found
         result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
+        problem = kernelbench_problem_of(kernel, discovery, path, workspace_root, allow_outside_workspace)
+        result.problem_model = problem if problem is not None and problem.code != found.code else None
 
 
 def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None) -> dict[str, Any] | None:
     config = load_project_config(path, workspace_root)
     sizes = dict(config.problem)
+    if result.problem_model and result.problem_model.problem:
+        sizes.update(result.problem_model.problem)
     if result.reference and result.reference.problem:
         sizes.update(result.reference.problem)
     if result.launch is not None:
@@ -248,6 +255,12 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
     assert result.reference is not None and analysis.hardware is not None
     reference, kernel = result.reference, result.kernel
     reference_file = _reference_file(reference, analysis)
+    reference_code, candidate_code, candidate_file = reference.code, kernel.code, analysis.text
+    if result.problem_model is not None:  # two solutions: each read as timed, on the problem's inputs
+        problem_text = _reference_file(result.problem_model, analysis)
+        reference_file, reference_code, candidate_code, candidate_file = (
+            with_problem_inputs(text, problem_text) for text in (reference_file, reference_code, candidate_code, candidate_file)
+        )
     # A launch read from host code guesses what it leaves to run time as the problem's elements.
     elements = _elements(problem)
     inputs = problem_inputs(reference_file)
@@ -256,9 +269,9 @@ def build_request(analysis: FileAnalysis, result: KernelResult, problem: dict[st
         problem = {**candidate_launch.problem_sizes(), **(problem or {})}
     sides = (
         _side(
-            reference.code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs, elements
+            reference_code, reference.language, reference.name, result.reference_facts, reference_file, reference_launch, inputs, elements
         ),
-        _side(kernel.code, kernel.language, kernel.name, result.facts, analysis.text, candidate_launch, inputs, elements),
+        _side(candidate_code, kernel.language, kernel.name, result.facts, candidate_file, candidate_launch, inputs, elements),
     )
     return ForecastRequest(
         reference=sides[0],

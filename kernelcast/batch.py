@@ -116,14 +116,21 @@ def editor_request(line: dict[str, Any], threshold: float, compile_facts: bool) 
     problem = line.get("problem")
     if problem is not None and not isinstance(problem, dict):
         raise ValueError('problem must be an object of sizes, e.g. {"N": 4096}')
+    kernelbench_problem = line.get("kernelbench_problem")
+    if kernelbench_problem is not None and not isinstance(kernelbench_problem, str):
+        raise ValueError("kernelbench_problem must be the text of the KernelBench problem file the two solutions solve")
     hardware = _line_hardware(line)
     reference, candidate = sides["reference"], sides["candidate"]
     with tempfile.TemporaryDirectory(prefix="kernelcast-batch-") as folder:
         root = Path(folder).resolve()
-        reference_path = root / f"reference{file_suffix(reference)}"
+        # The problem goes where the editor looks for it, beside the candidate (KernelBench's reference.py).
+        reference_name = "reference" if kernelbench_problem is None else "other_solution"
+        reference_path = root / f"{reference_name}{file_suffix(reference)}"
         candidate_path = root / f"candidate{file_suffix(candidate)}"
         reference_path.write_text(reference.code, encoding="utf-8")
         candidate_path.write_text(candidate.code, encoding="utf-8")
+        if kernelbench_problem is not None:
+            (root / "reference.py").write_text(kernelbench_problem, encoding="utf-8")
         override = f"{reference_path}::{reference.name}" if reference.name else str(reference_path)
         analysis = analyse_text(candidate_path.as_uri(), None, candidate.code, candidate_path, root, Settings(), hardware, override)
         if analysis.disabled_reason:

@@ -226,6 +226,23 @@ def _read_discovery(path: Path) -> Discovery | str:
 # --- KernelBench -------------------------------------------------------------------------
 
 
+def kernelbench_problem_of(
+    kernel: DiscoveredKernel,
+    discovery: Discovery,
+    file_path: Path,
+    workspace_root: Path | None,
+    allow_outside_workspace: bool = False,
+) -> Reference | None:
+    """The KernelBench problem a `ModelNew` solves (`Model` in its file, else in `reference.py`
+    beside it), whatever its reference is: KernelBench times a solution on its problem's inputs,
+    so a solution measured against another solution is too."""
+    if kernel.container != "kernelbench":
+        return None
+    file_path = Path(file_path).resolve()
+    found = _kernelbench_reference(discovery, file_path, _boundary(file_path, workspace_root, allow_outside_workspace))
+    return found if isinstance(found, Reference) else None
+
+
 def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path | None) -> Reference | NoReference | None:
     """`Model` in this file, else in `reference.py` beside it, with the sizes its file states (as the
     measured corpora read them); None when neither exists.

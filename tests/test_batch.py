@@ -352,6 +352,31 @@ def test_a_kernelbench_pair_is_forecast_as_the_cli_forecasts_its_file(tmp_path: 
     assert "notes" not in row
 
 
+def test_two_kernelbench_solutions_are_forecast_on_their_problems_inputs_as_the_cli_forecasts_them(tmp_path: Path) -> None:
+    """The line's `kernelbench_problem` is what `reference.py` beside a solution is to the editor:
+    the inputs both solutions are timed on, which neither states."""
+    text = (EXAMPLES / "kernelbench_relu.py").read_text()
+    problem = text[: text.index("class ModelNew")] + text[text.index("batch_size = ") :]
+    other = text[: text.index("class Model(")] + text[text.index("class ModelNew") : text.index("batch_size = ")]
+    solution = "# kernelcast: reference=other.py::ModelNew\n" + other.replace("(n + 255) / 256, 256", "(n + 31) / 32, 32")
+    folder = tmp_path / "problem"
+    folder.mkdir()
+    for name, code in (("reference.py", problem), ("other.py", other), ("solution.py", solution)):
+        (folder / name).write_text(code)
+    cli = _kernelcast(tmp_path / "home", "forecast", str(folder / "solution.py"), "--json", "--no-facts", "--gpu", GPU)
+    assert cli.returncode == 0, cli.stderr
+    (kernel,) = json.loads(cli.stdout)["kernels"]
+    assert kernel["kernel"] == "ModelNew" and kernel["reference"] == "pragma: other.py::ModelNew"
+    pair = {"reference": {"code": other, "language": "cuda", "name": "ModelNew"}, "candidate": {"code": solution, "language": "cuda"}}
+    completed, (given, bare) = _batch(tmp_path, tmp_path / "home", [{**pair, "kernelbench_problem": problem}, pair], "--no-facts")
+    assert completed.returncode == 0, completed.stderr
+    assert given["probabilities"] == kernel["forecast"]["probabilities"]
+    # Without the problem its sizes are a guess, and the forecast says so; with it they are read.
+    assert bare["provenance"]["assumed"] == ["problem sizes"] and "assumed" not in given["provenance"]
+    _, (refused,) = _batch(tmp_path, tmp_path / "home", [{**pair, "kernelbench_problem": {"N": 1}}], "--no-facts")
+    assert "kernelbench_problem must be the text of the KernelBench problem file" in refused["error"]
+
+
 def test_a_side_named_by_the_function_that_launches_it_is_read_as_its_kernel(tmp_path: Path) -> None:
     """TritonBench's files and agents' candidates name the wrapper people call, not the kernel."""
     wrapper = (

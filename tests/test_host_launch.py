@@ -23,7 +23,7 @@ from kernelcast.kernels_runtime.source.host_launch import (
     host_launch,
     repeated_grids,
 )
-from kernelcast.kernels_runtime.source.launch_spec import find_launch_spec
+from kernelcast.kernels_runtime.source.launch_spec import PROBLEM_INPUTS_HEADING, find_launch_spec, with_problem_inputs
 from kernelcast.models.embedded.backend import EmbeddedBackend
 from kernelcast.settings import Settings
 from kernelcast.wire import ASSUMED_CANDIDATE_CONFIG, ASSUMED_CANDIDATE_GRID, ASSUMED_REFERENCE_GRID, ForecastRequest, KernelSide
@@ -524,11 +524,11 @@ def get_init_inputs():
 # --- through the analysis, to the forecast ----------------------------------------------------------------
 
 
-def _request(folder: Path, name: str, text: str, reference: str) -> ForecastRequest:
+def _request(folder: Path, name: str, text: str, reference: str, kernel: str | None = None) -> ForecastRequest:
     path = folder / name
     path.write_text(text)
     analysis = analyse_text(path.as_uri(), 1, text, path, folder, Settings(), SPECS["H100-SXM"], str(folder / reference))
-    (result,) = analysis.results
+    (result,) = [result for result in analysis.results if kernel in (None, result.kernel.name)]
     assert result.reference is not None and not result.unchanged
     return build_request(analysis, result, problem_sizes(result, path, folder), 0.8)
 
@@ -676,6 +676,53 @@ def test_a_modelnew_without_get_inputs_reads_its_launch_sizes_from_its_problems_
     assert batch.candidate.facts["launches"] == request.candidate.facts["launches"]
     alone = host_launch(solution, "row_sums", "triton", python_file=True)
     assert alone.guessed == ("grid",) and alone.sizes == {}
+
+
+def test_two_solutions_of_one_problem_are_read_on_its_inputs_in_the_editor_and_as_the_pairs_show_them(tmp_path: Path) -> None:
+    """A solution measured against another solution is timed on the problem's inputs, which neither
+    file states: beside `reference.py` both are read with them, as the real-world pairs show such
+    pairs to training (`with_problem_inputs`); without it the launch stays a guess."""
+    solution = ROW_SUMS.split("\n\ndef get_inputs")[0]
+    other = solution.replace("BLOCK=1024", "BLOCK=256")
+    (tmp_path / "other.py").write_text(other)
+    (tmp_path / "reference.py").write_text(PROBLEM)
+    request = _request(tmp_path, "solution.py", solution, "other.py::ModelNew", "ModelNew")
+    (launch,) = request.candidate.facts["launches"]
+    assert launch["grid"] == [4096] and [arg["value"] for arg in launch["args"]] == [None, None, 65536]
+    assert all(
+        side.code.endswith(with_problem_inputs(code, PROBLEM)[len(code) :])
+        for side, code in ((request.candidate, solution), (request.reference, other))
+    )
+    assert PROBLEM_INPUTS_HEADING in request.candidate.code and PROBLEM_INPUTS_HEADING in request.reference.code
+    as_paired = ForecastRequest(
+        KernelSide(with_problem_inputs(other, PROBLEM), "triton", "ModelNew"),
+        KernelSide(with_problem_inputs(solution, PROBLEM), "triton", "ModelNew"),
+        request.hardware,
+    )
+    batch = ForecastRequest.from_json(request_with_facts(as_paired.to_json())["request"])
+    assert (batch.reference.facts["launches"], batch.candidate.facts["launches"]) == (
+        request.reference.facts["launches"],
+        request.candidate.facts["launches"],
+    )
+
+    (tmp_path / "reference.py").unlink()
+    alone = _request(tmp_path, "solution.py", solution, "other.py::ModelNew", "ModelNew")
+    assert PROBLEM_INPUTS_HEADING not in alone.candidate.code and _speedup(alone) != _speedup(request)
+    (tmp_path / "reference.py").write_text(PROBLEM)
+    against_the_problem = _request(tmp_path, "solution.py", solution, "reference.py::Model", "ModelNew")
+    assert PROBLEM_INPUTS_HEADING not in against_the_problem.candidate.code, "the problem as reference gives its inputs already"
+
+
+def test_a_solution_takes_its_problems_inputs_only_where_it_states_none_and_is_python() -> None:
+    solution = ROW_SUMS.split("\n\ndef get_inputs")[0]
+    timed = with_problem_inputs(solution, "N = 8\nx = 2 * N\n" + PROBLEM)
+    added = timed[len(solution) :]
+    assert timed.startswith(solution) and added.startswith(f"\n\n{PROBLEM_INPUTS_HEADING}\n")
+    assert "N = 8" in added and "def get_inputs" in added and "def get_init_inputs" in added and "import torch" in added
+    assert "class Model" not in added, "the problem's model is not the solution's"
+    assert with_problem_inputs(ROW_SUMS, PROBLEM) == ROW_SUMS, "its own get_inputs() stands"
+    assert with_problem_inputs(SCALE, PROBLEM) == SCALE, "a .cu file"
+    assert with_problem_inputs(solution, PROBLEM.split("\n\ndef get_inputs")[0]) == solution, "a problem without inputs"
 
 
 CONV_PROBLEM = """import torch

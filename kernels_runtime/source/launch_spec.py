@@ -1034,3 +1034,28 @@ def _module_int(node: ast.AST, names: dict[str, int]) -> int | None:
         operation = _KERNELBENCH_OPERATIONS.get(type(node.op))
         return operation(left, right) if operation and left is not None and right is not None else None
     return None
+
+
+# What `with_problem_inputs` puts between a solution and its problem's inputs: a reader finds the seam.
+PROBLEM_INPUTS_HEADING = "# The problem's sizes and inputs"
+_PROBLEM_INPUTS_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+
+def with_problem_inputs(file_text: str, problem_text: str) -> str:
+    """A KernelBench solution as it is timed: KernelBench builds and calls it with its problem's
+    `get_init_inputs()` and `get_inputs()`, so a solution file that states neither is read with
+    the problem's imports, module constants and those two functions after it. A file with its own
+    `get_inputs()`, one that does not parse as Python (a .cu file) and a problem without
+    `get_inputs()` leave the text as it is."""
+    if "def get_inputs" in file_text or host_values.parse_module(file_text) is None:
+        return file_text
+    tree = host_values.parse_module(problem_text)
+    if tree is None or "def get_inputs" not in problem_text:
+        return file_text
+    kept = [
+        ast.get_source_segment(problem_text, node)
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign))
+        or (isinstance(node, ast.FunctionDef) and node.name in _PROBLEM_INPUTS_FUNCTIONS)
+    ]
+    return f"{file_text}\n\n{PROBLEM_INPUTS_HEADING}\n" + "\n".join(segment for segment in kept if segment) + "\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from realworld_support import measured
 
+from kernelcast.kernels_runtime.source.launch_spec import PROBLEM_INPUTS_HEADING, with_problem_inputs
 from workshop.realworld import dataset, manifest, pack, runner, sources
 from workshop.realworld.prebuild import error_summary
 
@@ -306,6 +307,11 @@ def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[s
     assert variant.speedup == pytest.approx(4.0) and variant.ci95[0] < 4.0 < variant.ci95[1]
     assert found["variant", "triton"].speedup == pytest.approx(0.25)
     assert variant.request.hardware["key"] == "H200" and variant.source == "test-source"
+    # Two solutions are timed on the problem's inputs, which neither file states: their pair says so, as the editor does.
+    inputs = with_problem_inputs("x = 1\n", PROBLEM)[len("x = 1\n") :]
+    assert PROBLEM_INPUTS_HEADING in inputs and "def get_inputs" in inputs
+    assert variant.request.reference.code.endswith(inputs) and variant.request.candidate.code.endswith(inputs)
+    assert PROBLEM_INPUTS_HEADING not in found["llm-vs-eager", "cuda"].request.candidate.code, "against the problem: it gives them"
     assert "torch.compile" in found["inductor-vs-eager", "pytorch"].request.candidate.code
 
 
@@ -415,6 +421,7 @@ def test_launch_edits_are_packed_checked_and_paired_with_their_solution(tmp_path
     read = dataset.read(records)
     (pair,) = [pair for pair in dataset.pairs(read, mirrors) if pair.kind == "edit"]
     assert pair.speedup == pytest.approx(2.0) and "const int threads = 512;" in pair.request.candidate.code
+    assert all(PROBLEM_INPUTS_HEADING in side.code for side in (pair.request.reference, pair.request.candidate))
     assert "const int threads = 256;" in pair.request.reference.code
     assert not any(pair.kind == "variant" for pair in dataset.pairs(read, mirrors))  # an edit is not another author's solution
     part = dataset.stats(read)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from realworld_support import MIRRORS, assembled, built_from_mirrors, carried_imports_resolve, measured, pinned_mirror, refuses_stale
 
+from kernelcast.kernels_runtime.source.launch_spec import PROBLEM_INPUTS_HEADING
 from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, library, linear_attention, pack
 from workshop.realworld.linear_attention import FLA
@@ -173,4 +174,6 @@ def test_a_measured_family_shape_gives_kernel_vs_naive_and_chunk_vs_recurrent_pa
     variant = by_id[f"{group}/chunk/variant/vs/{group}/fused_recurrent"]
     assert variant.speedup == pytest.approx(2.0 / 0.5)  # the recurrent kernel's median over the chunked one's
     assert variant.request.reference.code.startswith(mirror.read("fla/ops/gla/fused_recurrent.py").decode())
+    assert PROBLEM_INPUTS_HEADING in variant.request.candidate.code and "def get_inputs" in variant.request.candidate.code
+    assert PROBLEM_INPUTS_HEADING not in chunk.request.candidate.code, "against the naive reference: it gives them"
     assert LabelledPair.from_json(json.loads(json.dumps(chunk.to_json()))).kind == "library-vs-naive"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.kernels_runtime.hardware import lookup
+from kernelcast.kernels_runtime.source.launch_spec import with_problem_inputs
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
 from workshop.realworld.cuda_l2 import CUDA_L2_KEYS, CUDA_L2_MANIFEST, is_cuda_l2, reference_code
 from workshop.realworld.cuda_l2 import generated as cuda_l2_generated
@@ -269,6 +270,7 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
                 speedup, interval = _ratio(compiled, record)
                 yield _pair(record, "llm-vs-compile", sides[compiled["id"]], sides[record["id"]], speedup, interval, f"{group}/ref=compile")
         solutions = [record for record in members if record["language"] != INDUCTOR]
+        timed = {record["id"]: _timed_on(sides[record["id"]], problem_code) for record in solutions}
         for reference in solutions:
             for candidate in solutions:
                 # Within one source: a pair must not straddle the sources that folds hold out.
@@ -277,8 +279,8 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
                     yield _pair(
                         candidate,
                         "variant",
-                        sides[reference["id"]],
-                        sides[candidate["id"]],
+                        timed[reference["id"]],
+                        timed[candidate["id"]],
                         speedup,
                         interval,
                         f"{group}/ref={reference['id']}",
@@ -288,9 +290,9 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
             base = next((member for member in members if member["id"] == record["base"]), None)
             if base is not None:
                 text = edited_text(record, codes.mirror(record["repo"], record["commit"]))
-                edit = KernelSide(text, sides[base["id"]].language, "ModelNew")
+                edit = _timed_on(KernelSide(text, sides[base["id"]].language, "ModelNew"), problem_code)
                 speedup, interval = _ratio(base, record)
-                yield _pair(record, "edit", sides[base["id"]], edit, speedup, interval, f"{group}/ref={base['id']}", base)
+                yield _pair(record, "edit", timed[base["id"]], edit, speedup, interval, f"{group}/ref={base['id']}", base)
 
 
 def library_pairs(
@@ -337,7 +339,7 @@ def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledP
     group = f"{first['problem']}@{first['problem_sha256'][:8]}"
     for record in members:
         yield _pair(record, "library-vs-naive", naive, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=naive")
-        yield from _variants(record, members, sides, group)
+        yield from _variants(record, members, {name: _timed_on(side, naive.code) for name, side in sides.items()}, group)
 
 
 def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
@@ -385,6 +387,12 @@ def _variants(record: dict[str, Any], members: list[dict[str, Any]], sides: dict
         if other is not record:
             speedup, interval = _ratio(other, record)
             yield _pair(record, "variant", sides[other["id"]], sides[record["id"]], speedup, interval, f"{group}/ref={other['id']}", other)
+
+
+def _timed_on(side: KernelSide, problem_code: str) -> KernelSide:
+    """A solution as its pairs against another solution show it: with its problem's inputs, which
+    the editor reads beside such a pair (analysis.build_request) and which neither file states."""
+    return KernelSide(with_problem_inputs(side.code, problem_code), side.language, side.name)
 
 
 def _ratio(reference: dict[str, Any], candidate: dict[str, Any]) -> tuple[float, tuple[float, float]]:
