@@ -54,6 +54,8 @@ def render(result: KernelResult, analysis: FileAnalysis) -> str:
         lines += [f"**{shown.message}**", ""]
     if result.reference is not None:
         lines.append(f"Reference: {result.reference.description}")
+    if result.problem_model is not None:
+        lines.append(f"Inputs: the problem's, from {result.problem_model.description} (KernelBench times both solutions on them)")
     if result.measurement is not None:
         m = result.measurement
         lines.append(

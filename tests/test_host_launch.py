@@ -705,6 +705,13 @@ def test_two_solutions_of_one_problem_are_read_on_its_inputs_in_the_editor_and_a
         request.candidate.facts["launches"],
     )
 
+    from kernelcast.server.hover import render
+
+    path = tmp_path / "solution.py"
+    analysis = analyse_text(path.as_uri(), 1, solution, path, tmp_path, Settings(), SPECS["H100-SXM"], str(tmp_path / "other.py::ModelNew"))
+    (result,) = [result for result in analysis.results if result.kernel.name == "ModelNew"]
+    assert "Inputs: the problem's, from Model in reference.py" in render(result, analysis)
+
     (tmp_path / "reference.py").unlink()
     alone = _request(tmp_path, "solution.py", solution, "other.py::ModelNew", "ModelNew")
     assert PROBLEM_INPUTS_HEADING not in alone.candidate.code and _speedup(alone) != _speedup(request)
