@@ -232,8 +232,9 @@ def attach_reference(
     else:
         result.reference = found
         result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
-        problem = kernelbench_problem_of(kernel, discovery, path, workspace_root, allow_outside_workspace)
-        result.problem_model = problem if problem is not None and problem.code != found.code else None
+        if found.origin != "kernelbench":  # KernelBench's own reference is the problem already
+            problem = kernelbench_problem_of(kernel, discovery, path, workspace_root, allow_outside_workspace)
+            result.problem_model = problem if problem is not None and problem.code != found.code else None
 
 
 def problem_sizes(result: KernelResult, path: Path, workspace_root: Path | None) -> dict[str, Any] | None:

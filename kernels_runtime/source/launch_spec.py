@@ -1049,13 +1049,21 @@ def with_problem_inputs(file_text: str, problem_text: str) -> str:
     `get_inputs()` leave the text as it is."""
     if "def get_inputs" in file_text or host_values.parse_module(file_text) is None:
         return file_text
+    inputs = _problem_inputs_part(problem_text)
+    return file_text if inputs is None else f"{file_text}\n\n{PROBLEM_INPUTS_HEADING}\n{inputs}"
+
+
+@functools.lru_cache(maxsize=8)
+def _problem_inputs_part(problem_text: str) -> str | None:
+    """The problem's imports, module-level assignments and input functions, once per problem text:
+    both sides of every request of an edited solution append the same part."""
     tree = host_values.parse_module(problem_text)
     if tree is None or "def get_inputs" not in problem_text:
-        return file_text
+        return None
     kept = [
         ast.get_source_segment(problem_text, node)
         for node in tree.body
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign))
         or (isinstance(node, ast.FunctionDef) and node.name in _PROBLEM_INPUTS_FUNCTIONS)
     ]
-    return f"{file_text}\n\n{PROBLEM_INPUTS_HEADING}\n" + "\n".join(segment for segment in kept if segment) + "\n"
+    return "\n".join(segment for segment in kept if segment) + "\n"

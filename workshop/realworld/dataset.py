@@ -337,9 +337,10 @@ def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledP
         kernel = codes.text(record["repo"], record["commit"], record["path"])
         sides[record["id"]] = KernelSide(kernel + "\n" + harness, "triton", "ModelNew")
     group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    timed = {name: _timed_on(side, naive.code) for name, side in sides.items()}
     for record in members:
         yield _pair(record, "library-vs-naive", naive, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=naive")
-        yield from _variants(record, members, {name: _timed_on(side, naive.code) for name, side in sides.items()}, group)
+        yield from _variants(record, members, timed, group)
 
 
 def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledPair]:
