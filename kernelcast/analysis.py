@@ -41,7 +41,7 @@ from kernelcast.kernels_runtime.source.launch_spec import (
 from kernelcast.kernels_runtime.source.model_layers import kernelbench_init_values
 from kernelcast.kernels_runtime.source.timed_path import NO_INPUTS, Inputs, guessed_trips
 from kernelcast.project_config import ProjectConfig, load_project_config
-from kernelcast.references import FILE_ORIGINS, NoReference, Reference, kernelbench_problem_of, resolve_reference
+from kernelcast.references import FILE_ORIGINS, KERNELBENCH_ORIGIN, NoReference, Reference, kernelbench_problem_of, resolve_reference
 from kernelcast.settings import Settings
 from kernelcast.wire import (
     ASSUMED_CANDIDATE_CONFIG,
@@ -232,7 +232,7 @@ def attach_reference(
     else:
         result.reference = found
         result.unchanged = normalise_code(kernel.code, kernel.language) == normalise_code(found.code, found.language)
-        if found.origin != "kernelbench":  # KernelBench's own reference is the problem already
+        if found.origin != KERNELBENCH_ORIGIN:  # KernelBench's own reference is the problem already
             problem = kernelbench_problem_of(kernel, discovery, path, workspace_root, allow_outside_workspace)
             result.problem_model = problem if problem is not None and problem.code != found.code else None
 

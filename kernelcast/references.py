@@ -31,8 +31,10 @@ _NOT_A_REPO_TTL_S = 5.0  # `git init` in an open workspace is noticed after this
 _PRAGMA_HINT = "and has no `kernelcast: reference=` pragma"
 _CACHE_SIZE = 64
 OVERRIDE_ORIGIN = "--reference"
+# The origin of a reference that is the KernelBench problem (`Model`) a solution solves.
+KERNELBENCH_ORIGIN = "kernelbench"
 # Origins whose reference is a file on disk (git-head's is a blob of HEAD).
-FILE_ORIGINS = (OVERRIDE_ORIGIN, "pragma", "config", "kernelbench")
+FILE_ORIGINS = (OVERRIDE_ORIGIN, "pragma", "config", KERNELBENCH_ORIGIN)
 # The editor and the CLI refuse the same paths with the same words, naming both ways to allow them.
 OUTSIDE_HINT = "allow with the setting allowReferencesOutsideWorkspace or the CLI's --allow-references-outside-workspace"
 
@@ -251,7 +253,7 @@ def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path
     if discovery.reference_model is not None:
         model = discovery.reference_model
         sizes = kernelbench_problem(model.code)
-        return Reference(model.code, "pytorch", model.name, "kernelbench", "Model in this file", str(file_path), sizes)
+        return Reference(model.code, "pytorch", model.name, KERNELBENCH_ORIGIN, "Model in this file", str(file_path), sizes)
     beside = file_path.parent / "reference.py"
     if beside == file_path or not beside.is_file():
         return None
@@ -262,7 +264,7 @@ def _kernelbench_reference(discovery: Discovery, file_path: Path, boundary: Path
         return NoReference(f"no reference: {beside.name} beside this file has no KernelBench `Model` class with `get_inputs`")
     model = found.reference_model
     sizes = kernelbench_problem(model.code)
-    return Reference(model.code, "pytorch", model.name, "kernelbench", f"Model in {beside.name}", str(beside), sizes)
+    return Reference(model.code, "pytorch", model.name, KERNELBENCH_ORIGIN, f"Model in {beside.name}", str(beside), sizes)
 
 
 # --- git HEAD ----------------------------------------------------------------------------
