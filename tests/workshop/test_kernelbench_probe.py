@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.embedded.features import FEATURE_NAMES, SIDE_NAMES
 from kernelcast.models.embedded.pair_kinds import AGAINST_PROBLEM, BETWEEN_SOLUTIONS, LIBRARY_CALL
+from kernelcast.models.service.calibrated import Forecaster
+from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
 from workshop.training import kernelbench_prior, kernelbench_probe
 from workshop.training.boosting import TreeSettings
 from workshop.training.kernelbench_prior import Measured, out_of_source_centres
@@ -104,3 +108,44 @@ def test_other_seeds_grow_other_bags_of_the_same_pairs() -> None:
     assert first == again
     assert first.keys() == other.keys() and first != other
     assert np.corrcoef([first[i] for i in first], [other[i] for i in first])[0, 1] > 0.9
+
+
+PROBLEM = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
+FUSED = PROBLEM.replace("torch.matmul(a, b)", "torch.relu(torch.matmul(a, b)) + torch.empty_like(a)")
+
+
+def test_a_kept_read_is_reused_while_the_pairs_and_the_code_that_read_them_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[int] = []
+
+    def counted(pairs: list[LabelledPair], forecaster: Forecaster) -> Measured:
+        reads.append(len(pairs))
+        return kernelbench_prior.measured(pairs, forecaster)
+
+    monkeypatch.setattr(kernelbench_probe, "measured", counted)
+    hardware = {**SPECS["H100-SXM"].to_json(), "fingerprint": SPECS["H100-SXM"].fingerprint()}
+    pairs = [
+        LabelledPair(
+            f"s:{n}",
+            "llm-vs-eager",
+            ForecastRequest(KernelSide(PROBLEM, "pytorch", "Model"), KernelSide(code, "pytorch", "Model"), hardware),
+            speedup,
+            source="s",
+        )
+        for n, (code, speedup) in enumerate([(FUSED, 0.8), (PROBLEM, 1.0)])
+    ]
+    saved = tmp_path / "rw.read"
+    first = kernelbench_probe.read(pairs, saved)
+    again = kernelbench_probe.read(pairs, saved)
+    assert reads == [2] and saved.exists()
+    for name in ("features", "mean", "sd", "tokens"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(first, name))
+    assert again.kinds == first.kinds and again.vocabulary == first.vocabulary and again.pairs is pairs
+    # Other pairs, or a read that counts other tokens, are read again and the file keeps the new read.
+    kernelbench_probe.read(pairs[:1], saved)
+    kernelbench_probe.read(pairs[:1], saved)
+    assert reads == [2, 1]
+    monkeypatch.setattr(kernelbench_prior, "VOCABULARY_SIZE", 1)
+    assert len(kernelbench_probe.read(pairs[:1], saved).vocabulary) == 1
+    assert reads == [2, 1, 1]
