@@ -149,3 +149,17 @@ def test_a_kept_read_is_reused_while_the_pairs_and_the_code_that_read_them_are_u
     monkeypatch.setattr(kernelbench_prior, "VOCABULARY_SIZE", 1)
     assert len(kernelbench_probe.read(pairs[:1], saved).vocabulary) == 1
     assert reads == [2, 1, 1]
+
+
+@pytest.mark.parametrize("kind", ["text", "npz"])
+def test_a_file_that_is_not_a_kept_read_is_named_and_left_as_it_is(tmp_path: Path, kind: str) -> None:
+    saved = tmp_path / "pairs.jsonl"
+    if kind == "text":
+        saved.write_text('{"id": "s:0"}\n')
+    else:
+        with open(saved, "wb") as stream:
+            np.savez(stream, roots=np.arange(3))
+    before = saved.read_bytes()
+    with pytest.raises(SystemExit, match="is not a read this probe kept"):
+        kernelbench_probe.read([], saved)
+    assert saved.read_bytes() == before

@@ -61,12 +61,25 @@ def read_stamp(pairs: Sequence[LabelledPair]) -> str:
     return f"{code_build()} {digest.hexdigest()}"
 
 
+def _kept_read(saved: Path) -> np.lib.npyio.NpzFile:
+    """The arrays of a read kept at `saved`; any other file there is left as it is and named."""
+    try:
+        arrays = np.load(saved)
+    except (OSError, ValueError, EOFError):
+        arrays = None
+    if isinstance(arrays, np.lib.npyio.NpzFile):
+        if "stamp" in arrays:
+            return arrays
+        arrays.close()
+    sys.exit(f"kernelbench_probe: {saved} is not a read this probe kept; it is left as it is: give --read a new file")
+
+
 def read(pairs: list[LabelledPair], saved: Path | None) -> Measured:
     """Every pair as the trees read it: loaded from `saved` where a read of the same stamp was left
     there, else read (compiler facts, then `measured`) and, given `saved`, left there."""
     stamp = read_stamp(pairs)
     if saved is not None and saved.exists():
-        with np.load(saved) as arrays:
+        with _kept_read(saved) as arrays:
             if str(arrays["stamp"]) == stamp:
                 tokens = arrays["tokens"] if "tokens" in arrays else None
                 kinds = [kind or None for kind in arrays["kinds"].tolist()]
