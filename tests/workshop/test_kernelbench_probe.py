@@ -135,7 +135,7 @@ def test_a_kept_read_is_reused_while_the_pairs_and_the_code_that_read_them_are_u
         )
         for n, (code, speedup) in enumerate([(FUSED, 0.8), (PROBLEM, 1.0)])
     ]
-    saved = tmp_path / "rw.read"
+    saved = tmp_path / "reads" / "rw.read"  # its folder is made
     first = kernelbench_probe.read(pairs, saved)
     again = kernelbench_probe.read(pairs, saved)
     assert reads == [2] and saved.exists()
@@ -149,6 +149,10 @@ def test_a_kept_read_is_reused_while_the_pairs_and_the_code_that_read_them_are_u
     monkeypatch.setattr(kernelbench_prior, "VOCABULARY_SIZE", 1)
     assert len(kernelbench_probe.read(pairs[:1], saved).vocabulary) == 1
     assert reads == [2, 1, 1]
+    # Facts from other compilers are read again too.
+    monkeypatch.setattr(kernelbench_probe, "toolchain", lambda: {"triton": "another"})
+    kernelbench_probe.read(pairs[:1], saved)
+    assert reads == [2, 1, 1, 1]
 
 
 @pytest.mark.parametrize("kind", ["text", "npz"])

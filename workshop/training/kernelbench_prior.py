@@ -327,6 +327,19 @@ class Measured:
     def tokens_of(self, indices: Sequence[int]) -> np.ndarray | None:
         return None if self.tokens is None else self.tokens[list(indices)]
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything but the pairs, as arrays for np.savez (a kind of None as "")."""
+        arrays = {"features": self.features, "mean": self.mean, "sd": self.sd, "kinds": np.array([kind or "" for kind in self.kinds])}
+        arrays["vocabulary"] = np.array(self.vocabulary, dtype=str)
+        return arrays if self.tokens is None else {**arrays, "tokens": self.tokens}
+
+    @classmethod
+    def from_arrays(cls, pairs: list[LabelledPair], arrays: Mapping[str, np.ndarray]) -> Measured:
+        """`to_arrays` of these pairs read back."""
+        kinds = [kind or None for kind in arrays["kinds"].tolist()]
+        tokens = arrays["tokens"] if "tokens" in arrays else None
+        return cls(pairs, arrays["features"], arrays["mean"], arrays["sd"], kinds, tuple(arrays["vocabulary"].tolist()), tokens)
+
 
 def grow_trees(data: Measured, indices: Sequence[int]) -> BoostedTrees:
     """Trees fitted to the measured log2 S of `indices`, each pair both ways round, every source

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
+import json
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs, report_fact_problems
 from kernelcast.evaluation import DIRECTION_MIN_LOG2
+from kernelcast.kernels_runtime.facts import toolchain
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import LabelledPair, code_build, read_pairs
 from workshop.training import kernelbench_prior
@@ -52,9 +54,11 @@ NO_LINE = "no line"
 
 def read_stamp(pairs: Sequence[LabelledPair]) -> str:
     """What a read depends on: the pairs (their ids, in order), the installed code and weights
-    (`code_build`, which changes when any of their files does) and the workshop's part of the read
-    (`measured`, `commonest_tokens` and the vocabulary's size)."""
+    (`code_build`, which changes when any of their files does), the compilers that take the facts
+    (`facts.toolchain`) and the workshop's part of the read (`measured`, `commonest_tokens` and the
+    vocabulary's size)."""
     digest = hashlib.sha256("\n".join(pair.id for pair in pairs).encode())
+    digest.update(json.dumps(toolchain(), sort_keys=True, default=str).encode())
     for part in (kernelbench_prior.measured, kernelbench_prior.commonest_tokens):
         digest.update(inspect.getsource(part).encode())
     digest.update(str(kernelbench_prior.VOCABULARY_SIZE).encode())
@@ -81,29 +85,15 @@ def read(pairs: list[LabelledPair], saved: Path | None) -> Measured:
     if saved is not None and saved.exists():
         with _kept_read(saved) as arrays:
             if str(arrays["stamp"]) == stamp:
-                tokens = arrays["tokens"] if "tokens" in arrays else None
-                kinds = [kind or None for kind in arrays["kinds"].tolist()]
-                return Measured(
-                    pairs, arrays["features"], arrays["mean"], arrays["sd"], kinds, tuple(arrays["vocabulary"].tolist()), tokens
-                )
+                return Measured.from_arrays(pairs, arrays)
         print(f"kernelbench_probe: {saved} holds a read of other pairs or other code: reading again", file=sys.stderr)
+    elif saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)  # now, not after the minutes of reading
     report_fact_problems(add_facts(pairs, default_jobs()), "kernelbench_probe")
     data = measured(pairs, Forecaster(["embedded"]))
     if saved is not None:
-        tokens = {} if data.tokens is None else {"tokens": data.tokens}
-        kinds = np.array([kind or "" for kind in data.kinds])
-        vocabulary = np.array(data.vocabulary, dtype=str)
         with open(saved, "wb") as stream:  # np.savez would add ".npz" to a name without it
-            np.savez(
-                stream,
-                stamp=np.array(stamp),
-                features=data.features,
-                mean=data.mean,
-                sd=data.sd,
-                kinds=kinds,
-                vocabulary=vocabulary,
-                **tokens,
-            )
+            np.savez(stream, stamp=np.array(stamp), **data.to_arrays())
     return data
 
 
