@@ -315,6 +315,30 @@ def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[s
     assert "torch.compile" in found["inductor-vs-eager", "pytorch"].request.candidate.code
 
 
+def test_records_of_one_problem_on_two_gpus_are_never_paired(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
+    _, mirrors = llmkernel
+    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
+    rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
+    results = tmp_path / "results.jsonl"
+    # The CUDA solution ran on an H100, the rest on an H200: a ratio of their speedups mixes two GPUs.
+    lines = [measured(rows["triton"]["id"], 0.5), measured(rows["cuda"]["id"], 2.0, gpu="H100"), measured(rows["inductor"]["id"], 1.25)]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    dataset.assemble([results], tmp_path / "records.jsonl.gz", [tmp_path / "manifest.jsonl.gz"])
+    found = {
+        (pair.kind, pair.request.candidate.language): pair for pair in dataset.pairs(dataset.read(tmp_path / "records.jsonl.gz"), mirrors)
+    }
+    assert sorted(found) == [
+        ("inductor-vs-eager", "pytorch"),
+        ("llm-vs-compile", "triton"),
+        ("llm-vs-eager", "cuda"),
+        ("llm-vs-eager", "triton"),
+    ]
+    h100, h200 = found["llm-vs-eager", "cuda"], found["llm-vs-eager", "triton"]
+    assert h100.request.hardware["key"] == "H100-SXM" and h200.request.hardware["key"] == "H200"
+    assert h100.group != h200.group, "candidates of two GPUs are not ranked against each other"
+    assert h200.group == found["llm-vs-compile", "triton"].group.replace("/ref=compile", "/ref=eager")
+
+
 def test_the_committed_corpus_stats_match_the_datasets() -> None:
     from workshop import stats
 

@@ -220,7 +220,8 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     """Labelled pairs of the correct records, kinds as wire.PAIR_KINDS names them:
     `llm-vs-eager` and `inductor-vs-eager` (each record against its problem's eager Model),
     `llm-vs-compile` (a solution against torch.compile of the same problem file) and `variant`
-    (two solutions of one problem file from one source, S from their speedups over eager, both ways round).
+    (two solutions of one problem file from one source, S from their speedups over eager, both ways round);
+    records pair only with records measured on the same GPU.
     A library's records and helion's examples give `library-vs-eager` and `library-vs-compile` (`library_pairs`), fla's
     `library-vs-naive` and `variant` (`fla_pairs`);
     TritonBench's `llm-vs-human`, `llm-vs-eager` and `variant` (`tritonbench_pairs`); CUDA-L2's `llm-vs-cublas`
@@ -229,10 +230,10 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
     from workshop.realworld.sources import by_name
 
     codes = Codes(mirrors)
-    by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_problem: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        if record["correct"]:
-            by_problem[record["problem_sha256"]].append(record)
+        if record["correct"]:  # S between two records holds only where both ran on one GPU
+            by_problem[(record["problem_sha256"], record["gpu"])].append(record)
     # Sources whose groups pair by rules of their own; KernelBench solutions and their edits follow.
     own_rules: tuple[tuple[Callable[[dict[str, Any]], bool], Callable[[list[dict[str, Any]], Codes], Iterator[LabelledPair]]], ...] = (
         (is_fla, fla_pairs),
@@ -261,7 +262,7 @@ def pairs(records: list[dict[str, Any]], mirrors: Path) -> Iterator[LabelledPair
             else:
                 language = record["language"] if record["language"] in KERNEL_LANGUAGES else "pytorch"
                 sides[record["id"]] = KernelSide(codes.text(record["repo"], record["commit"], record["path"]), language, "ModelNew")
-        group = f"{first['level']}/{first['problem_name']}@{first['problem_sha256'][:8]}"
+        group = _problem_group(first, f"{first['level']}/{first['problem_name']}")
         compiled = next((record for record in members if record["language"] == INDUCTOR), None)
         for record in members:
             kind = "inductor-vs-eager" if record["language"] == INDUCTOR else "llm-vs-eager"
@@ -308,7 +309,7 @@ def library_pairs(
     reference_code = generate(first)[0]
     eager = KernelSide(reference_code, "pytorch", "Model")
     compiled = next((record for record in members if record["language"] == INDUCTOR), None)
-    group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    group = _problem_group(first, first["problem"])
     for record in members:
         if record["language"] == INDUCTOR:
             side = KernelSide(reference_code + COMPILED_MODEL, "pytorch", "ModelNew")
@@ -336,7 +337,7 @@ def fla_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[LabelledP
         harness = fla_generated(record)[1][len(reference_code) :]
         kernel = codes.text(record["repo"], record["commit"], record["path"])
         sides[record["id"]] = KernelSide(kernel + "\n" + harness, "triton", "ModelNew")
-    group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    group = _problem_group(first, first["problem"])
     timed = {name: _timed_on(side, naive.code) for name, side in sides.items()}
     for record in members:
         yield _pair(record, "library-vs-naive", naive, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=naive")
@@ -353,7 +354,7 @@ def tritonbench_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[L
     for record in members:
         reference = sides[record["id"]][0]
         kind = "llm-vs-human" if record["track"] == "G" else "llm-vs-eager"
-        group = f"{record['problem']}@{record['problem_sha256'][:8]}"
+        group = _problem_group(record, record["problem"])
         yield _pair(
             record, kind, reference, candidates[record["id"]], record["speedup"], record["ci95"], f"{group}/ref={reference.language}"
         )
@@ -376,10 +377,16 @@ def cuda_l2_pairs(members: list[dict[str, Any]], codes: Codes) -> Iterator[Label
         record["id"]: KernelSide(cuda_l2_generated(record, codes.mirror(record["repo"], record["commit"]))[1], "cuda", "ModelNew")
         for record in members
     }
-    group = f"{first['problem']}@{first['problem_sha256'][:8]}"
+    group = _problem_group(first, first["problem"])
     for record in members:
         yield _pair(record, "llm-vs-cublas", cublas, sides[record["id"]], record["speedup"], record["ci95"], f"{group}/ref=cublas")
         yield from _variants(record, members, sides, group)
+
+
+def _problem_group(record: dict[str, Any], name: str) -> str:
+    """The group of a record's pairs: its problem file (name and digest) on the GPU it ran on. Records
+    of one problem measured on two GPUs are never paired, and their candidates are ranked apart."""
+    return f"{name}@{record['problem_sha256'][:8]}/{record['gpu']}"
 
 
 def _variants(record: dict[str, Any], members: list[dict[str, Any]], sides: dict[str, KernelSide], group: str) -> Iterator[LabelledPair]:
