@@ -12,12 +12,15 @@ import math
 import random
 import statistics
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from realworld_support import measured
 
 from kernelcast.kernels_runtime.source.launch_spec import PROBLEM_INPUTS_HEADING, with_problem_inputs
+from kernelcast.wire import LabelledPair
 from workshop.realworld import dataset, manifest, pack, runner, sources
 from workshop.realworld.prebuild import error_summary
 
@@ -278,19 +281,31 @@ def test_assembled_records_join_the_manifest_and_keep_every_failure(llmkernel: t
     }
 
 
-def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
-    _, mirrors = llmkernel
+def pairs_measured(
+    mirrors: Path, tmp_path: Path, results: Callable[[dict[str, dict[str, Any]]], list[dict[str, Any]]]
+) -> dict[tuple[str, str], LabelledPair]:
+    """The pairs, by (kind, candidate language), of the one-problem source's records that `results`
+    makes from its manifest rows (by language), assembled as a run's results are."""
     manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
     rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
-    results = tmp_path / "results.jsonl"
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in results(rows)))
+    dataset.assemble([tmp_path / "results.jsonl"], tmp_path / "records.jsonl.gz", [tmp_path / "manifest.jsonl.gz"])
+    paired = dataset.pairs(dataset.read(tmp_path / "records.jsonl.gz"), mirrors)
+    return {(pair.kind, pair.request.candidate.language): pair for pair in paired}
+
+
+def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
     # The CUDA solution was timed in a run four times as slow as the others' (eager took 4 ms there, 1 ms in
     # theirs): pairs between records take S from their speedups over eager, not from their medians.
-    lines = [measured(rows["triton"]["id"], 0.5, 2.0), measured(rows["cuda"]["id"], 2.0, 2.0), measured(rows["inductor"]["id"], 1.25, 0.8)]
-    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    dataset.assemble([results], tmp_path / "records.jsonl.gz", [tmp_path / "manifest.jsonl.gz"])
-    found = {
-        (pair.kind, pair.request.candidate.language): pair for pair in dataset.pairs(dataset.read(tmp_path / "records.jsonl.gz"), mirrors)
-    }
+    found = pairs_measured(
+        llmkernel[1],
+        tmp_path,
+        lambda rows: [
+            measured(rows["triton"]["id"], 0.5, 2.0),
+            measured(rows["cuda"]["id"], 2.0, 2.0),
+            measured(rows["inductor"]["id"], 1.25, 0.8),
+        ],
+    )
     assert sorted(found) == [
         ("inductor-vs-eager", "pytorch"),
         ("llm-vs-compile", "cuda"),
@@ -316,17 +331,16 @@ def test_pairs_of_one_problem_have_the_kinds_the_records_give(llmkernel: tuple[s
 
 
 def test_records_of_one_problem_on_two_gpus_are_never_paired(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
-    _, mirrors = llmkernel
-    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
-    rows = {row["language"]: row for row in manifest.load(tmp_path / "manifest.jsonl.gz")}
-    results = tmp_path / "results.jsonl"
     # The CUDA solution ran on an H100, the rest on an H200: a ratio of their speedups mixes two GPUs.
-    lines = [measured(rows["triton"]["id"], 0.5), measured(rows["cuda"]["id"], 2.0, gpu="H100"), measured(rows["inductor"]["id"], 1.25)]
-    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    dataset.assemble([results], tmp_path / "records.jsonl.gz", [tmp_path / "manifest.jsonl.gz"])
-    found = {
-        (pair.kind, pair.request.candidate.language): pair for pair in dataset.pairs(dataset.read(tmp_path / "records.jsonl.gz"), mirrors)
-    }
+    found = pairs_measured(
+        llmkernel[1],
+        tmp_path,
+        lambda rows: [
+            measured(rows["triton"]["id"], 0.5),
+            measured(rows["cuda"]["id"], 2.0, gpu="H100"),
+            measured(rows["inductor"]["id"], 1.25),
+        ],
+    )
     assert sorted(found) == [
         ("inductor-vs-eager", "pytorch"),
         ("llm-vs-compile", "triton"),
