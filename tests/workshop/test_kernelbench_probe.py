@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -153,6 +154,12 @@ def test_a_kept_read_is_reused_while_the_pairs_and_the_code_that_read_them_are_u
     monkeypatch.setattr(kernelbench_probe, "toolchain", lambda: {"triton": "another"})
     kernelbench_probe.read(pairs[:1], saved)
     assert reads == [2, 1, 1, 1]
+    # A pair rebuilt with other code keeps its id: its read is stale all the same.
+    rebuilt = dataclasses.replace(
+        pairs[0], request=dataclasses.replace(pairs[0].request, candidate=KernelSide(PROBLEM, "pytorch", "Model"))
+    )
+    kernelbench_probe.read([rebuilt], saved)
+    assert reads == [2, 1, 1, 1, 1]
 
 
 @pytest.mark.parametrize("kind", ["text", "npz"])

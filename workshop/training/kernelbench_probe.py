@@ -21,9 +21,7 @@ code are those that made it (`read_stamp`), so that each probe after the first t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import inspect
-import json
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -32,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelcast.batch import add_facts, default_jobs, report_fact_problems
+from kernelcast.cache import content_key
 from kernelcast.evaluation import DIRECTION_MIN_LOG2
 from kernelcast.kernels_runtime.facts import toolchain
 from kernelcast.models.service.calibrated import Forecaster
@@ -53,16 +52,20 @@ NO_LINE = "no line"
 
 
 def read_stamp(pairs: Sequence[LabelledPair]) -> str:
-    """What a read depends on: the pairs (their ids, in order), the installed code and weights
-    (`code_build`, which changes when any of their files does), the compilers that take the facts
-    (`facts.toolchain`) and the workshop's part of the read (`measured`, `commonest_tokens` and the
-    vocabulary's size)."""
-    digest = hashlib.sha256("\n".join(pair.id for pair in pairs).encode())
-    digest.update(json.dumps(toolchain(), sort_keys=True, default=str).encode())
-    for part in (kernelbench_prior.measured, kernelbench_prior.commonest_tokens):
-        digest.update(inspect.getsource(part).encode())
-    digest.update(str(kernelbench_prior.VOCABULARY_SIZE).encode())
-    return f"{code_build()} {digest.hexdigest()}"
+    """What a read depends on: the pairs (each id and request, in order: a pair rebuilt with other code
+    keeps its id), the installed code and weights (`code_build`, which changes when any of their files
+    does), the compilers that take the facts (`facts.toolchain`) and the workshop's part of the read
+    (`measured`, `commonest_tokens` and the vocabulary's size)."""
+    return content_key(
+        "kernelbench-probe-read",
+        {
+            "pairs": [[pair.id, pair.request.to_json()] for pair in pairs],
+            "build": code_build(),
+            "toolchain": toolchain(),
+            "workshop": [inspect.getsource(part) for part in (kernelbench_prior.measured, kernelbench_prior.commonest_tokens)],
+            "vocabulary": kernelbench_prior.VOCABULARY_SIZE,
+        },
+    )
 
 
 def _kept_read(saved: Path) -> np.lib.npyio.NpzFile:
