@@ -23,6 +23,11 @@ from kernelcast.models.embedded.features import SIDE_NAMES
 
 SIDE_COUNT = len(SIDE_NAMES)
 
+# How many rows walk the trees at once: the walks' index arrays (rows × trees) then stay in cache.
+# A refit reads some 28,000 rows through 1,800 trees at a time: 13.8 s in one go, 3.3 s at 128 rows
+# (64 to 256 alike), the same sums to the bit, since each row's leaves are summed on their own.
+ROWS_AT_ONCE = 128
+
 
 def pair_rows(features: np.ndarray) -> np.ndarray:
     """(N, 2, F) pair features → (N, 3·sides + context) rows: reference, candidate, their difference, the shared context."""
@@ -52,18 +57,22 @@ class BoostedTrees:
         return {prefix + name: getattr(self, name) for name in self.ARRAYS}
 
     def raw(self, rows: np.ndarray) -> np.ndarray:
-        """Sum of every tree's leaf for each row of `rows` (N, columns).
+        """Sum of every tree's leaf for each row of `rows` (N, columns), ROWS_AT_ONCE rows at a time."""
+        chunks = [self._leaf_sums(rows[start : start + ROWS_AT_ONCE]) for start in range(0, len(rows), ROWS_AT_ONCE)]
+        return np.concatenate(chunks) if chunks else np.zeros(0)
 
-        All (row, tree) walks go down together, one level a step; a walk that reached its leaf
+    def _leaf_sums(self, rows: np.ndarray) -> np.ndarray:
+        """All (row, tree) walks go down together, one level a step; a walk that reached its leaf
         drops out, so a step costs the walks still going, not all of them (most leaves are
         far shallower than the deepest)."""
         count, trees = len(rows), len(self.roots)
+        values = rows.ravel()
         node = np.tile(self.roots, count)
-        row = np.repeat(np.arange(count), trees)
+        row_start = np.repeat(np.arange(count) * rows.shape[1], trees)
         walking = np.flatnonzero(node >= 0)
         while walking.size:
             current = node[walking]
-            goes_left = rows[row[walking], self.feature[current]] <= self.threshold[current]
+            goes_left = values[row_start[walking] + self.feature[current]] <= self.threshold[current]
             node[walking] = np.where(goes_left, self.left[current], self.right[current])
             walking = walking[node[walking] >= 0]
         return self.leaf_value[~node].reshape(count, trees).sum(axis=1)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kernelcast.models.embedded.backend import Prediction, TimeModel, blend
-from kernelcast.models.embedded.boosted import SIDE_COUNT, BoostedTrees, pair_rows, toward_direction
+from kernelcast.models.embedded.boosted import ROWS_AT_ONCE, SIDE_COUNT, BoostedTrees, pair_rows, toward_direction
 from kernelcast.models.embedded.features import FEATURE_NAMES
 from kernelcast.models.embedded.spread import forecast_columns, learned_sd, log_squared_error
 from workshop.training.boosting import TreeSettings, averaged, export, train_direction, train_spread, train_trees
@@ -45,6 +45,13 @@ def _synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_rows_walk_down_the_branches_their_values_choose() -> None:
     rows = np.array([[1.5, 0, -1.0], [1.0, 0, 0.0], [2.0, 0, -5.0]])
     assert HAND_MADE.raw(rows) == pytest.approx([10.5, 20.5, 30.5])  # thresholds are inclusive, as lightgbm's
+
+
+def test_rows_read_in_many_chunks_sum_as_each_row_read_alone() -> None:
+    rows = np.random.default_rng(1).normal(size=(2 * ROWS_AT_ONCE + 3, 3)) * 2
+    alone = np.concatenate([HAND_MADE.raw(rows[i : i + 1]) for i in range(len(rows))])
+    assert np.array_equal(HAND_MADE.raw(rows), alone)
+    assert HAND_MADE.raw(rows[:0]).shape == (0,)
 
 
 def test_averaged_forests_sum_to_the_mean_of_their_sums() -> None:
