@@ -58,8 +58,9 @@ class BoostedTrees:
 
     def raw(self, rows: np.ndarray) -> np.ndarray:
         """Sum of every tree's leaf for each row of `rows` (N, columns), ROWS_AT_ONCE rows at a time."""
-        chunks = [self._leaf_sums(rows[start : start + ROWS_AT_ONCE]) for start in range(0, len(rows), ROWS_AT_ONCE)]
-        return np.concatenate(chunks) if chunks else np.zeros(0)
+        # At least one chunk, so that no rows also go through the walk: (0,) in the leaves' dtype.
+        starts = range(0, max(len(rows), 1), ROWS_AT_ONCE)
+        return np.concatenate([self._leaf_sums(rows[start : start + ROWS_AT_ONCE]) for start in starts])
 
     def _leaf_sums(self, rows: np.ndarray) -> np.ndarray:
         """All (row, tree) walks go down together, one level a step; a walk that reached its leaf
