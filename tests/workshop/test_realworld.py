@@ -386,6 +386,38 @@ def test_a_remeasured_sample_is_judged_against_the_recorded_intervals(
     assert found["misses"] == [{"id": rows["inductor"]["id"], "recorded": [1.25, [1.225, 1.275]], "again": 1.375}]
 
 
+def test_a_quiet_rerun_replaces_the_recorded_measurement_and_a_failed_one_does_not(
+    llmkernel: tuple[sources.Source, Path], tmp_path: Path
+) -> None:
+    _, mirrors = llmkernel
+    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
+    manifests = [tmp_path / "manifest.jsonl.gz"]
+    rows = {row["language"]: row for row in manifest.load(manifests[0])}
+    first, quiet, new = tmp_path / "first.jsonl", tmp_path / "quiet.jsonl", tmp_path / "new.jsonl"
+    first.write_text(
+        "".join(json.dumps(line) + "\n" for line in [measured(rows["triton"]["id"], 0.2, 0.05), measured(rows["cuda"]["id"], 2.0, 0.05)])
+    )
+    quiet.write_text(
+        "".join(
+            json.dumps(line) + "\n"
+            for line in [
+                {"id": rows["triton"]["id"], runner.CUT: 30.0},  # cut: no outcome
+                measured(rows["triton"]["id"], 1.03, 0.007, gpu="H100"),
+                measured(rows["triton"]["id"], 5.0, 0.007, gpu="H100"),  # a later result of the same run does not count
+                {"id": rows["cuda"]["id"], "failure": "timeout", "message": "ran past 10 s"},
+            ]
+        )
+    )
+    new.write_text(json.dumps(measured(rows["inductor"]["id"], 1.25, 0.03)) + "\n")
+    out = tmp_path / "records.jsonl.gz"
+    dataset.assemble([first], out, manifests)
+    assert dataset.assemble([new], out, manifests, replace=[quiet]) == {"correct": 3}
+    records = {record["language"]: record for record in dataset.read(out)}
+    assert (records["triton"]["speedup"], records["triton"]["gpu"]) == (1.03, "H100")
+    assert (records["cuda"]["speedup"], records["cuda"]["gpu"]) == (2.0, "H200")
+    assert records["inductor"]["speedup"] == 1.25
+
+
 # --- launch edits --------------------------------------------------------------------------------
 
 # A KernelBench solution whose load_inline CUDA launches with one block-size constant.

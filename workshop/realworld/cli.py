@@ -76,7 +76,14 @@ def add_parser(subparsers: Any) -> None:
     runner.add_arguments(run)
 
     assemble = commands.add_parser("assemble", help="add run results to the records (data/records.jsonl.gz, no code)")
-    assemble.add_argument("results", nargs="+", type=Path)
+    assemble.add_argument("results", nargs="*", type=Path)
+    assemble.add_argument(
+        "--replace",
+        type=Path,
+        action="append",
+        default=[],
+        help="results.jsonl of a run that measured recorded kernels again on a quiet host: its measurements replace the records'",
+    )
     assemble.set_defaults(run=assemble_command)
 
     repro = commands.add_parser("repro", help="share of re-measured speedups inside the records' 95%% CIs (pack --remeasure)")
@@ -198,7 +205,7 @@ def repro_command(args: argparse.Namespace) -> int:
 def assemble_command(args: argparse.Namespace) -> int:
     from workshop.realworld import dataset
 
-    print(json.dumps(dataset.assemble(args.results)))
+    print(json.dumps(dataset.assemble(args.results, replace=args.replace)))
     return 0
 
 
