@@ -9,12 +9,13 @@
 # machine resumes the batch and finds its load_inline builds done; on a fresh machine the
 # batch's own results.jsonl (copied back from OUT after each call) says what is measured.
 #
-# Two batches at once, one GPU each (a build-bound CUDA batch beside a Triton one keeps both
-# GPUs busy): give each its GPU, its own KERNELCAST_HOME (workers, logs, build cache) and OUT,
+# Two batches at once, one GPU each (two build-bound CUDA batches keep both GPUs busy; never a
+# Triton batch beside another: a small Triton kernel is timed at what the host has to spare,
+# README.md "Timing Triton alone"): give each its GPU, its own KERNELCAST_HOME (workers, logs, build cache) and OUT,
 # and split the cores between their builders (BUILD_WORKERS; a load_inline build compiles its C++
 # and CUDA sources side by side, so builders summing to about half the cores fill the machine), e.g.
 #   CUDA_VISIBLE_DEVICES=0 KERNELCAST_HOME=/tmp/rw0 BUILD_WORKERS=12 OUT=$OUT/b1 bash ... .dev/rw/b1 500 &
-#   CUDA_VISIBLE_DEVICES=1 KERNELCAST_HOME=/tmp/rw1 BUILD_WORKERS=12 OUT=$OUT/lib3 bash ... .dev/rw/lib3 500 &
+#   CUDA_VISIBLE_DEVICES=1 KERNELCAST_HOME=/tmp/rw1 BUILD_WORKERS=12 OUT=$OUT/b2 bash ... .dev/rw/b2 500 &
 #   wait
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
