@@ -66,10 +66,10 @@ TEMPERATURE_RANGE = (0.2, 8.0)
 # Octaves, a miss being measured log2 S (clipped to ±MISS_CLIP) less the forecast's median. On
 # the real-world sources, each forecast by a fit that never saw it: one source's mean miss lay
 # this far from zero (root mean square over the sources) ...
-LOCAL_BIAS_SD = 0.22
+LOCAL_BIAS_SD = 0.21
 # ... one reference's mean miss this far from its source's, one pair's this far from its reference's.
-REFERENCE_MISS_SD = 0.98
-PAIR_MISS_SD = 0.73
+REFERENCE_MISS_SD = 1.0
+PAIR_MISS_SD = 0.69
 MISS_CLIP = 3.0
 # The local direction temperature's prior: log T ~ Normal(0, this). Of 0.3 and 1.0, the one whose
 # learning helped held-out sources more (workshop/training/local_learning.py).
