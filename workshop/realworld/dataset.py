@@ -98,9 +98,9 @@ def assemble(
     """Join run results with the manifests (an id's first result stands) and add them to `out`.
 
     `replace`: runs that measured recorded kernels again where the first run could not be trusted
-    (timed beside other work on the host: a Triton launch then costs what the host has left, and
-    identical texts timed apart by octaves). Their measurements take the place of the recorded
-    ones; a failure there leaves the record as it was, since the kernel was once measured correct."""
+    (a small Triton kernel timed at what its host had to spare, identical texts read octaves apart).
+    Their measurements take the place of the recorded ones; a failure there leaves the record as it
+    was, since the kernel was once measured correct."""
     entries = {entry["id"]: entry for entry in listed(manifests)}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
     replaced: set[str] = set()
