@@ -24,7 +24,7 @@ from typing import Any
 
 from kernelcast.kernels_runtime.hardware import lookup
 from kernelcast.kernels_runtime.source.launch_spec import with_problem_inputs
-from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair
+from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair, jsonl_records
 from workshop.realworld.cuda_l2 import CUDA_L2_KEYS, CUDA_L2_MANIFEST, is_cuda_l2, reference_code
 from workshop.realworld.cuda_l2 import generated as cuda_l2_generated
 from workshop.realworld.edits import EDIT_KEYS, EDIT_MANIFEST, edited_text, is_edit
@@ -103,16 +103,10 @@ def assemble(
     was, since the kernel was once measured correct."""
     entries = {entry["id"]: entry for entry in listed(manifests)}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
-    replaced: set[str] = set()
-    for path in replace:
-        for result in _outcomes(path):
-            if result["id"] in entries and "speedup" in result and result["id"] not in replaced:
-                records[result["id"]] = record_of(entries[result["id"]], result)
-                replaced.add(result["id"])
-    for path in results:
-        for result in _outcomes(path):
-            if result["id"] in entries and result["id"] not in records:
-                records[result["id"]] = record_of(entries[result["id"]], result)
+    for key, result in _first_outcomes(replace, lambda result: result["id"] in entries and "speedup" in result).items():
+        records[key] = record_of(entries[key], result)
+    for key, result in _first_outcomes(results, lambda result: result["id"] in entries).items():
+        records.setdefault(key, record_of(entries[key], result))
     out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(out, "wt") as stream:
         for record in sorted(records.values(), key=lambda record: record["id"]):
@@ -120,11 +114,15 @@ def assemble(
     return dict(Counter("correct" if record["correct"] else record["failure"]["kind"] for record in records.values()))
 
 
-def _outcomes(path: Path) -> Iterator[dict[str, Any]]:
-    """A run's results that ended in an outcome: a measurement cut by a deadline (runner.py) has none."""
-    for line in path.read_text().splitlines():
-        if line.strip() and CUT not in (result := json.loads(line)):
-            yield result
+def _first_outcomes(paths: Iterable[Path], admit: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
+    """Each id's first result in these runs that `admit` takes and that ended in an outcome (a
+    measurement cut by a deadline, runner.py, has none)."""
+    first: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for _, result in jsonl_records(path):
+            if CUT not in result and admit(result):
+                first.setdefault(result["id"], result)
+    return first
 
 
 def read(path: Path = RECORDS) -> list[dict[str, Any]]:
