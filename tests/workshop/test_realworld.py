@@ -402,8 +402,8 @@ def test_a_quiet_rerun_replaces_the_recorded_measurement_and_a_failed_one_does_n
             json.dumps(line) + "\n"
             for line in [
                 {"id": rows["triton"]["id"], runner.CUT: 30.0},  # cut: no outcome
-                measured(rows["triton"]["id"], 1.03, 0.007, gpu="H100"),
-                measured(rows["triton"]["id"], 5.0, 0.007, gpu="H100"),  # a later result of the same run does not count
+                measured(rows["triton"]["id"], 1.03, 0.007),
+                measured(rows["triton"]["id"], 5.0, 0.007),  # a later result of the same run does not count
                 {"id": rows["cuda"]["id"], "failure": "timeout", "message": "ran past 10 s"},
             ]
         )
@@ -413,9 +413,27 @@ def test_a_quiet_rerun_replaces_the_recorded_measurement_and_a_failed_one_does_n
     dataset.assemble([first], out, manifests)
     assert dataset.assemble([new], out, manifests, replace=[quiet]) == {"correct": 3}
     records = {record["language"]: record for record in dataset.read(out)}
-    assert (records["triton"]["speedup"], records["triton"]["gpu"]) == (1.03, "H100")
+    assert (records["triton"]["speedup"], records["triton"]["ci95"][0]) == (1.03, 1.03 * 0.98)
     assert (records["cuda"]["speedup"], records["cuda"]["gpu"]) == (2.0, "H200")
     assert records["inductor"]["speedup"] == 1.25
+
+
+def test_a_rerun_on_another_gpu_replaces_a_problem_only_whole(llmkernel: tuple[sources.Source, Path], tmp_path: Path) -> None:
+    # Records of one problem on two GPUs are never paired: half a problem moved to the H100 would lose its pairs.
+    _, mirrors = llmkernel
+    manifest.build(mirrors, tmp_path / "manifest.jsonl.gz")
+    manifests = [tmp_path / "manifest.jsonl.gz"]
+    rows = {row["language"]: row for row in manifest.load(manifests[0])}
+    first, part, whole = tmp_path / "first.jsonl", tmp_path / "part.jsonl", tmp_path / "whole.jsonl"
+    first.write_text("".join(json.dumps(measured(rows[name]["id"], 0.2)) + "\n" for name in ("triton", "cuda")))
+    part.write_text(json.dumps(measured(rows["triton"]["id"], 1.03, gpu="H100")) + "\n")
+    whole.write_text("".join(json.dumps(measured(rows[name]["id"], 1.03, gpu="H100")) + "\n" for name in ("triton", "cuda")))
+    out = tmp_path / "records.jsonl.gz"
+    dataset.assemble([first], out, manifests)
+    assert dataset.assemble([], out, manifests, replace=[part]) == {"correct": 2, "kept: problem split over GPUs": 1}
+    assert {record["gpu"] for record in dataset.read(out)} == {"H200"}
+    assert dataset.assemble([], out, manifests, replace=[whole]) == {"correct": 2}
+    assert {(record["speedup"], record["gpu"]) for record in dataset.read(out)} == {(1.03, "H100")}
 
 
 # --- launch edits --------------------------------------------------------------------------------

@@ -100,10 +100,14 @@ def assemble(
     `replace`: runs that measured recorded kernels again where the first run could not be trusted
     (a small Triton kernel timed at what its host had to spare, identical texts read octaves apart).
     Their measurements take the place of the recorded ones; a failure there leaves the record as it
-    was, since the kernel was once measured correct."""
+    was, since the kernel was once measured correct. A problem the re-run measured in part on another
+    GPU keeps its old measurements (`_one_gpu_a_problem`); how many were kept so is counted as
+    "kept: problem split over GPUs"."""
     entries = {entry["id"]: entry for entry in listed(manifests)}
     records = {record["id"]: record for record in read(out)} if out.exists() else {}
-    for key, result in _first_outcomes(replace, lambda result: result["id"] in entries and "speedup" in result).items():
+    offered = _first_outcomes(replace, lambda result: result["id"] in entries and "speedup" in result)
+    taken = _one_gpu_a_problem(offered, records, entries)
+    for key, result in taken.items():
         records[key] = record_of(entries[key], result)
     for key, result in _first_outcomes(results, lambda result: result["id"] in entries).items():
         records.setdefault(key, record_of(entries[key], result))
@@ -111,7 +115,25 @@ def assemble(
     with gzip.open(out, "wt") as stream:
         for record in sorted(records.values(), key=lambda record: record["id"]):
             stream.write(json.dumps(record, sort_keys=True) + "\n")
-    return dict(Counter("correct" if record["correct"] else record["failure"]["kind"] for record in records.values()))
+    counts = Counter("correct" if record["correct"] else record["failure"]["kind"] for record in records.values())
+    if len(offered) > len(taken):
+        counts["kept: problem split over GPUs"] = len(offered) - len(taken)
+    return dict(counts)
+
+
+def _one_gpu_a_problem(
+    offered: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]], entries: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The replacements that leave every problem's correct records on one GPU. Records of one problem
+    on two GPUs are never paired (`_problem_group`), so a re-run cut short inside a problem would
+    silently take its pairs away."""
+    gpus: dict[str, set[str]] = defaultdict(set)
+    for key, result in offered.items():
+        gpus[entries[key]["problem"]].add(result["gpu"])
+    for key, record in records.items():
+        if record["correct"] and key not in offered:
+            gpus[record["problem"]].add(record["gpu"])
+    return {key: result for key, result in offered.items() if len(gpus[entries[key]["problem"]]) == 1}
 
 
 def _first_outcomes(paths: Iterable[Path], admit: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
