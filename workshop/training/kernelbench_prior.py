@@ -494,7 +494,13 @@ def fit_direction_temperatures(
     A second temperature fitted on the shipped forecasts of the other sources (one for all, one a
     kind, one a kind and language) raised the mean direction ECE of twelve held-out sources from 0.069
     to 0.073-0.080: the sources miss in opposite ways (eh_kernelbench, flaggems and technoabsurdist
-    right more often than their confidence says, helion, TritonBench and yenhao-huang less)."""
+    right more often than their confidence says, helion, TritonBench and yenhao-huang less).
+    Nor other ways of fitting these (on the records of 17,492 pairs, the nested forecasts of a fit
+    on every source, each source's temperatures fitted on the other eleven; mean of twelve sources,
+    direction ECE / accuracy at 0.8 / coverage): a kind and language as here 0.085 / 0.904 / 0.402;
+    none 0.078 / 0.896 / 0.436; one a kind 0.080 / 0.902 / 0.371; log T shrunk toward 0 (0.02·log²T
+    added to the loss) 0.075 / 0.901 / 0.405, at 0.05 0.080 / 0.897 / 0.408; the median of the
+    sources' own temperatures 0.081 / 0.885 / 0.396. None keeps the accuracy and gains coverage."""
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i in sorted(forecasts):
         groups[(str(data.kinds[i]), data.pairs[i].language)].append(i)
