@@ -11,9 +11,10 @@
 #
 # Two batches at once, one GPU each (two build-bound KernelBench batches keep both GPUs busy; never
 # a TritonBench or library (FlagGems, Liger, helion) batch beside another: their kernels of a few
-# microseconds are timed at what the host has to spare, README.md "Timing Triton alone"): give each its GPU, its own KERNELCAST_HOME (workers, logs, build cache) and OUT,
-# and split the cores between their builders (BUILD_WORKERS; a load_inline build compiles its C++
-# and CUDA sources side by side, so builders summing to about half the cores fill the machine), e.g.
+# microseconds are timed at what the host has to spare, README.md "Timing Triton alone"): give each
+# its GPU, its own KERNELCAST_HOME (workers, logs, build cache) and OUT, and split the cores between
+# their builders (BUILD_WORKERS; a load_inline build compiles its C++ and CUDA sources side by side,
+# so builders summing to about half the cores fill the machine), e.g.
 #   CUDA_VISIBLE_DEVICES=0 KERNELCAST_HOME=/tmp/rw0 BUILD_WORKERS=12 OUT=$OUT/b1 bash ... .dev/rw/b1 500 &
 #   CUDA_VISIBLE_DEVICES=1 KERNELCAST_HOME=/tmp/rw1 BUILD_WORKERS=12 OUT=$OUT/b2 bash ... .dev/rw/b2 500 &
 #   wait
