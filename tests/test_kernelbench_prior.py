@@ -128,11 +128,12 @@ def test_a_solution_is_read_against_its_problem_or_against_another_solution() ->
     naive, tiled = (EXAMPLES / "matmul_naive.cu").read_text(), (EXAMPLES / "matmul_tiled.cu").read_text()
     sgemm = ForecastRequest(KernelSide(naive, "cuda", "sgemm"), KernelSide(tiled, "cuda", "sgemm"), HARDWARE, None)
     assert pair_kind(sgemm) is None
-    # The problem under torch.compile against itself eager, either way round, has a line of its own;
-    # compiled on both sides, or only in a comment, it has none.
+    # The problem under torch.compile against itself eager has a line of its own, read with the compiled
+    # side as the candidate (the other order is read swapped); compiled on both sides, or only in a
+    # comment, it has none.
     compiled = kernelbench_pair("pytorch", COMPILED)
     assert pair_kind(compiled) == COMPILED_AGAINST_EAGER
-    assert pair_kind(ForecastRequest(compiled.candidate, compiled.reference, HARDWARE)) == COMPILED_AGAINST_EAGER
+    assert pair_kind(ForecastRequest(compiled.candidate, compiled.reference, HARDWARE)) is None
     assert pair_kind(ForecastRequest(compiled.candidate, compiled.candidate, HARDWARE)) is None
     commented = COMPILED.replace("self.compiled = torch.compile(super().forward)", "self.compiled = super().forward  # torch.compile(")
     assert pair_kind(kernelbench_pair("pytorch", commented)) is None
@@ -378,10 +379,12 @@ def test_the_shipped_file_says_what_it_was_fitted_on() -> None:
     assert data["support"][AGAINST_PROBLEM]["cuda"] >= 3 and data["unsupported_widening"] >= 1.0
     # Two solutions, or a solution and its edit, come in either order: those lines run through the origin.
     assert data["lines"][BETWEEN_SOLUTIONS]["intercept"] == 0.0 and data["lines"][SOLUTION_EDIT]["intercept"] == 0.0
-    # A library call, and a compiled problem, keep the weights' mean; their misses are as wide on either side.
-    for kind in WEIGHTS_ONLY_KINDS:
+    # A library call keeps the weights' mean; its misses are as wide on either side.
+    for kind in (LIBRARY_CALL, LIBRARY_AGAINST_COMPILED):
         line = data["lines"][kind]
         assert (line["intercept"], line["slope"]) == (0.0, 1.0) and line["misses"] == pytest.approx([-m for m in line["misses"][::-1]])
+    # A compiled problem's line moves the weights' forecast: inductor beat eager by more than they said.
+    assert data["lines"][COMPILED_AGAINST_EAGER]["intercept"] > 0.0
     assert all(len(line["misses"]) == MISS_QUANTILES and line["bandwidth"] > 0 for line in data["lines"].values())
     assert all(count > 100 for count in data["meta"]["pairs"].values()) and len(data["meta"]["sources"]) >= 5
     # A direction temperature only where two sources measured that kind in that language, for both languages of
@@ -634,7 +637,7 @@ def test_a_direction_temperature_makes_forecasts_of_unseen_sources_as_sure_as_th
     ]
     data = SimpleNamespace(pairs=pairs, kinds=[AGAINST_PROBLEM] * len(rows))
     forecasts = {i: row[2] for i, row in enumerate(rows)}
-    temperatures = fit_direction_temperatures(forecasts, data, lambda probabilities, _: probabilities)
+    temperatures = fit_direction_temperatures(forecasts, data, lambda probabilities, _: probabilities, shrink=0.0)
     assert set(temperatures[AGAINST_PROBLEM]) == {"cuda", "triton"}
     cuda, triton = temperatures[AGAINST_PROBLEM]["cuda"], temperatures[AGAINST_PROBLEM]["triton"]
     assert cuda < 1.0 < triton
@@ -648,10 +651,18 @@ def test_a_direction_temperature_makes_forecasts_of_unseen_sources_as_sure_as_th
     line = prior.lines[AGAINST_PROBLEM]
     assert sum(prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, ("cuda",))[4:]) > sum(line.bin_probabilities(0.3, 0.1)[4:])
     assert prior.bin_probabilities(AGAINST_PROBLEM, 0.3, 0.1, 0.0, ("pytorch",)) == line.bin_probabilities(0.3, 0.1)
+
     # The service calibrates after the backend, so the temperature is learnt through its map: a map
     # that halves the direction's temperature itself leaves twice as much for the lines.
-    sharpened = fit_direction_temperatures(forecasts, data, lambda probabilities, _: with_direction_temperature(probabilities, 0.5))
+    def halving(probabilities: np.ndarray, _: object) -> np.ndarray:
+        return with_direction_temperature(probabilities, 0.5)
+
+    sharpened = fit_direction_temperatures(forecasts, data, halving, shrink=0.0)
     assert sharpened[AGAINST_PROBLEM]["cuda"] == pytest.approx(2 * cuda, rel=0.01)
+    # Drawn toward 1, each temperature keeps its side of 1 but moves closer to it, the more so the stronger the pull.
+    shrunk = fit_direction_temperatures(forecasts, data, lambda probabilities, _: probabilities)[AGAINST_PROBLEM]
+    stronger = fit_direction_temperatures(forecasts, data, lambda probabilities, _: probabilities, shrink=0.5)[AGAINST_PROBLEM]
+    assert cuda < shrunk["cuda"] < stronger["cuda"] < 1.0 < stronger["triton"] < shrunk["triton"] < triton
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(prior.to_json()))
     loaded = KernelBenchPrior.load(path)

@@ -28,8 +28,9 @@ the sources disagree about a pair, the forecast defers; where they agree, it sta
   forecasts the wrong way, so that line reads the weights' forecast itself (WEIGHTS_ONLY_KINDS)
   and learns only its spread: how far it missed on libraries left out, as wide on either side;
   against the problem under torch.compile a line of its own, read likewise;
-- a problem under torch.compile against itself eager, read likewise by the weights alone, whose
-  direction they called right more often than they said.
+- a problem under torch.compile (the candidate) against itself eager: its line reads the weights'
+  forecast too, but moves it (intercept and slope), since inductor's kernels beat eager by more
+  than the weights say on every source that measured them.
 A kind of pair in a candidate language that fewer than SUPPORTING_SOURCES sources measured (LLM-written
 Triton solutions came from one source but for a few) has no second author to say how far a new
 author's code of that kind lands: its spread widens by how much more such pairs missed, when their
