@@ -89,12 +89,12 @@ FIT_MODES = {
 }
 # The problem under torch.compile against itself eager was read "symmetric" until FlagGems' compiled
 # entries were timed again alone (0cdf360) and came out about as fast as eager: then, each of its four
-# sources held out with the three others' line (the weights-only kinds alone, shrink 0.05), KernelBench's
-# compile problems were right in 0.818 of the 10.9% not deferred; with a line of their own 0.933 of
-# 59.4% (FlagGems' 0.851 of 50.8% -> 0.907 of 42.2%, liger 0.982 of 41.3% -> 0.984 of 46.4%, helion 0.833
-# of 34.6% -> 0.824 of 32.7%), within one bin 0.781 -> 0.738 on KernelBench's. A line through the
-# origin: 0.939 of 65.3%, but within one bin 0.636. Nor a line for problems of one eager op apart from
-# those of several (the ones inductor fuses): KernelBench's then 0.714 of 13.9%.
+# sources held out, KernelBench's compile problems were right in 0.818 of the 10.9% not deferred; with
+# a line of their own 0.924 of 65.3% (FlagGems' 0.836 of 52.7% -> 0.848 of 48.5%, liger 0.981 of
+# 39.1% -> 0.985 of 47.8%, helion 0.882 of 32.7% -> 0.875 of 30.8%), within one bin 0.781 -> 0.706 on
+# KernelBench's (refits of the records of 0cdf360). A line through the origin (the weights-only kinds
+# alone, which read no trees): 0.940 of 66.3%, but within one bin 0.668. Nor a line for problems of one
+# eager op apart from those of several (the ones inductor fuses): KernelBench's then 0.714 of 13.9%.
 # A variant pair is read as a pair. Its two solutions' forecasts against the problem, subtracted,
 # told its direction worse than its own forecast did on most of the six sources that have both (the
 # shipped fit, each source held out): LLMKernel 0.563 against 0.602, technoabsurdist 0.741 against
