@@ -16,7 +16,7 @@ library call: against eager the weights call a library's direction right in 0.71
 library, against inductor's kernels in 0.47-0.72, so one line and temperature for both made those
 against eager less sure than they were right and those against torch.compile surer.
 A problem under torch.compile against itself eager is a kind of its own: the weights read its direction
-(0.57-0.90 per source) better than any other line does, and a line of its own moves their forecast.
+at 0.57-0.90 per source, and a line of its own moves their forecast.
 The features read a solution the way its line was fitted, so they need the kind too; this module
 imports neither.
 """
