@@ -519,6 +519,7 @@ def test_a_library_kernels_line_is_fitted_on_and_reads_the_weights_forecast() ->
     mean = np.full(len(pairs), 0.3)
     data = Measured(pairs, features, mean, np.ones(len(pairs)), [LIBRARY_CALL] * len(pairs))
     prior = fit_prior(data, fitted_kinds(data), {"a", "b", "c"})
+    assert prior.trees is None and prior.members == (), "no line reads trees: none grow"
     line = prior.lines[LIBRARY_CALL]
     assert (line.intercept, line.slope) == (0.0, 1.0)
     assert min(line.misses) < -2.0 and max(line.misses) > 1.5, "the misses of the weights' 0.3, both ways"

@@ -546,14 +546,17 @@ def fit_prior(data: Measured, fitted: dict[str, list[int]], sources: set[str], c
     """Trees grown on every pair of `sources`, the lines that read them, fitted on their out-of-source
     forecasts, and the trees that made those forecasts as members; then the direction temperatures
     that the lines' forecasts of each source left out of their fit (`calibrated` as the service
-    calibrates them) call for."""
+    calibrates them) call for. Where every line read reads the weights alone, no trees grow: the prior
+    has none, and forecasts as the shipped one forecasts those kinds (weights_only_probe)."""
     read = [i for indices in fitted.values() for i in indices if data.pairs[i].source in sources]
-    centres, members = out_of_source_centres(data, read, sources)
+    reads_trees = any(data.kinds[i] not in WEIGHTS_ONLY_KINDS for i in read)
+    centres, members = out_of_source_centres(data, read, sources) if reads_trees else ({}, ())
     centres.update({i: float(data.mean[i]) for i in read if data.kinds[i] in WEIGHTS_ONLY_KINDS})
     lines = held_out_lines(fitted, centres, data.pairs, sources)
     support = support_of(fitted, data.pairs, sources)
     widening = unsupported_widening({kind: fitted[kind] for kind in lines}, centres, data.pairs, sources)
-    prior = KernelBenchPrior(lines, {}, grow_trees(data, data.of(sources)), members, support, widening, vocabulary=data.vocabulary)
+    trees = grow_trees(data, data.of(sources)) if reads_trees else None
+    prior = KernelBenchPrior(lines, {}, trees, members, support, widening, vocabulary=data.vocabulary)
     temperatures = fit_direction_temperatures(nested_forecasts(prior, data, fitted, centres, sources), data, calibrated)
     return dataclasses.replace(prior, direction_temperatures=temperatures)
 
