@@ -8,9 +8,11 @@ torch.compile against itself eager (WEIGHTS_ONLY_KINDS).
 Those lines read no trees, so a source held out is forecast from the weights' forecast through
 lines and direction temperatures fitted on the other sources (`kernelbench_prior.fit_prior`, which
 grows no trees for them) and judged as the refit judges it. A change to how these kinds are fitted
-(`FIT_MODES`, the spread, the temperatures) is checked here before the hour a refit takes; the numbers
-are the refit's own for the sources whose pairs are all of these kinds (flaggems, helion, liger,
-kernelbench-inductor), while a source with other kinds too is shown on these pairs alone.
+(`FIT_MODES`, the spread, the temperatures) is checked here before the hour a refit takes. The one
+thing the other kinds lend these pairs is the widening of a kind and language too few sources
+measured, fitted here on these kinds alone; where no pair is widened, a source whose pairs are all of
+these kinds (flaggems, helion, liger, kernelbench-inductor) gets the refit's own numbers, and a source
+with other kinds too is shown on these pairs alone.
 """
 
 from __future__ import annotations
