@@ -6,22 +6,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from test_kernelbench_prior import COMPILED, HARDWARE, PROBLEM, TRITON_SOLUTION
 
-from kernelcast.kernels_runtime.hardware import SPECS
 from kernelcast.models.service.calibrated import Forecaster
 from kernelcast.wire import ForecastRequest, KernelSide, LabelledPair, write_pairs
 from workshop.training import weights_only_probe
-
-HARDWARE = SPECS["H100-SXM"].to_json()
-PROBLEM = (
-    "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) * 2.0 + 1.0\n\n"
-    "def get_inputs():\n    return [torch.randn(4096, 4096)]\n"
-)
-COMPILED = PROBLEM + (
-    "\nclass ModelNew(Model):\n    def __init__(self):\n        super().__init__()\n"
-    "        self.compiled = torch.compile(super().forward)\n\n    def forward(self, x):\n        return self.compiled(x)\n"
-)
-SOLUTION = PROBLEM.replace("class Model(", "class ModelNew(") + "\nimport triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n"
 
 
 def _pair(source: str, n: int, candidate: KernelSide, speedup: float) -> LabelledPair:
@@ -40,7 +29,7 @@ def test_each_source_is_forecast_by_lines_fitted_on_the_others(tmp_path: Path, c
     compiled = KernelSide(COMPILED, "pytorch", "ModelNew")
     pairs = [_pair(source, n, compiled, 2.0 + 0.01 * n) for source in "abc" for n in range(8)]
     pairs += [_pair("d", n, compiled, 0.5 - 0.01 * n) for n in range(8)]
-    pairs.append(_pair("a", 99, KernelSide(SOLUTION, "triton", "ModelNew"), 3.0))
+    pairs.append(_pair("a", 99, KernelSide(TRITON_SOLUTION, "triton", "ModelNew"), 3.0))
     path = tmp_path / "pairs.jsonl"
     write_pairs(path, pairs)
     assert weights_only_probe.main(["--pairs", str(path)]) == 0
